@@ -1,0 +1,160 @@
+"""The `gpuport` command line. Each subcommand is a thin adapter over a module that does the work."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook import __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    return args.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuport",
+        description="Admission webhook that makes GPU workloads portable across clouds.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuport {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the admission webhook over TLS",
+        description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS "
+        "(gunicorn, gthread). Flags override the GPUPORT_* environment variables.",
+    )
+    serve.add_argument("--bind", help="HOST:PORT to listen on (GPUPORT_BIND, default 0.0.0.0:8443)")
+    serve.add_argument("--cert-dir", type=Path, help="folder with tls.crt and tls.key (GPUPORT_CERT_DIR)")
+    serve.add_argument("--cloud", help="name of this cluster's cloud map (GPUPORT_CLOUD, default generic)")
+    serve.add_argument("--cloudmap-dir", type=Path, help="folder of cloud-map YAML (GPUPORT_CLOUDMAP_DIR)")
+    serve.add_argument("--workers", type=_positive, help="worker processes (GPUPORT_WORKERS, default 2)")
+    serve.add_argument("--threads", type=_positive, help="threads per worker (GPUPORT_THREADS, default 8)")
+    serve.set_defaults(run=_run_serve)
+
+    certs = commands.add_parser(
+        "certs",
+        help="create or renew the CA and serving certificate",
+        description="Write DIR/ca.crt, DIR/tls.crt and DIR/tls.key (the keys of a kubernetes.io/tls Secret). "
+        "With --kubeconfig or --in-cluster, also write the Secret and put the CA bundle into the named "
+        "webhook configurations.",
+    )
+    certs.add_argument("--out", type=Path, required=True, metavar="DIR")
+    certs.add_argument("--service", default="gpuport", help="Service name (default gpuport)")
+    certs.add_argument("--namespace", default="gpuport-system", help="namespace (default gpuport-system)")
+    certs.add_argument(
+        "--dns", action="append", default=[], metavar="NAME", help="extra DNS name (repeatable)"
+    )
+    certs.add_argument(
+        "--ip", action="append", default=[], metavar="IP", help="extra IP address (repeatable)"
+    )
+    certs.add_argument("--days", type=_positive, default=365, help="lifetime in days (default 365)")
+    certs.add_argument(
+        "--renew-before",
+        action="store_true",
+        help="keep existing certificates while more than 1/3 of their lifetime remains; when renewing, "
+        "the CA bundle carries the old and the new CA",
+    )
+    cluster = certs.add_mutually_exclusive_group()
+    cluster.add_argument("--kubeconfig", type=Path, help="write the Secret and caBundle with this kubeconfig")
+    cluster.add_argument("--in-cluster", action="store_true", help="the same, with the pod's service account")
+    certs.add_argument("--secret", default="gpuport-tls", help="Secret name (default gpuport-tls)")
+    certs.add_argument(
+        "--webhook-config",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="Mutating/ValidatingWebhookConfiguration to receive the caBundle (repeatable; default gpuport)",
+    )
+    certs.set_defaults(run=_run_certs)
+    return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from webhook.serve import serve
+    from webhook.settings import Settings
+
+    settings = Settings.from_env()
+    overrides = {
+        key: value
+        for key, value in {
+            "bind": args.bind,
+            "cert_dir": args.cert_dir,
+            "cloud": args.cloud,
+            "cloudmap_dir": args.cloudmap_dir,
+            "workers": args.workers,
+            "threads": args.threads,
+        }.items()
+        if value is not None
+    }
+    return serve(replace(settings, **overrides))
+
+
+def _run_certs(args: argparse.Namespace) -> int:
+    from certs.files import read_bundle, write_bundle
+    from certs.issue import issue_bundle, renew_bundle, service_dns_names
+
+    dns = service_dns_names(args.service, args.namespace) + args.dns
+    api = _kube_apis(args) if (args.kubeconfig or args.in_cluster) else None
+    try:
+        if api is not None:
+            from certs.kube import read_secret_bundle
+
+            current = read_secret_bundle(api["core"], args.namespace, args.secret)
+        else:
+            current = read_bundle(args.out)
+    except ValueError as exc:
+        print(f"gpuport certs: existing certificates are damaged ({exc}); issuing new ones", file=sys.stderr)
+        current = None
+    try:
+        if args.renew_before:
+            bundle = renew_bundle(current, dns, args.ip, days=args.days)
+        else:
+            bundle = issue_bundle(dns, args.ip, days=args.days)
+    except ValueError as exc:
+        print(f"gpuport certs: {exc}", file=sys.stderr)
+        return 2
+    if bundle is None:
+        expiry = current.serving_certificate().not_valid_after_utc
+        print(f"certificates in {args.out} are valid until {expiry:%Y-%m-%d}; nothing to renew")
+        bundle = current
+    else:
+        print(f"wrote {args.out}/ca.crt, tls.crt, tls.key for {', '.join(dns + args.ip)}")
+    write_bundle(args.out, bundle)
+    if api is not None:
+        from certs.kube import inject_ca_bundle, write_secret
+
+        write_secret(api["core"], args.namespace, args.secret, bundle)
+        patched = inject_ca_bundle(api["admission"], args.webhook_config or ["gpuport"], bundle.ca_crt)
+        targets = ", ".join(patched) or "nothing"
+        print(f"updated Secret {args.namespace}/{args.secret}; caBundle set on {targets}")
+    return 0
+
+
+def _kube_apis(args: argparse.Namespace) -> dict:
+    from kubernetes import client, config
+
+    if args.in_cluster:
+        config.load_incluster_config()
+    else:
+        config.load_kube_config(config_file=str(args.kubeconfig))
+    return {"core": client.CoreV1Api(), "admission": client.AdmissionregistrationV1Api()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The decision core: an admission request and a read-only context in, a Decision out.
+
+Pure: no I/O, no clock, no randomness. The same input always gives the same Decision, which is what
+makes the webhook idempotent under reinvocation and testable without a server.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.checks import Violation, check_pod_spec
+from webhook.decision import Decision, allow, deny
+from webhook.patch import diff_mutation
+from webhook.platform import AcceleratorNames, CloudMap
+from webhook.review import AdmissionRequest
+from webhook.workloads import find_pod_spec, pod_spec_path
+
+# A mutation edits the editable view of a Pod in place and returns one warning line per change.
+# It also receives the whole original Pod, read-only, for context it may not edit.
+Mutation = Callable[[dict[str, Any], Mapping[str, Any]], list[str]]
+
+
+@dataclass(frozen=True)
+class Context:
+    target: CloudMap
+    accelerators: AcceleratorNames
+    mutations: tuple[Mutation, ...] = ()
+
+
+def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
+    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates)."""
+    checked = _check(request, context)
+    if checked is not None:
+        return checked
+    if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
+        return allow("checked")
+    pod = request.object or {}
+    warnings: list[str] = []
+
+    def mutate(view: dict[str, Any]) -> None:
+        for mutation in context.mutations:
+            warnings.extend(mutation(view, pod))
+
+    patch = diff_mutation(pod, mutate)
+    return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
+
+
+def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
+    """The /validate path: the same checks, on the final object after every mutating webhook."""
+    checked = _check(request, context)
+    return checked if checked is not None else allow("checked")
+
+
+def _check(request: AdmissionRequest, context: Context) -> Decision | None:
+    """A denial, an allowance for requests gpuport does not look at, or None to go on."""
+    if request.operation not in ("CREATE", "UPDATE"):
+        return allow("operation-ignored")
+    path = pod_spec_path(request.group, request.kind)
+    if path is None:
+        return allow("kind-ignored")
+    pod_spec = find_pod_spec(request.object or {}, path)
+    if pod_spec is None:
+        return allow("no-pod-spec")
+    violations = check_pod_spec(pod_spec, path, context.target, context.accelerators)
+    if violations:
+        return deny(violations[0].reason, denial_message(request, violations))
+    return None
+
+
+def denial_message(request: AdmissionRequest, violations: list[Violation]) -> str:
+    subject = f'{request.kind} "{request.name}"' if request.name else request.kind
+    if len(violations) == 1:
+        return f"{subject}: {violations[0].message}"
+    listed = "; ".join(f"({n}) {v.message}" for n, v in enumerate(violations, 1))
+    return f"{subject} has {len(violations)} problems: {listed}"

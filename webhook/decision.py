@@ -1,0 +1,46 @@
+"""What the decision core answers: a small value the HTTP layer turns into an AdmissionReview."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+# The API server cuts each warning at 256 characters; kubectl output stays readable under 120.
+MAX_WARNING_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    # Short, stable label for metrics and logs ("ok", "fractional-gpu", ...), never shown to users.
+    reason: str
+    message: str = ""
+    patch: tuple[Mapping, ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit_annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def allow(reason: str = "ok", *, patch=(), warnings=(), audit_annotations=None) -> Decision:
+    return Decision(
+        allowed=True,
+        reason=reason,
+        patch=tuple(patch),
+        warnings=tuple(clean_warning(w) for w in warnings),
+        audit_annotations=MappingProxyType(dict(audit_annotations or {})),
+    )
+
+
+def deny(reason: str, message: str, *, warnings=()) -> Decision:
+    return Decision(
+        allowed=False,
+        reason=reason,
+        message=message,
+        warnings=tuple(clean_warning(w) for w in warnings),
+    )
+
+
+def clean_warning(text: str) -> str:
+    """One line, at most MAX_WARNING_CHARS: the API server drops warnings that contain a newline."""
+    flat = " ".join(text.split())
+    if len(flat) <= MAX_WARNING_CHARS:
+        return flat
+    return flat[: MAX_WARNING_CHARS - 1] + "…"

@@ -1,0 +1,60 @@
+"""gunicorn settings for `gpuport serve`; values come from GPUPORT_* variables that serve sets.
+
+gthread workers keep HTTP/1.1 connections alive, which is how the API server calls webhooks: the
+sync worker would close each one and pay a TLS handshake per admission.
+"""
+
+import signal
+
+from webhook import metrics
+from webhook.settings import Settings
+from webhook.tls import ReloadingContext
+
+_settings = Settings.from_env()
+
+bind = [_settings.bind]
+worker_class = "gthread"
+workers = _settings.workers
+threads = _settings.threads
+# Longer than the API server's idle-connection timeout (90 s), so the client, not us, closes idle
+# connections and never sends on one we have just closed.
+keepalive = 120
+timeout = 30
+graceful_timeout = 20
+certfile = str(_settings.cert_file)
+keyfile = str(_settings.key_file)
+loglevel = _settings.log_level
+accesslog = None
+errorlog = "-"
+proc_name = "gpuport"
+# No runtime control socket: nothing uses it, and the container's root filesystem is read-only.
+control_socket_disable = True
+# One TLS context per worker process, created after fork and rebuilt when the files change.
+_tls: ReloadingContext | None = None
+
+
+def ssl_context(config, default_ssl_context_factory):
+    global _tls
+    if _tls is None or _tls.cert_file != _settings.cert_file:
+        _tls = ReloadingContext(
+            _settings.cert_file,
+            _settings.key_file,
+            on_reload=lambda ok: metrics.CERT_RELOADS.labels("ok" if ok else "error").inc(),
+        )
+    return _tls.current()
+
+
+def post_worker_init(worker):
+    """On SIGTERM, report not-ready first, then let gunicorn drain and close kept-alive connections."""
+    state = worker.wsgi.extensions["gpuport"]
+    stop = worker.handle_exit
+
+    def on_sigterm(signum, frame):
+        state.draining.set()
+        stop(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def child_exit(server, worker):
+    metrics.worker_exited(worker.pid)

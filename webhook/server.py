@@ -1,0 +1,123 @@
+"""The HTTP adapter: a thin Flask app that turns bodies into AdmissionRequests and Decisions into
+AdmissionReview responses. Everything it decides, it asks the core."""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from webhook import metrics
+from webhook.core import Context, decide_mutation, decide_validation
+from webhook.decision import Decision, allow, deny
+from webhook.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
+
+log = logging.getLogger("gpuport.server")
+
+Decide = Callable[[AdmissionRequest, Context], Decision]
+
+
+@dataclass
+class ServerState:
+    """What the routes read. `context` is replaced whole (never edited) when cloud maps reload."""
+
+    context: Context
+    draining: threading.Event = field(default_factory=threading.Event)
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.draining.is_set():
+            return False, "shutting down"
+        return True, "ok"
+
+
+def create_app(state: ServerState) -> Flask:
+    app = Flask("gpuport")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+
+    def admission_route(route: str, decide: Decide, on_error: Callable[[], Decision]):
+        def handle() -> Response:
+            started = time.perf_counter()
+            body = request.get_data(cache=False)
+            try:
+                review = parse_review(body)
+            except ReviewError as exc:
+                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                return _text(400, f"malformed AdmissionReview: {exc}")
+            try:
+                decision = decide(review, state.context)
+                result = "allowed" if decision.allowed else "denied"
+            except Exception:
+                # Never a 500: the API server would show the user an opaque failure (or, with a
+                # Fail policy, block every pod). Answer the review and leave the trace in the log.
+                log.exception(
+                    "decision failed for %s %s/%s uid=%s",
+                    review.kind,
+                    review.namespace,
+                    review.name,
+                    review.uid,
+                )
+                decision, result = on_error(), "error"
+            body_out = json.dumps(build_response(review.uid, decision), separators=(",", ":"))
+            metrics.REQUESTS.labels(route, result, decision.reason).inc()
+            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+            return Response(body_out, status=200, mimetype="application/json")
+
+        handle.__name__ = f"admission_{route}"
+        return handle
+
+    app.add_url_rule(
+        "/mutate",
+        view_func=admission_route(
+            "mutate",
+            decide_mutation,
+            # Fail open on the mutating path: the validating path and the in-server policy still hold.
+            lambda: allow("internal-error", warnings=["gpuport: internal error, pod admitted unchanged"]),
+        ),
+        methods=["POST"],
+    )
+    app.add_url_rule(
+        "/validate",
+        view_func=admission_route(
+            "validate",
+            decide_validation,
+            lambda: deny("internal-error", "gpuport could not check this object (internal error); retry"),
+        ),
+        methods=["POST"],
+    )
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _text(200, "ok")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        ready, why = state.readiness()
+        return _text(200 if ready else 503, why)
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        payload, content_type = metrics.render()
+        return Response(payload, status=200, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        if exc.code == 413:
+            route = request.path.strip("/") if request.path in ("/mutate", "/validate") else "other"
+            metrics.REQUESTS.labels(route, "bad-request", "body-too-large").inc()
+            return _text(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+        return _text(exc.code or 500, f"{exc.name}")
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return _text(500, "internal error (details are in the server log)")
+
+    return app
+
+
+def _text(status: int, message: str) -> Response:
+    return Response(message + "\n", status=status, mimetype="text/plain")

@@ -1,0 +1,51 @@
+"""Server settings: command-line flags win over GPUPORT_* environment variables, which win over defaults."""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from webhook.cloudmap import default_directory
+
+
+@dataclass(frozen=True)
+class Settings:
+    bind: str = "0.0.0.0:8443"
+    cert_dir: Path = Path("/etc/gpuport/tls")
+    cloud: str = "generic"
+    cloudmap_dir: Path = field(default_factory=default_directory)
+    workers: int = 2
+    threads: int = 8
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Settings":
+        defaults = cls()
+        return cls(
+            bind=environ.get("GPUPORT_BIND", defaults.bind),
+            cert_dir=Path(environ.get("GPUPORT_CERT_DIR", defaults.cert_dir)),
+            cloud=environ.get("GPUPORT_CLOUD", defaults.cloud),
+            cloudmap_dir=Path(environ.get("GPUPORT_CLOUDMAP_DIR", defaults.cloudmap_dir)),
+            workers=int(environ.get("GPUPORT_WORKERS", defaults.workers)),
+            threads=int(environ.get("GPUPORT_THREADS", defaults.threads)),
+            log_level=environ.get("GPUPORT_LOG_LEVEL", defaults.log_level),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The same settings as environment variables, for gunicorn workers to read back."""
+        return {
+            "GPUPORT_BIND": self.bind,
+            "GPUPORT_CERT_DIR": str(self.cert_dir),
+            "GPUPORT_CLOUD": self.cloud,
+            "GPUPORT_CLOUDMAP_DIR": str(self.cloudmap_dir),
+            "GPUPORT_WORKERS": str(self.workers),
+            "GPUPORT_THREADS": str(self.threads),
+            "GPUPORT_LOG_LEVEL": self.log_level,
+        }
+
+    @property
+    def cert_file(self) -> Path:
+        return self.cert_dir / "tls.crt"
+
+    @property
+    def key_file(self) -> Path:
+        return self.cert_dir / "tls.key"
