@@ -7,8 +7,8 @@ import socket
 import ssl
 from pathlib import Path
 
-from webhook.app import build_context
 from webhook.cloudmap import default_directory
+from webhook.loading import build_context
 from webhook.review import parse_review
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"

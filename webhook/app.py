@@ -1,28 +1,11 @@
-"""Composition root: load cloud maps, build the decision context, and create the Flask app."""
+"""Composition root: build the decision context and the Flask app around it."""
 
 from pathlib import Path
 
 from flask import Flask
 
-from webhook.cloudmap import CloudMapError, load_directory
-from webhook.core import Context
-from webhook.platform import AcceleratorNames
+from webhook.loading import build_context
 from webhook.server import ServerState, create_app
-
-
-class StartupError(RuntimeError):
-    pass
-
-
-def build_context(cloudmap_dir: Path, cloud: str) -> Context:
-    try:
-        maps = load_directory(cloudmap_dir)
-    except CloudMapError as exc:
-        raise StartupError(f"cloud map error: {exc}") from None
-    if cloud not in maps:
-        known = ", ".join(sorted(maps)) or "none"
-        raise StartupError(f"no cloud map named {cloud!r} in {cloudmap_dir} (found: {known})")
-    return Context(target=maps[cloud], accelerators=AcceleratorNames(tuple(maps.values())))
 
 
 def build_app(cloudmap_dir: Path, cloud: str) -> Flask:

@@ -50,9 +50,8 @@ def parse_cloud_map(text: str, source: Path | str) -> CloudMap:
     errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         first = errors[0]
-        path = list(first.absolute_path)
-        location = ".".join(map(str, path)) or "(top level)"
-        raise CloudMapError(source, _line_of(node, path), f"{location}: {first.message}")
+        location = ".".join(map(str, first.absolute_path)) or "(top level)"
+        raise CloudMapError(source, _line_of(node, _error_path(first)), f"{location}: {first.message}")
     res = data["resources"]
     mig = res.get("mig", {"form": "none"})
     shared = res.get("shared")
@@ -97,24 +96,32 @@ def default_directory() -> Path:
 
 
 def _line_of(node: yaml.Node | None, path: list[Any]) -> int | None:
-    """1-based line of the deepest YAML node on `path` that exists."""
+    """1-based line of the deepest entry on `path` that exists (a mapping entry's key line)."""
     if node is None:
         return None
     line = node.start_mark.line + 1
     for key in path:
-        child = None
+        found = None
         if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == key:
-                    child = value_node
-                    break
+            found = next(((k, v) for k, v in node.value if k.value == key), None)
         elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            child = node.value[key]
-        if child is None:
+            found = (node.value[key], node.value[key])
+        if found is None:
             break
-        node = child
-        line = node.start_mark.line + 1
+        key_node, node = found
+        line = key_node.start_mark.line + 1
     return line
+
+
+def _error_path(error: jsonschema.ValidationError) -> list[Any]:
+    """The path to point at: for an unexpected key, the key itself rather than its parent."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        if extra:
+            path.append(extra[0])
+    return path
 
 
 def _line_of_key(path: Path, key: str) -> int | None:

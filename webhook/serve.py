@@ -28,10 +28,7 @@ class _GunicornApp(BaseApplication):
 
 
 def serve(settings: Settings) -> int:
-    # Workers are processes: metrics go through files so any worker can report the sum. This must be
-    # set before anything imports prometheus_client, which picks its storage at import time.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpuport-metrics-"))
-    from webhook.app import StartupError, build_context
+    from webhook.loading import StartupError, build_context
 
     for path in (settings.cert_file, settings.key_file):
         if not path.is_file():
@@ -46,6 +43,9 @@ def serve(settings: Settings) -> int:
         print(f"gpuport serve: {exc}", file=sys.stderr)
         return 2
     os.environ.update(settings.to_env())
+    # Workers are processes: metrics go through files so any worker can report the sum. This must be
+    # set before anything imports prometheus_client, which picks its storage at import time.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpuport-metrics-"))
     sys.argv = [sys.argv[0]]  # gunicorn parses argv; our flags are already applied
     _GunicornApp(settings).run()
     return 0

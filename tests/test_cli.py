@@ -1,0 +1,81 @@
+import subprocess
+import sys
+
+import pytest
+
+from webhook import __version__
+from webhook.cli import build_parser, main
+
+
+def run(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"gpuport {__version__}"
+
+
+@pytest.mark.parametrize("command", ["serve", "certs"])
+def test_every_subcommand_has_help(command):
+    result = run(command, "--help")
+    assert result.returncode == 0
+    assert f"usage: gpuport {command}" in result.stdout
+
+
+def test_serve_flags_parse():
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--bind",
+            "127.0.0.1:9443",
+            "--cert-dir",
+            "/c",
+            "--cloud",
+            "gke",
+            "--workers",
+            "3",
+            "--threads",
+            "2",
+        ]
+    )
+    assert (args.bind, str(args.cert_dir), args.cloud, args.workers, args.threads) == (
+        "127.0.0.1:9443",
+        "/c",
+        "gke",
+        3,
+        2,
+    )
+
+
+def test_serve_without_certificates_says_how_to_make_them(tmp_path, capsys):
+    assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
+    assert f"create it with `gpuport certs --out {tmp_path}`" in capsys.readouterr().err
+
+
+def test_serve_with_an_unknown_cloud_names_the_known_ones(tmp_path, capsys):
+    from tests.server_process import make_certs
+
+    make_certs(tmp_path)
+    assert main(["serve", "--cert-dir", str(tmp_path), "--cloud", "mars"]) == 2
+    err = capsys.readouterr().err
+    assert "no cloud map named 'mars'" in err and "generic" in err
+
+
+def test_serve_with_a_broken_cloud_map_names_file_and_line(tmp_path, capsys):
+    from tests.server_process import make_certs
+
+    make_certs(tmp_path / "tls")
+    maps = tmp_path / "maps"
+    maps.mkdir()
+    (maps / "generic.yaml").write_text("name: generic\nresources:\n  whole: 7\n")
+    assert main(["serve", "--cert-dir", str(tmp_path / "tls"), "--cloudmap-dir", str(maps)]) == 2
+    assert f"{maps / 'generic.yaml'}:3: resources.whole" in capsys.readouterr().err
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "commands" in capsys.readouterr().out

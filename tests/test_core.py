@@ -1,0 +1,75 @@
+from dataclasses import replace
+
+from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
+from webhook.core import decide_mutation, decide_validation
+
+
+def test_kinds_gpuport_does_not_look_at_are_allowed_unchanged(generic_context):
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "0.5"}}
+    decision = decide_mutation(parsed(review_of(config_map)), generic_context)
+    assert decision.allowed and decision.reason == "kind-ignored" and decision.patch == ()
+
+
+def test_a_pod_named_like_a_workload_kind_in_another_group_is_ignored(generic_context):
+    custom = {
+        "apiVersion": "example.com/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"spec": pod_with_resources(gpu("0.5", "0.5"))["spec"]}},
+    }
+    decision = decide_mutation(parsed(review_of(custom)), generic_context)
+    assert decision.allowed and decision.reason == "kind-ignored"
+
+
+def test_delete_and_connect_are_allowed(generic_context):
+    for operation in ("DELETE", "CONNECT"):
+        review = review_of(pod_with_resources(gpu("0.5", "0.5")), operation=operation)
+        assert decide_mutation(parsed(review), generic_context).reason == "operation-ignored"
+        assert decide_validation(parsed(review), generic_context).allowed
+
+
+def test_pod_updates_are_checked_but_never_rewritten(generic_context):
+    def label(view, pod):
+        view["metadata"].setdefault("labels", {})["x"] = "y"
+        return ["labelled"]
+
+    context = replace(generic_context, mutations=(label,))
+    update = decide_mutation(parsed(fixture("pod-update-labels.json")), context)
+    assert update.allowed and update.patch == ()
+    create = decide_mutation(parsed(fixture("pod-create-gpu-limit-1.json")), context)
+    assert create.patch == ({"op": "add", "path": "/metadata/labels/x", "value": "y"},)
+    assert create.warnings == ("labelled",)
+
+
+def test_dry_run_gets_the_same_decision(generic_context):
+    dry = decide_mutation(parsed(fixture("pod-create-dryrun.json")), generic_context)
+    real = decide_mutation(parsed(fixture("pod-create-gpu-limit-1.json")), generic_context)
+    assert (dry.allowed, dry.patch, dry.reason) == (real.allowed, real.patch, real.reason)
+
+
+def test_workload_template_is_never_patched_even_with_mutations(generic_context):
+    def label(view, pod):
+        view["metadata"].setdefault("labels", {})["x"] = "y"
+        return ["labelled"]
+
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"spec": pod_with_resources(gpu("1"))["spec"]}},
+    }
+    decision = decide_mutation(parsed(review_of(deployment)), replace(generic_context, mutations=(label,)))
+    assert decision.allowed and decision.patch == ()
+
+
+def test_labels_and_annotations_cannot_switch_the_checks_off(generic_context):
+    pod = pod_with_resources(gpu("0.5", "0.5"))
+    pod["metadata"]["labels"] = {"gpuport.io/skip": "true", "gpuport.io/ignore": "true"}
+    pod["metadata"]["annotations"] = {"gpuport.io/policy": "allow", "gpuport.io/fractional": "mig"}
+    assert not decide_mutation(parsed(review_of(pod)), generic_context).allowed
+    assert not decide_validation(parsed(review_of(pod)), generic_context).allowed
+
+
+def test_decisions_are_deterministic(generic_context):
+    review = parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json"))
+    assert decide_mutation(review, generic_context) == decide_mutation(review, generic_context)
