@@ -6,7 +6,7 @@ DEV_CERTS := .dev-certs
 BIND ?= 127.0.0.1:8443
 CLOUD ?= generic
 
-.PHONY: run test lint format bench e2e-kind clean
+.PHONY: run test lint format bench manifests clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(BIN)/.installed
 format: $(BIN)/.installed
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The kustomize base carries a rendered copy of cloudmaps/ (kustomize reads no files outside its folder).
+manifests: $(BIN)/.installed
+	$(BIN)/python -m webhook.cloudmap_configmap > manifests/cloudmaps-configmap.yaml
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/admission_bench.py

@@ -43,24 +43,32 @@ def write_secret(core_api, namespace: str, name: str, bundle: Bundle) -> None:
 
 
 def inject_ca_bundle(admission_api, config_names: list[str], ca_bundle: bytes) -> list[str]:
-    """Set clientConfig.caBundle on every webhook of the named configurations; returns what was patched."""
+    """Set clientConfig.caBundle on every webhook of the named configurations; returns what was patched.
+
+    Configurations are read by name, so RBAC can limit this to `get`/`patch` on those names alone."""
+    from kubernetes.client.exceptions import ApiException
+
     encoded = base64.b64encode(ca_bundle).decode()
     patched = []
     for kind, read, patch in (
         (
             "MutatingWebhookConfiguration",
-            admission_api.list_mutating_webhook_configuration,
+            admission_api.read_mutating_webhook_configuration,
             admission_api.patch_mutating_webhook_configuration,
         ),
         (
             "ValidatingWebhookConfiguration",
-            admission_api.list_validating_webhook_configuration,
+            admission_api.read_validating_webhook_configuration,
             admission_api.patch_validating_webhook_configuration,
         ),
     ):
-        for config in read().items:
-            if config.metadata.name not in config_names:
-                continue
+        for name in config_names:
+            try:
+                config = read(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
             # JSON Patch, with a test per webhook so a concurrent reorder fails instead of
             # putting a bundle on the wrong webhook; "add" also replaces an existing caBundle.
             ops = []
@@ -70,6 +78,6 @@ def inject_ca_bundle(admission_api, config_names: list[str], ca_bundle: bytes) -
                     {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": encoded}
                 )
             if ops:
-                patch(config.metadata.name, ops)
-            patched.append(f"{kind}/{config.metadata.name}")
+                patch(name, ops)
+                patched.append(f"{kind}/{name}")
     return patched

@@ -112,11 +112,19 @@ class FakeAdmissionApi:
             hook(metadata=hook(name="someone-else"), webhooks=[hook(name="x")]),
         ]
 
-    def list_mutating_webhook_configuration(self):
-        return SimpleNamespace(items=self.mutating)
+    def _read(self, configs, name):
+        from kubernetes.client.exceptions import ApiException
 
-    def list_validating_webhook_configuration(self):
-        return SimpleNamespace(items=self.validating)
+        for config in configs:
+            if config.metadata.name == name:
+                return config
+        raise ApiException(status=404)
+
+    def read_mutating_webhook_configuration(self, name):
+        return self._read(self.mutating, name)
+
+    def read_validating_webhook_configuration(self, name):
+        return self._read(self.validating, name)
 
     def patch_mutating_webhook_configuration(self, name, body):
         self.patches.append(("mutating", name, body))
@@ -127,7 +135,7 @@ class FakeAdmissionApi:
 
 def test_ca_bundle_goes_into_every_webhook_of_the_named_configurations_only():
     api = FakeAdmissionApi()
-    patched = inject_ca_bundle(api, ["gpuport"], b"PEM")
+    patched = inject_ca_bundle(api, ["gpuport", "absent"], b"PEM")
     assert patched == ["MutatingWebhookConfiguration/gpuport", "ValidatingWebhookConfiguration/gpuport"]
     kinds = {(kind, name) for kind, name, _ in api.patches}
     assert ("validating", "someone-else") not in kinds

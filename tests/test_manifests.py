@@ -1,0 +1,230 @@
+"""The kustomize base, read the way the API server and kubectl would read it."""
+
+import json
+
+import celpy
+import pytest
+import yaml
+
+from tests.helpers import REPO, all_fixtures, fixture
+from webhook.cloudmap import default_directory
+from webhook.cloudmap_configmap import render
+
+MANIFESTS = REPO / "manifests"
+EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease", "gpuport-system"}
+
+
+def documents():
+    docs = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        docs.extend((path.name, d) for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def one(kind, name=None):
+    found = [
+        d for _, d in documents() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def webhooks():
+    return [
+        (config["kind"], hook)
+        for config in (one("MutatingWebhookConfiguration"), one("ValidatingWebhookConfiguration"))
+        for hook in config["webhooks"]
+    ]
+
+
+def test_kustomization_lists_every_manifest_file():
+    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    files = {p.name for p in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == files
+    assert kustomization["namespace"] == "gpuport-system"
+
+
+def test_every_document_has_kind_apiversion_and_name():
+    for filename, doc in documents():
+        if filename == "kustomization.yaml":
+            continue
+        assert doc.get("apiVersion") and doc.get("kind") and doc["metadata"].get("name"), filename
+
+
+def test_deployment_is_highly_available_and_locked_down():
+    deployment = one("Deployment", "gpuport")
+    spec = deployment["spec"]
+    assert spec["replicas"] >= 2
+    pod = spec["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts[env["GPUPORT_CERT_DIR"]] == "tls"
+    assert mounts[env["GPUPORT_CLOUDMAP_DIR"]] == "cloudmaps"
+    assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/") and mounts["/tmp"] == "tmp"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "gpuport-tls"
+    assert volumes["cloudmaps"]["configMap"]["name"] == "gpuport-cloudmaps"
+    pdb = one("PodDisruptionBudget")
+    assert pdb["spec"]["selector"] == spec["selector"]
+    assert pdb["spec"]["minAvailable"] == 1
+
+
+def test_service_routes_443_to_the_servers_port():
+    service = one("Service", "gpuport")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
+    assert service["spec"]["selector"] == one("Deployment")["spec"]["selector"]["matchLabels"]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_webhooks_follow_the_good_practices(index):
+    kind, hook = webhooks()[index]
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] <= 5
+    client = hook["clientConfig"]["service"]
+    assert (client["name"], client["namespace"], client["port"]) == ("gpuport", "gpuport-system", 443)
+    assert client["path"] == ("/mutate" if kind == "MutatingWebhookConfiguration" else "/validate")
+    if kind == "MutatingWebhookConfiguration":
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+    expressions = hook["namespaceSelector"]["matchExpressions"]
+    assert {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": sorted(EXCLUDED_NAMESPACES),
+    } in [{**e, "values": sorted(e["values"])} for e in expressions]
+    assert {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]} in expressions
+    assert "objectSelector" not in hook  # a pod's own labels must not opt it out
+    resources = {r for rule in hook["rules"] for r in rule["resources"]}
+    assert resources <= {
+        "pods",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "replicasets",
+        "jobs",
+        "cronjobs",
+    }
+    assert hook["matchConditions"]
+
+
+def test_the_webhooks_cover_pods_and_every_workload_kind_on_both_paths():
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        covered = {
+            r for k, hook in webhooks() if k == kind for rule in hook["rules"] for r in rule["resources"]
+        }
+        assert covered == {
+            "pods",
+            "deployments",
+            "statefulsets",
+            "daemonsets",
+            "replicasets",
+            "jobs",
+            "cronjobs",
+        }
+    pod_rules = [r for _, h in webhooks() for r in h["rules"] if "pods" in r["resources"]]
+    assert all(r["operations"] == ["CREATE"] for r in pod_rules)
+
+
+def _condition(resource):
+    for _, hook in webhooks():
+        if any(resource in rule["resources"] for rule in hook["rules"]):
+            (condition,) = hook["matchConditions"]
+            environment = celpy.Environment()
+            return environment.program(environment.compile(condition["expression"]))
+    raise AssertionError(resource)
+
+
+def _matches(program, obj):
+    return bool(program.evaluate({"object": celpy.json_to_cel(obj)}))
+
+
+@pytest.mark.parametrize("name", all_fixtures())
+def test_match_condition_calls_the_webhook_for_every_captured_gpu_pod(name):
+    assert _matches(_condition("pods"), fixture(name)["request"]["object"])
+
+
+def test_match_condition_skips_pods_without_extended_resources():
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    assert not _matches(_condition("pods"), pod)
+    pod["spec"]["containers"][0]["resources"] = {}
+    assert not _matches(_condition("pods"), pod)
+    del pod["spec"]["containers"][0]["resources"]
+    assert not _matches(_condition("pods"), pod)
+    pod["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"amd.com/gpu": "1"}}}]
+    assert _matches(_condition("pods"), pod)
+
+
+def test_match_conditions_find_gpus_in_workload_templates():
+    spec = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}
+    cpu_only = {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}
+    for template, expected in ((spec, True), (cpu_only, False)):
+        deployment = {"spec": {"template": {"spec": template}}}
+        cronjob = {"spec": {"jobTemplate": {"spec": {"template": {"spec": template}}}}}
+        assert _matches(_condition("deployments"), deployment) is expected
+        assert _matches(_condition("cronjobs"), cronjob) is expected
+
+
+def test_rbac_is_least_privilege():
+    for _, doc in documents():
+        if doc["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in doc["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], f"{doc['metadata']['name']} uses a wildcard"
+            if doc["kind"] == "ClusterRole":
+                assert "secrets" not in rule["resources"]
+                assert rule.get("resourceNames") == ["gpuport"]
+            if "secrets" in rule["resources"] and rule["verbs"] != ["create"]:
+                assert rule["resourceNames"] == ["gpuport-tls"]
+    server_account = one("ServiceAccount", "gpuport")
+    assert server_account["automountServiceAccountToken"] is False
+    bound = {
+        (b["roleRef"]["name"], s["name"])
+        for _, b in documents()
+        if b["kind"].endswith("Binding")
+        for s in b["subjects"]
+    }
+    assert all(subject == "gpuport-certs" for _, subject in bound)
+
+
+def test_certificate_jobs_write_the_secret_the_deployment_mounts():
+    job = one("Job", "gpuport-certs")
+    cron = one("CronJob", "gpuport-certs-renew")
+    assert cron["spec"]["jobTemplate"]["spec"]["template"]["spec"] == job["spec"]["template"]["spec"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "certs"
+    assert "--secret=gpuport-tls" in args and "--renew-before" in args and "--webhook-config=gpuport" in args
+    assert job["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_webhooks_own_namespace_opts_out():
+    namespace = one("Namespace", "gpuport-system")
+    assert namespace["metadata"]["labels"]["gpuport.io/admission"] == "disabled"
+
+
+def test_cloudmaps_configmap_matches_cloudmaps_folder():
+    rendered = render(default_directory())
+    assert (MANIFESTS / "cloudmaps-configmap.yaml").read_text() == rendered, "run `make manifests`"
+    data = yaml.safe_load(rendered)["data"]
+    assert data["generic.yaml"] == (default_directory() / "generic.yaml").read_text()
+
+
+def test_dockerfile_runs_as_non_root_without_build_tools():
+    text = (REPO / "Dockerfile").read_text()
+    final_stage = text.rsplit("FROM ", 1)[1]
+    assert "USER 65532:65532" in final_stage
+    assert "gcc" not in final_stage and "build-essential" not in final_stage
+    assert "GPUPORT_CLOUDMAP_DIR=/app/cloudmaps" in final_stage
+    assert json.loads(final_stage.split("ENTRYPOINT ", 1)[1].splitlines()[0]) == ["gpuport"]
