@@ -100,6 +100,8 @@ class VerifyingHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self):
         sock = socket.create_connection((self.host, self.port), self.timeout)
+        # Go's net package, and so the API server, disables Nagle's algorithm on every connection.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = self._ctx.wrap_socket(sock, server_hostname=self._server_name)
 
 

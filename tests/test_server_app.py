@@ -133,3 +133,11 @@ def test_response_patch_is_base64_json_patch(client, generic_context, monkeypatc
         {"op": "add", "path": "/metadata/labels", "value": {"gpuport.io/seen": "true"}}
     ]
     assert body["warnings"] == ["gpuport: labelled"]
+
+
+def test_bench_baseline_route_exists_only_when_asked_for(state):
+    assert create_app(state).test_client().post("/bench/allow-all", data=b"{}").status_code == 404
+    bench = create_app(state, bench_baseline=True).test_client()
+    body = json.dumps(fixture("pod-create-gpu-limit-1.json"))
+    response = bench.post("/bench/allow-all", data=body).get_json()["response"]
+    assert response == {"uid": "04270726-6f33-46f6-9e65-8341217e7394", "allowed": True}

@@ -1,5 +1,6 @@
 """Composition root: build the decision context and the Flask app around it."""
 
+import os
 from pathlib import Path
 
 from flask import Flask
@@ -10,6 +11,6 @@ from webhook.server import ServerState, create_app
 
 def build_app(cloudmap_dir: Path, cloud: str) -> Flask:
     state = ServerState(context=build_context(cloudmap_dir, cloud))
-    app = create_app(state)
+    app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state
     return app

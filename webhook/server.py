@@ -34,7 +34,7 @@ class ServerState:
         return True, "ok"
 
 
-def create_app(state: ServerState) -> Flask:
+def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     app = Flask("gpuport")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
@@ -88,6 +88,13 @@ def create_app(state: ServerState) -> Flask:
         ),
         methods=["POST"],
     )
+
+    if bench_baseline:
+        # bench/ only: the same server and TLS connection, but no decision; what /mutate is measured against.
+        @app.post("/bench/allow-all")
+        def allow_all() -> Response:
+            uid = json.loads(request.get_data(cache=False))["request"]["uid"]
+            return Response(json.dumps(build_response(uid, allow())), mimetype="application/json")
 
     @app.get("/healthz")
     def healthz() -> Response:
