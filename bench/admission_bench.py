@@ -36,7 +36,9 @@ def run_case(server, path, body, requests, connections):
     lock = threading.Lock()
 
     def worker(count):
-        conn = VerifyingHTTPSConnection("127.0.0.1", server.port, server_name=SERVICE_NAME, cafile=server.ca_file)
+        conn = VerifyingHTTPSConnection(
+            "127.0.0.1", server.port, server_name=SERVICE_NAME, cafile=server.ca_file
+        )
         local = []
         for _ in range(count):
             started = time.perf_counter()
@@ -81,8 +83,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir = Path(tmp)
         make_certs(cert_dir)
-        server = RunningServer(cert_dir, workers=args.workers, threads=args.threads,
-                               extra_env={"GPUPORT_BENCH_BASELINE": "1"})
+        server = RunningServer(
+            cert_dir, workers=args.workers, threads=args.threads, extra_env={"GPUPORT_BENCH_BASELINE": "1"}
+        )
         try:
             results = {}
             for label, path, name in CASES:
@@ -92,8 +95,10 @@ def main() -> int:
             server.stop()
 
     baseline = results["allow-all baseline"]
-    print(f"{args.requests} requests over {args.connections} kept-alive TLS connection(s), "
-          f"{args.workers} workers × {args.threads} threads")
+    print(
+        f"{args.requests} requests over {args.connections} kept-alive TLS connection(s), "
+        f"{args.workers} workers × {args.threads} threads"
+    )
     print(f"{'case':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / baseline':>15}")
     for label, row in results.items():
         ratio = row["p50_ms"] / baseline["p50_ms"]
