@@ -146,3 +146,41 @@ def test_ca_bundle_goes_into_every_webhook_of_the_named_configurations_only():
         {"op": "test", "path": "/webhooks/1/name", "value": "b.gpuport.io"},
         {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "UEVN"},
     ]
+
+
+class FakeCoreApi:
+    def __init__(self):
+        self.secrets = {}
+
+    def read_namespaced_secret(self, name, namespace):
+        from kubernetes.client.exceptions import ApiException
+
+        if (namespace, name) not in self.secrets:
+            raise ApiException(status=404)
+        return SimpleNamespace(data=self.secrets[(namespace, name)]["data"])
+
+    def replace_namespaced_secret(self, name, namespace, body):
+        from kubernetes.client.exceptions import ApiException
+
+        if (namespace, name) not in self.secrets:
+            raise ApiException(status=404)
+        self.secrets[(namespace, name)] = body
+
+    def create_namespaced_secret(self, namespace, body):
+        self.secrets[(namespace, body["metadata"]["name"])] = body
+
+
+def test_secret_is_created_then_replaced_and_read_back():
+    from certs.kube import read_secret_bundle, write_secret
+
+    api = FakeCoreApi()
+    assert read_secret_bundle(api, "gpuport-system", "gpuport-tls") is None
+    first = issue_bundle(NAMES, [])
+    write_secret(api, "gpuport-system", "gpuport-tls", first)
+    stored = api.secrets[("gpuport-system", "gpuport-tls")]
+    assert stored["type"] == "kubernetes.io/tls"
+    assert sorted(stored["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+    assert read_secret_bundle(api, "gpuport-system", "gpuport-tls") == first
+    second = issue_bundle(NAMES, [])
+    write_secret(api, "gpuport-system", "gpuport-tls", second)
+    assert read_secret_bundle(api, "gpuport-system", "gpuport-tls") == second
