@@ -19,8 +19,8 @@ def test_half_gpu_is_denied_with_mig_and_shared_alternatives(generic_context):
     assert decision.reason == "fractional-gpu"
     assert decision.message == (
         'Pod "wh-gpu-frac": containers[0] "main": nvidia.com/gpu is 0.5, but GPUs are whole units; '
-        "for part of a GPU ask for a MIG slice (nvidia.com/mig-<profile> such as nvidia.com/mig-1g.10gb, "
-        "nvidia.com/mig-2g.20gb) or a shared GPU (nvidia.com/gpu.shared: 1)"
+        "for part of a GPU ask for a MIG slice (nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb) "
+        "or a shared GPU (nvidia.com/gpu.shared: 1)"
     )
     assert "500m" not in decision.message
 

@@ -69,8 +69,12 @@ def test_serve_with_a_broken_cloud_map_names_file_and_line(tmp_path, capsys):
     from tests.server_process import make_certs
 
     make_certs(tmp_path / "tls")
+    import shutil
+
+    from webhook.cloudmap import default_directory
+
     maps = tmp_path / "maps"
-    maps.mkdir()
+    shutil.copytree(default_directory(), maps)
     (maps / "generic.yaml").write_text("name: generic\nresources:\n  whole: 7\n")
     assert main(["serve", "--cert-dir", str(tmp_path / "tls"), "--cloudmap-dir", str(maps)]) == 2
     assert f"{maps / 'generic.yaml'}:3: resources.whole" in capsys.readouterr().err

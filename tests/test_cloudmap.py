@@ -1,8 +1,16 @@
+import shutil
 from pathlib import Path
 
 import pytest
 
-from webhook.cloudmap import CloudMapError, default_directory, load_directory, parse_cloud_map
+from webhook.cloudmap import (
+    CloudMapError,
+    default_directory,
+    directory_signature,
+    load_directory,
+    parse_catalogue_text,
+    parse_cloud_map,
+)
 
 GOOD = """\
 name: lab
@@ -11,57 +19,132 @@ resources:
   mig:
     form: mixed
     resource_prefix: nvidia.com/mig-
+model_labels:
+  - label: example.com/gpu
+    values:
+      H100-80GB: h100
 """
+SHIPPED = {
+    "generic",
+    "generic-mig-single",
+    "gke",
+    "eks",
+    "aks",
+    "ack",
+    "tke",
+    "cce",
+    "oke",
+    "hami",
+    "volcano",
+    "koordinator",
+    "amd",
+}
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return load_directory(default_directory()).catalogue
+
+
+def parse(text, catalogue, source="cloudmaps/lab.yaml"):
+    return parse_cloud_map(text, source, catalogue)
 
 
 def test_every_shipped_map_loads():
-    maps = load_directory(default_directory())
-    assert {"generic", "amd"} <= set(maps)
-    generic = maps["generic"]
+    loaded = load_directory(default_directory())
+    assert set(loaded.maps) == SHIPPED
+    generic = loaded.maps["generic"]
     assert generic.whole_gpu == "nvidia.com/gpu"
     assert generic.is_accelerator("nvidia.com/mig-3g.40gb")
     assert generic.is_accelerator("nvidia.com/gpu.shared")
     assert not generic.is_accelerator("example.com/widget")
 
 
-def test_a_valid_map_parses():
-    cloud_map = parse_cloud_map(GOOD, "lab.yaml")
-    assert cloud_map.mig_form == "mixed"
-    assert cloud_map.shared_resource is None
+def test_a_valid_map_parses(catalogue):
+    cloud_map = parse(GOOD, catalogue)
+    assert cloud_map.mig.form == "mixed"
+    assert cloud_map.shared.form == "none"
+    assert cloud_map.model_labels[0].models_for("h100") == {"H100-80GB"}
+    assert cloud_map.models_offered(catalogue) == ("H100-80GB",)
 
 
-def test_unknown_key_is_reported_with_file_and_line():
-    text = GOOD.replace("    form: mixed\n", "    form: mixed\n    stratgy: single\n")
+def test_unknown_key_is_reported_with_file_and_line(catalogue):
+    text = GOOD.replace("name: lab\n", "name: lab\nscheduler: volcano\n")
     with pytest.raises(CloudMapError) as info:
-        parse_cloud_map(text, "cloudmaps/lab.yaml")
-    assert info.value.line == 6  # the misspelt key itself
-    assert str(info.value).startswith("cloudmaps/lab.yaml:6: resources.mig: Additional properties")
-    assert "'stratgy'" in str(info.value)
+        parse(text, catalogue)
+    assert info.value.line == 2  # the misspelt key itself
+    assert str(info.value).startswith("cloudmaps/lab.yaml:2: (top level): Additional properties")
+    assert "'scheduler'" in str(info.value)
 
 
-def test_bad_resource_name_points_at_its_line():
+def test_unknown_gpu_model_points_at_its_line(catalogue):
     with pytest.raises(CloudMapError) as info:
-        parse_cloud_map(GOOD.replace("whole: nvidia.com/gpu", "whole: nvidia gpu"), "lab.yaml")
+        parse(GOOD.replace("H100-80GB: h100", "H100-81GB: h100"), catalogue)
+    assert info.value.line == 10
+    assert info.value.problem == "unknown GPU model 'H100-81GB' (models are the keys of gpus.yaml)"
+
+
+def test_duplicate_model_points_at_the_second_one(catalogue):
+    with pytest.raises(CloudMapError) as info:
+        parse(GOOD + "      H100-80GB: h100b\n", catalogue)
+    assert info.value.line == 11
+    assert info.value.problem == "duplicate key 'H100-80GB'"
+
+
+def test_bad_label_syntax_points_at_its_line(catalogue):
+    with pytest.raises(CloudMapError) as info:
+        parse(GOOD.replace("example.com/gpu", "example.com/gpu model"), catalogue)
+    assert info.value.line == 8
+    assert "model_labels.0.label" in info.value.problem
+
+
+def test_bad_resource_name_points_at_its_line(catalogue):
+    with pytest.raises(CloudMapError) as info:
+        parse(GOOD.replace("whole: nvidia.com/gpu", "whole: nvidia gpu"), catalogue)
     assert info.value.line == 3
     assert "resources.whole" in info.value.problem
 
 
-def test_yaml_syntax_error_points_at_its_line():
+def test_yaml_syntax_error_points_at_its_line(catalogue):
     with pytest.raises(CloudMapError) as info:
-        parse_cloud_map("name: lab\nresources: [\n", "lab.yaml")
+        parse("name: lab\nresources: [\n", catalogue)
     assert info.value.line == 3
     assert "not valid YAML" in info.value.problem
 
 
-def test_unsafe_yaml_tags_are_refused():
+def test_unsafe_yaml_tags_are_refused(catalogue):
     with pytest.raises(CloudMapError, match="not valid YAML"):
-        parse_cloud_map("name: !!python/object/apply:os.system ['true']\n", "lab.yaml")
+        parse("name: !!python/object/apply:os.system ['true']\n", catalogue)
+
+
+def test_bad_profile_in_the_catalogue_points_at_its_line():
+    text = (
+        "models:\n  X:\n    vendor: nvidia\n    family: f\n    memory_gb: 8\n"
+        "    mig:\n      compute_slices: 7\n      profiles: {1g.5g: 7}\n"
+    )
+    with pytest.raises(CloudMapError) as info:
+        parse_catalogue_text(text, "gpus.yaml")
+    assert info.value.line == 8
+    assert "not a MIG profile" in info.value.problem
+
+
+def copy_maps(tmp_path: Path) -> Path:
+    target = tmp_path / "maps"
+    shutil.copytree(default_directory(), target)
+    return target
 
 
 def test_duplicate_map_names_are_refused(tmp_path: Path):
-    (tmp_path / "a.yaml").write_text(GOOD)
-    (tmp_path / "b.yaml").write_text(GOOD)
+    maps = copy_maps(tmp_path)
+    (maps / "zz.yaml").write_text((maps / "gke.yaml").read_text())
     with pytest.raises(CloudMapError) as info:
-        load_directory(tmp_path)
-    assert info.value.path.endswith("b.yaml")
-    assert info.value.line == 1
+        load_directory(maps)
+    assert info.value.path.endswith("zz.yaml")
+    assert info.value.problem == "duplicate map name 'gke'"
+
+
+def test_directory_signature_changes_on_every_edit(tmp_path: Path):
+    maps = copy_maps(tmp_path)
+    before = directory_signature(maps)
+    (maps / "gke.yaml").write_text((maps / "gke.yaml").read_text() + "\n")
+    assert directory_signature(maps) != before

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook import quantity
-from webhook.platform import AcceleratorNames, CloudMap
+from webhook.platform import CloudMap, Dialects
 from webhook.workloads import ContainerRef, containers, resource_section
 
 
@@ -33,17 +33,15 @@ def check_pod_spec(
     pod_spec: Mapping[str, Any],
     spec_path: tuple[str, ...],
     target: CloudMap,
-    accelerators: AcceleratorNames,
+    dialects: Dialects,
 ) -> list[Violation]:
     violations: list[Violation] = []
     for container in containers(pod_spec, spec_path):
-        violations.extend(_check_container(container, target, accelerators))
+        violations.extend(_check_container(container, target, dialects))
     return violations
 
 
-def _check_container(
-    container: ContainerRef, target: CloudMap, accelerators: AcceleratorNames
-) -> list[Violation]:
+def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialects) -> list[Violation]:
     requests = resource_section(container.spec, "requests")
     limits = resource_section(container.spec, "limits")
     names = [n for n in (*limits, *(n for n in requests if n not in limits)) if is_extended_resource(n)]
@@ -67,8 +65,10 @@ def _check_container(
             (parsed[s] for s in ("limits", "requests") if s in parsed and not quantity.is_whole(parsed[s])),
             None,
         )
+        if fractional is not None and _translated_by_policy(name, fractional, target, dialects):
+            continue
         if fractional is not None:
-            found.append(_fractional(container, name, fractional, target, accelerators))
+            found.append(_fractional(container, name, fractional, target, dialects))
             continue
         if "requests" in parsed and name not in limits:
             found.append(
@@ -94,12 +94,18 @@ def _check_container(
     return found
 
 
+def _translated_by_policy(name: str, amount: Decimal, target: CloudMap, dialects: Dialects) -> bool:
+    """A cloud map may turn part of a whole GPU into a MIG slice or a shared GPU instead of denying it."""
+    whole_names = {m.whole_gpu for m in dialects.maps}
+    return target.fractional_policy != "deny" and name in whole_names and 0 < amount < 1
+
+
 def _fractional(
-    container: ContainerRef, name: str, amount: Decimal, target: CloudMap, accelerators: AcceleratorNames
+    container: ContainerRef, name: str, amount: Decimal, target: CloudMap, dialects: Dialects
 ) -> Violation:
     written = quantity.as_written(amount)
     field = f"{container.field}.resources.limits[{name}]"
-    if name not in accelerators:
+    if name not in dialects:
         return Violation(
             "fractional-extended",
             field,

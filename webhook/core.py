@@ -10,9 +10,11 @@ from typing import Any
 
 from webhook.checks import Violation, check_pod_spec
 from webhook.decision import Decision, allow, deny
+from webhook.demand import read_demand
 from webhook.patch import diff_mutation
-from webhook.platform import AcceleratorNames, CloudMap
+from webhook.platform import CloudMap, Dialects
 from webhook.review import AdmissionRequest
+from webhook.translate import Untranslatable, translate_pod
 from webhook.workloads import find_pod_spec, pod_spec_path
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
@@ -23,7 +25,8 @@ Mutation = Callable[[dict[str, Any], Mapping[str, Any]], list[str]]
 @dataclass(frozen=True)
 class Context:
     target: CloudMap
-    accelerators: AcceleratorNames
+    dialects: Dialects
+    # Extra rewrites after translation (placement hints plug in here).
     mutations: tuple[Mutation, ...] = ()
 
 
@@ -35,14 +38,29 @@ def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
     if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
         return allow("checked")
     pod = request.object or {}
+    try:
+        patch, warnings = rewrite_pod(pod, context)
+    except Untranslatable as exc:
+        return deny("untranslatable", untranslatable_message(request, context.target, exc))
+    return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
+
+
+def rewrite_pod(pod: Mapping[str, Any], context: Context) -> tuple[list[dict[str, Any]], list[str]]:
+    """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
+    demand = read_demand(pod, context.dialects)
     warnings: list[str] = []
 
     def mutate(view: dict[str, Any]) -> None:
+        warnings.extend(translate_pod(view, demand, context.target, context.dialects.catalogue))
         for mutation in context.mutations:
             warnings.extend(mutation(view, pod))
 
-    patch = diff_mutation(pod, mutate)
-    return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
+    return diff_mutation(pod, mutate), warnings
+
+
+def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:
+    subject = f'{request.kind} "{request.name}"' if request.name else request.kind
+    return f"{subject} cannot run on this cluster ({target.name}): " + "; ".join(exc.messages)
 
 
 def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
@@ -61,7 +79,7 @@ def _check(request: AdmissionRequest, context: Context) -> Decision | None:
     pod_spec = find_pod_spec(request.object or {}, path)
     if pod_spec is None:
         return allow("no-pod-spec")
-    violations = check_pod_spec(pod_spec, path, context.target, context.accelerators)
+    violations = check_pod_spec(pod_spec, path, context.target, context.dialects)
     if violations:
         return deny(violations[0].reason, denial_message(request, violations))
     return None

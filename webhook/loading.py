@@ -1,10 +1,10 @@
-"""Build the decision context from the cloud-map directory (startup and, later, reloads)."""
+"""Build the decision context from the cloud-map directory (at startup and on every reload)."""
 
 from pathlib import Path
 
 from webhook.cloudmap import CloudMapError, load_directory
 from webhook.core import Context
-from webhook.platform import AcceleratorNames
+from webhook.platform import Dialects
 
 
 class StartupError(RuntimeError):
@@ -13,10 +13,11 @@ class StartupError(RuntimeError):
 
 def build_context(cloudmap_dir: Path, cloud: str) -> Context:
     try:
-        maps = load_directory(cloudmap_dir)
+        loaded = load_directory(cloudmap_dir)
     except CloudMapError as exc:
         raise StartupError(f"cloud map error: {exc}") from None
-    if cloud not in maps:
-        known = ", ".join(sorted(maps)) or "none"
+    if cloud not in loaded.maps:
+        known = ", ".join(sorted(loaded.maps)) or "none"
         raise StartupError(f"no cloud map named {cloud!r} in {cloudmap_dir} (found: {known})")
-    return Context(target=maps[cloud], accelerators=AcceleratorNames(tuple(maps.values())))
+    dialects = Dialects(tuple(loaded.maps.values()), loaded.catalogue)
+    return Context(target=loaded.maps[cloud], dialects=dialects)

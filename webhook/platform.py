@@ -1,51 +1,134 @@
 """A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from webhook.catalogue import Catalogue, MigProfile, ProfileError
+
+
+@dataclass(frozen=True)
+class ModelLabel:
+    """A node label whose value names the GPU model (model id → the values that mean it)."""
+
+    label: str
+    values: Mapping[str, tuple[str, ...]]
+
+    def models_for(self, value: str) -> frozenset[str]:
+        return frozenset(model for model, values in self.values.items() if value in values)
+
+
+@dataclass(frozen=True)
+class MigForm:
+    form: str = "none"  # none | mixed | single | partition-label
+    resource_prefix: str = ""
+    product_label: str = ""
+    label: str = ""
+
+    def resource_for(self, profile: MigProfile) -> str:
+        return self.resource_prefix + profile.name.replace("+", ".")
+
+    def profile_of(self, resource: str) -> MigProfile | None:
+        """The profile a mixed-strategy resource name asks for: mig-1g.10gb.me → 1g.10gb+me."""
+        if self.form != "mixed" or not resource.startswith(self.resource_prefix):
+            return None
+        name = resource[len(self.resource_prefix) :]
+        for dotted, plus in ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx")):
+            if name.endswith(dotted):
+                name = name[: -len(dotted)] + plus
+                break
+        try:
+            return MigProfile.parse(name)
+        except ProfileError:
+            return None
+
+
+@dataclass(frozen=True)
+class SharedForm:
+    form: str = "none"  # none | resource | label | memory
+    resource: str = ""
+    label: str = ""
+    values: tuple[str, ...] = ()
+    memory_resource: str = ""
+    memory_unit_bytes: int = 0
+    count_resource: str = ""
+    core_resource: str = ""
+    core_per_gpu: int = 100
+
+    def resource_names(self) -> frozenset[str]:
+        names = {self.resource, self.memory_resource, self.count_resource, self.core_resource}
+        return frozenset(n for n in names if n)
 
 
 @dataclass(frozen=True)
 class CloudMap:
     name: str
-    description: str
     whole_gpu: str
-    mig_form: str
-    mig_resource_prefix: str
-    mig_example_profiles: tuple[str, ...]
-    shared_resource: str | None
-    source: str
+    description: str = ""
+    vendor: str = "nvidia"
+    mig: MigForm = field(default_factory=MigForm)
+    shared: SharedForm = field(default_factory=SharedForm)
+    model_labels: tuple[ModelLabel, ...] = ()
+    offered_models: tuple[str, ...] = ()
+    tolerations: tuple[Mapping[str, str], ...] = ()
+    topology_labels: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = ""
+    fractional_policy: str = "deny"  # deny | mig | shared
+    mig_to_whole: str = "deny"
+    source: str = ""
 
-    def accelerator_names(self) -> frozenset[str]:
-        names = {self.whole_gpu}
-        if self.shared_resource:
-            names.add(self.shared_resource)
-        return frozenset(names)
+    def resource_names(self) -> frozenset[str]:
+        """Exact resource names pods on this platform ask for (MIG names of the mixed form aside)."""
+        return frozenset({self.whole_gpu} | self.shared.resource_names())
 
     def is_accelerator(self, resource: str) -> bool:
-        if resource in self.accelerator_names():
-            return True
-        return (
-            self.mig_form != "none"
-            and bool(self.mig_resource_prefix)
-            and resource.startswith(self.mig_resource_prefix)
-        )
+        return resource in self.resource_names() or self.mig.profile_of(resource) is not None
+
+    def selector_keys(self) -> frozenset[str]:
+        """Node-label keys that carry GPU meaning on this platform."""
+        keys = {m.label for m in self.model_labels}
+        keys |= {k for k in (self.mig.product_label, self.mig.label, self.shared.label) if k}
+        return frozenset(keys)
+
+    def models_offered(self, catalogue: Catalogue) -> tuple[str, ...]:
+        if self.offered_models:
+            return self.offered_models
+        if self.model_labels:
+            return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
+        return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
 
     def partial_gpu_options(self) -> list[str]:
         """What a user who wants part of a GPU can ask for on this platform, in its own words."""
         options = []
-        if self.mig_form == "mixed" and self.mig_resource_prefix:
-            examples = ", ".join(f"{self.mig_resource_prefix}{p}" for p in self.mig_example_profiles[:2])
-            hint = f" such as {examples}" if examples else ""
-            options.append(f"a MIG slice ({self.mig_resource_prefix}<profile>{hint})")
-        if self.shared_resource:
-            options.append(f"a shared GPU ({self.shared_resource}: 1)")
+        if self.mig.form == "mixed":
+            options.append(
+                f"a MIG slice ({self.mig.resource_prefix}<profile>, e.g. {self.mig.resource_prefix}1g.10gb)"
+            )
+        elif self.mig.form == "single":
+            label = f"{self.mig.product_label}=<model>-MIG-<profile>"
+            options.append(f"a MIG slice ({self.whole_gpu} on a node labelled {label})")
+        elif self.mig.form == "partition-label":
+            options.append(
+                f"a MIG slice ({self.whole_gpu}: 1 with node selector {self.mig.label}: <profile>)"
+            )
+        if self.shared.form == "resource":
+            options.append(f"a shared GPU ({self.shared.resource}: 1)")
+        elif self.shared.form == "label":
+            selector = f"{self.shared.label}: {self.shared.values[0]}"
+            options.append(f"a shared GPU ({self.whole_gpu}: 1 with node selector {selector})")
+        elif self.shared.form == "memory":
+            options.append(f"a share of a GPU by memory ({self.shared.memory_resource})")
         return options
 
 
 @dataclass(frozen=True)
-class AcceleratorNames:
-    """Accelerator resource names of every loaded dialect, not only the active platform's."""
+class Dialects:
+    """Every loaded platform's vocabulary: gpuport reads asks written for any of them."""
 
     maps: tuple[CloudMap, ...]
+    catalogue: Catalogue
 
     def __contains__(self, resource: str) -> bool:
         return any(m.is_accelerator(resource) for m in self.maps)
+
+    def selector_keys(self) -> frozenset[str]:
+        return frozenset().union(*(m.selector_keys() for m in self.maps))

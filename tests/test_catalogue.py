@@ -1,0 +1,152 @@
+"""The GPU catalogue pinned row by row against reference/gpus.md, and the profile-matching rule."""
+
+import pytest
+
+from webhook.catalogue import MigProfile, ProfileError, smallest_model_fit
+from webhook.cloudmap import default_directory, load_directory
+
+CATALOGUE = load_directory(default_directory()).catalogue
+
+MIG_TABLE = {
+    "A30": (24, "1g.6gb ×4, 1g.6gb+me ×1, 2g.12gb ×2, 2g.12gb+me ×1, 4g.24gb ×1"),
+    "A100-40GB": (40, "1g.5gb ×7, 1g.5gb+me ×1, 1g.10gb ×4, 2g.10gb ×3, 3g.20gb ×2, 4g.20gb ×1, 7g.40gb ×1"),
+    "A100-80GB": (
+        80,
+        "1g.10gb ×7, 1g.10gb+me ×1, 1g.20gb ×4, 2g.20gb ×3, 3g.40gb ×2, 4g.40gb ×1, 7g.80gb ×1",
+    ),
+    "H100-80GB": (
+        80,
+        "1g.10gb ×7, 1g.10gb+me ×1, 1g.20gb ×4, 2g.20gb ×3, 3g.40gb ×2, 4g.40gb ×1, 7g.80gb ×1",
+    ),
+    "H100-94GB": (
+        94,
+        "1g.12gb ×7, 1g.12gb+me ×1, 1g.24gb ×4, 2g.24gb ×3, 3g.47gb ×2, 4g.47gb ×1, 7g.94gb ×1",
+    ),
+    "H100-96GB": (
+        96,
+        "1g.12gb ×7, 1g.12gb+me ×1, 1g.24gb ×4, 2g.24gb ×3, 3g.48gb ×2, 4g.48gb ×1, 7g.96gb ×1",
+    ),
+    "H20": (96, "1g.12gb ×7, 1g.12gb+me ×1, 1g.24gb ×4, 2g.24gb ×3, 3g.48gb ×2, 4g.48gb ×1, 7g.96gb ×1"),
+    "H200": (141, "1g.18gb ×7, 1g.18gb+me ×1, 1g.35gb ×4, 2g.35gb ×3, 3g.71gb ×2, 4g.71gb ×1, 7g.141gb ×1"),
+    "GH200-144GB": (144, "1g.18gb ×7, 1g.36gb ×4, 2g.36gb ×3, 3g.72gb ×2, 4g.72gb ×1, 7g.144gb ×1"),
+    "B200": (180, "1g.23gb ×7, 1g.23gb+me ×1, 1g.45gb ×4, 2g.45gb ×3, 3g.90gb ×2, 4g.90gb ×1, 7g.180gb ×1"),
+    "GB200": (186, "1g.23gb ×7, 1g.47gb ×4, 2g.47gb ×3, 3g.93gb ×2, 4g.93gb ×1, 7g.186gb ×1"),
+    "RTX-PRO-6000": (
+        96,
+        "1g.24gb ×4, 1g.24gb+me ×1, 1g.24gb+gfx ×4, 1g.24gb-me ×4, 1g.24gb+me.all ×1, 2g.48gb ×2, "
+        "2g.48gb+gfx ×2, 2g.48gb-me ×2, 2g.48gb+me.all ×1, 4g.96gb ×1, 4g.96gb+gfx ×1",
+    ),
+}
+WHOLE_ONLY = {
+    "T4": 16,
+    "V100-16GB": 16,
+    "V100-32GB": 32,
+    "A10": 24,
+    "A10G": 24,
+    "L4": 24,
+    "L40S": 48,
+    "MI300X": 192,
+}
+
+
+def parse_row(text):
+    return {name: int(count) for name, count in (item.split(" ×") for item in text.split(", "))}
+
+
+@pytest.mark.parametrize("model_id", sorted(MIG_TABLE))
+def test_mig_table_row(model_id):
+    memory, row = MIG_TABLE[model_id]
+    model = CATALOGUE.get(model_id)
+    assert model.memory_gb == memory
+    assert dict(model.profiles) == parse_row(row)
+    assert model.compute_slices == (4 if model_id in ("A30", "RTX-PRO-6000") else 7)
+
+
+@pytest.mark.parametrize("model_id", sorted(WHOLE_ONLY))
+def test_non_mig_models(model_id):
+    model = CATALOGUE.get(model_id)
+    assert model.memory_gb == WHOLE_ONLY[model_id]
+    assert not model.mig_capable
+
+
+def test_catalogue_has_exactly_the_reference_models():
+    assert set(CATALOGUE.ids()) == set(MIG_TABLE) | set(WHOLE_ONLY)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "pci"),
+    [
+        ("A100-40GB", "0x20B0"),
+        ("H100-80GB", "0x2330"),
+        ("H200", "0x2335"),
+        ("B200", "0x2901"),
+        ("A30", "0x20B7"),
+        ("GB200", "0x2941"),
+        ("RTX-PRO-6000", "0x2BB5"),
+        ("H100-94GB", "0x2321"),
+        ("H20", "0x2329"),
+    ],
+)
+def test_pci_ids(model_id, pci):
+    assert pci in CATALOGUE.get(model_id).pci_ids
+
+
+@pytest.mark.parametrize(
+    ("product", "model_id", "profile"),
+    [
+        ("NVIDIA-A100-SXM4-40GB", "A100-40GB", None),
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB", None),
+        ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "H100-80GB", "1g.10gb"),
+        ("NVIDIA-A100-SXM4-40GB-MIG-3g.20gb", "A100-40GB", "3g.20gb"),
+        ("Tesla-T4-SHARED", "T4", None),
+        ("NVIDIA-H200", "H200", None),
+    ],
+)
+def test_gfd_product_names(product, model_id, profile):
+    model, found = CATALOGUE.by_product_name(product)
+    assert model.id == model_id
+    assert (found.name if found else None) == profile
+
+
+def test_profile_names_parse_and_print_back():
+    for name in ("1g.5gb", "1g.10gb+me", "2g.48gb-me", "1g.24gb+me.all", "4g.96gb+gfx", "7g.141gb"):
+        assert MigProfile.parse(name).name == name
+    assert MigProfile.parse("3g.40gb") == MigProfile(3, 40)
+    for bad in ("1g5gb", "0g.5gb", "1g.5gb+foo", "mig-1g.5gb", ""):
+        with pytest.raises(ProfileError):
+            MigProfile.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "expected"),
+    [
+        # The worked examples in reference/gpus.md.
+        ("1g.5gb", "H100-80GB", "1g.10gb"),
+        ("3g.20gb", "H200", "3g.71gb"),
+        ("2g.20gb", "A100-40GB", "3g.20gb"),
+        ("1g.20gb", "A30", "4g.24gb"),
+        # Same name where it exists; media engine only when asked for.
+        ("1g.10gb", "A100-80GB", "1g.10gb"),
+        ("1g.10gb+me", "H100-80GB", "1g.10gb+me"),
+        ("1g.5gb+me", "H200", "1g.18gb+me"),
+        ("1g.24gb", "RTX-PRO-6000", "1g.24gb"),
+        ("7g.80gb", "A100-40GB", None),
+        ("1g.10gb+me", "GB200", None),
+    ],
+)
+def test_smallest_fit_rule(source, target, expected):
+    found = CATALOGUE.get(target).smallest_fit(MigProfile.parse(source))
+    assert (found.name if found else None) == expected
+
+
+def test_smallest_fit_across_models_prefers_the_smallest_slice():
+    models = [CATALOGUE.get("H200"), CATALOGUE.get("A100-40GB")]
+    model, profile = smallest_model_fit(models, MigProfile.parse("1g.5gb"))
+    assert (model.id, profile.name) == ("A100-40GB", "1g.5gb")
+
+
+def test_gpu_fraction_of_a_slice():
+    from fractions import Fraction
+
+    assert CATALOGUE.get("A100-40GB").gpu_fraction(MigProfile.parse("1g.5gb")) == Fraction(1, 7)
+    assert CATALOGUE.get("A30").gpu_fraction(MigProfile.parse("1g.6gb")) == Fraction(1, 4)

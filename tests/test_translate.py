@@ -1,0 +1,293 @@
+"""Every dialect × every target map, checked field by field against hand-written expectations."""
+
+import copy
+from dataclasses import replace
+
+import jsonpatch
+import pytest
+
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import EXPECTED, SOURCES, TARGETS, pod, summarize
+from webhook.core import decide_mutation
+from webhook.demand import read_demand
+from webhook.translate import TRANSLATED_FROM
+
+CONTEXTS = {name: context(name) for name in TARGETS}
+
+
+def admit(obj, target, **map_overrides):
+    ctx = CONTEXTS[target]
+    if map_overrides:
+        ctx = replace(ctx, target=replace(ctx.target, **map_overrides))
+    return decide_mutation(parsed(review_of(obj)), ctx), ctx
+
+
+def translated(obj, target, **map_overrides):
+    decision, ctx = admit(obj, target, **map_overrides)
+    assert decision.allowed, decision.message
+    return jsonpatch.apply_patch(obj, list(decision.patch)), decision, ctx
+
+
+MATRIX = [(source, target) for source in SOURCES for target in TARGETS]
+
+
+@pytest.mark.parametrize(("source", "target"), MATRIX, ids=[f"{s}->{t}" for s, t in MATRIX])
+def test_dialect_to_target(source, target):
+    ask_class, source_pod, native_on = SOURCES[source]
+    expected = EXPECTED[ask_class][target]
+    decision, _ = admit(source_pod, target)
+    if target in native_on:
+        assert decision.allowed and decision.patch == (), "a native pod must be left byte-for-byte alone"
+        return
+    if "denied" in expected:
+        assert not decision.allowed
+        assert expected["denied"] in decision.message
+        return
+    assert decision.allowed, decision.message
+    result = jsonpatch.apply_patch(source_pod, list(decision.patch))
+    assert summarize(result) == expected
+    assert TRANSLATED_FROM in result["metadata"]["annotations"]
+    assert decision.warnings and all(w.startswith("gpuport: ") and len(w) <= 120 for w in decision.warnings)
+    again, _ = admit(result, target)
+    assert again.allowed and again.patch == (), "translation must be idempotent"
+
+
+def canonical(obj, target="generic"):
+    demand = read_demand(obj, CONTEXTS[target].dialects)
+    return [(a.kind, a.count, a.profile, a.share) for a in demand.asks], demand.selection.models
+
+
+@pytest.mark.parametrize(
+    ("source", "kind", "count", "profile", "memory", "models"),
+    [
+        ("generic-whole", "whole", 1, None, None, {"A100-40GB"}),
+        ("gke-whole", "whole", 1, None, None, {"A100-40GB"}),
+        ("eks-whole", "whole", 1, None, None, {"A100-40GB"}),
+        ("aks-whole", "whole", 1, None, None, {"A100-40GB"}),
+        ("generic-8", "whole", 8, None, None, {"H100-80GB"}),
+        ("generic-mig", "mig", 1, "1g.10gb", None, {"H100-80GB"}),
+        ("mig-single", "mig", 1, "1g.10gb", None, {"H100-80GB"}),
+        ("gke-mig", "mig", 1, "1g.10gb", None, {"H100-80GB"}),
+        ("gke-shared", "shared", 1, None, None, None),
+        ("ack-shared", "shared", 1, None, 8192, None),
+        ("tke-shared", "shared", 1, None, 8192, None),
+        ("cce-shared", "shared", 1, None, 8192, None),
+        ("hami-shared", "shared", 1, None, 8192, None),
+        ("volcano-shared", "shared", 1, None, 8192, None),
+        ("koordinator-shared", "shared", 1, None, 8192, None),
+    ],
+)
+def test_every_dialect_reads_into_the_same_canonical_demand(source, kind, count, profile, memory, models):
+    asks, selected = canonical(SOURCES[source][1])
+    ((ask_kind, ask_count, ask_profile, ask_share),) = asks
+    assert (ask_kind, ask_count) == (kind, count)
+    assert (ask_profile.name if ask_profile else None) == profile
+    assert (ask_share.memory_mib if ask_share else None) == memory
+    assert (set(selected) if selected is not None else None) == models
+
+
+def test_gke_a100_to_eks_gives_the_a100_instance_type():
+    source = pod(
+        {"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100", "team": "a"}
+    )
+    result, decision, _ = translated(source, "eks")
+    assert result["spec"]["nodeSelector"] == {"team": "a", "node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert result["metadata"]["annotations"][TRANSLATED_FROM] == (
+        '{"containers[0]":{"nvidia.com/gpu":"1"},"nodeSelector":{"cloud.google.com/gke-accelerator":"nvidia-tesla-a100"}}'
+    )
+    assert decision.warnings == ("gpuport: node selector node.kubernetes.io/instance-type=p4d.24xlarge",)
+
+
+A100_MIG = pod({"nvidia.com/mig-1g.5gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+
+
+def test_a100_slice_on_a_generic_h100_cluster_becomes_1g_10gb():
+    result, decision, _ = translated(A100_MIG, "generic", offered_models=("H100-80GB",))
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert decision.warnings[0] == (
+        "gpuport: containers[0] nvidia.com/mig-1g.5gb: 1 → nvidia.com/mig-1g.10gb: 1 "
+        "(H100-80GB has no 1g.5gb)"
+    )
+
+
+def test_a100_slice_on_gke_h100_uses_the_partition_size_and_accelerator_labels():
+    result, _, _ = translated(A100_MIG, "gke", offered_models=("H100-80GB",))
+    assert summarize(result)["resources"] == {"nvidia.com/gpu": "1"}
+    assert summarize(result)["requires"] == {
+        "cloud.google.com/gke-gpu-partition-size": ["1g.10gb"],
+        "cloud.google.com/gke-accelerator": ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"],
+    }
+
+
+def test_a100_slice_on_mig_single_uses_the_product_label_form():
+    result, _, _ = translated(A100_MIG, "generic-mig-single", offered_models=("H100-80GB",))
+    assert summarize(result)["requires"] == {
+        "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-PCIe-MIG-1g.10gb"]
+    }
+
+
+def test_more_compute_than_asked_is_said_in_the_warning():
+    source = pod({"nvidia.com/mig-2g.20gb": "1"})  # an H100-80GB profile; no model pinned
+    result, decision, _ = translated(source, "generic", offered_models=("A100-40GB",))
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-3g.20gb": "1"}
+    assert decision.warnings[0].endswith(
+        "→ nvidia.com/mig-3g.20gb: 1 (A100-40GB has no 2g.20gb; more compute)"
+    )
+
+
+def test_a_slice_no_target_gpu_can_cover_is_denied_with_what_is_offered():
+    source = pod({"nvidia.com/mig-7g.80gb": "1"})
+    decision, _ = admit(source, "generic", offered_models=("A100-40GB",))
+    assert not decision.allowed
+    assert (
+        "no generic GPU has a slice with ≥ 7g and ≥ 80gb (offered: 1g.5gb, 1g.5gb+me, 1g.10gb,"
+        in decision.message
+    )
+
+
+def test_a_model_the_target_lacks_is_replaced_by_one_with_as_much_memory():
+    source = pod({"nvidia.com/gpu": "2"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+    result, decision, _ = translated(source, "eks", offered_models=("A10G", "H100-80GB"))
+    assert summarize(result)["requires"]["node.kubernetes.io/instance-type"][0] == "g5.xlarge"
+    assert "gpuport: no T4 here: using A10G" in decision.warnings
+
+
+def test_a_model_with_no_equivalent_is_denied_listing_the_offer():
+    source = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})
+    decision, _ = admit(source, "aks")
+    assert decision.message == (
+        'Pod "work" cannot run on this cluster (aks): asks for H200; aks offers no GPU with as much memory '
+        "(it offers A100-40GB, A100-80GB, H100-80GB)"
+    )
+
+
+def test_an_unknown_model_label_value_is_denied_not_guessed():
+    source = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-k80"})
+    decision, _ = admit(source, "eks")
+    assert not decision.allowed
+    assert (
+        "names no GPU model gpuport knows: cloud.google.com/gke-accelerator in ['nvidia-tesla-k80']"
+        in decision.message
+    )
+
+
+def test_required_affinity_in_a_foreign_dialect_is_rewritten_and_other_terms_kept():
+    source = pod({"nvidia.com/gpu": "1"})
+    source["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "cloud.google.com/gke-accelerator",
+                                "operator": "In",
+                                "values": ["nvidia-tesla-a100", "nvidia-a100-80gb"],
+                            },
+                            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    result, _, _ = translated(source, "eks")
+    (term,) = result["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+        {
+            "key": "node.kubernetes.io/instance-type",
+            "operator": "In",
+            "values": ["p4d.24xlarge", "p4de.24xlarge"],
+        },
+    ]
+
+
+def test_affinity_that_only_named_the_gpu_is_removed_whole():
+    source = pod({"nvidia.com/gpu": "1"})
+    source["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "cloud.google.com/gke-accelerator",
+                                "operator": "In",
+                                "values": ["nvidia-tesla-a100"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    result, _, _ = translated(source, "eks")
+    assert "affinity" not in result["spec"]
+    assert result["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+
+
+def test_init_containers_are_translated_too():
+    source = pod({"nvidia.com/gpu.shared": "1"})
+    source["spec"]["initContainers"] = [
+        {
+            "name": "warm",
+            "image": "x",
+            "resources": {
+                "limits": {"nvidia.com/gpu.shared": "1"},
+                "requests": {"nvidia.com/gpu.shared": "1"},
+            },
+        }
+    ]
+    result, _, _ = translated(source, "gke")
+    assert result["spec"]["initContainers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_fractional_policy_mig_turns_half_an_a100_into_a_slice():
+    source = pod({"nvidia.com/gpu": "500m"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    decision, _ = admit(source, "generic")
+    assert decision.reason == "fractional-gpu"
+    result, _, _ = translated(source, "generic", fractional_policy="mig")
+    # Half of 7 slices and 40 GB: at least 4 slices and 20 GB → 4g.20gb.
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-4g.20gb": "1"}
+
+
+def test_fractional_policy_shared_turns_half_a_gpu_into_a_shared_one():
+    result, _, _ = translated(pod({"nvidia.com/gpu": "0.5"}), "generic", fractional_policy="shared")
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu.shared": "1"}
+
+
+def test_fractional_above_one_stays_denied_under_any_policy():
+    decision, _ = admit(pod({"nvidia.com/gpu": "1.5"}), "generic", fractional_policy="shared")
+    assert not decision.allowed
+
+
+def test_mig_to_whole_gpu_only_by_policy():
+    source = pod({"nvidia.com/mig-3g.40gb": "1"})
+    denied, _ = admit(source, "oke")
+    assert "oke offers no MIG slices" in denied.message
+    result, decision, _ = translated(source, "oke", mig_to_whole="allow")
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert "whole GPUs, by policy" in decision.warnings[0]
+
+
+@pytest.mark.parametrize("source", ["gke-whole", "gke-8", "gke-mig", "gke-shared"])
+def test_gke_to_eks_to_gke_keeps_the_meaning(source):
+    original = SOURCES[source][1]
+    on_eks, _, _ = translated(copy.deepcopy(original), "eks")
+    back, _, _ = translated(on_eks, "gke")
+    assert canonical(back, "gke") == canonical(original, "gke")
+
+
+def test_templates_are_checked_but_never_translated_by_the_webhook():
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"metadata": {}, "spec": SOURCES["gke-whole"][1]["spec"]}},
+    }
+    decision, _ = admit(deployment, "eks")
+    assert decision.allowed and decision.patch == ()

@@ -1,0 +1,258 @@
+"""Source manifests, one per dialect, and the expected result on every shipped target map.
+
+Shared by the translation matrix, the round-trip tests and the CLI tests. Expected results are
+written by hand from reference/clouds.md and gpus.md, never computed by the code under test.
+"""
+
+PRODUCT = "nvidia.com/gpu.product"
+A100_40 = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"]
+H100 = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"]
+GKE_ACC = "cloud.google.com/gke-accelerator"
+INSTANCE = "node.kubernetes.io/instance-type"
+TARGETS = [
+    "generic",
+    "generic-mig-single",
+    "gke",
+    "eks",
+    "aks",
+    "ack",
+    "tke",
+    "cce",
+    "oke",
+    "hami",
+    "volcano",
+    "koordinator",
+    "amd",
+]
+AKS_TOLERATION = [{"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+
+
+def pod(resources, selector=None, name="work"):
+    spec = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvidia/cuda:12.4.0-base-ubuntu22.04",
+                "resources": {"limits": dict(resources), "requests": dict(resources)},
+            }
+        ]
+    }
+    if selector:
+        spec["nodeSelector"] = dict(selector)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+# name → (ask class, pod, targets on which it is already native and must stay byte-for-byte)
+SOURCES = {
+    "generic-whole": (
+        "W1",
+        pod({"nvidia.com/gpu": "1"}, {PRODUCT: "NVIDIA-A100-SXM4-40GB"}),
+        {"generic", "generic-mig-single", "tke", "hami", "volcano"},
+    ),
+    "gke-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {GKE_ACC: "nvidia-tesla-a100"}), {"gke"}),
+    "eks-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {INSTANCE: "p4d.24xlarge"}), {"eks"}),
+    "aks-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {INSTANCE: "Standard_ND96asr_v4"}), {"aks"}),
+    "oke-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {INSTANCE: "BM.GPU4.8"}), {"oke"}),
+    "ack-whole": (
+        "W1",
+        pod({"nvidia.com/gpu": "1"}, {"aliyun.accelerator/nvidia_name": "NVIDIA-A100-SXM4-40GB"}),
+        {"ack"},
+    ),
+    "cce-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {"accelerator": "nvidia-a100-40g"}), {"cce"}),
+    "generic-8": (
+        "W8",
+        pod({"nvidia.com/gpu": "8"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
+        {"generic", "generic-mig-single", "tke", "hami", "volcano"},
+    ),
+    "gke-8": ("W8", pod({"nvidia.com/gpu": "8"}, {GKE_ACC: "nvidia-h100-80gb"}), {"gke"}),
+    "eks-8": ("W8", pod({"nvidia.com/gpu": "8"}, {INSTANCE: "p5.48xlarge"}), {"eks"}),
+    "generic-mig": (
+        "M",
+        pod({"nvidia.com/mig-1g.10gb": "1"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
+        {"generic"},
+    ),
+    "mig-single": (
+        "M",
+        pod({"nvidia.com/gpu": "1"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}),
+        {"generic-mig-single"},
+    ),
+    "gke-mig": (
+        "M",
+        pod(
+            {"nvidia.com/gpu": "1"},
+            {GKE_ACC: "nvidia-h100-80gb", "cloud.google.com/gke-gpu-partition-size": "1g.10gb"},
+        ),
+        {"gke"},
+    ),
+    "generic-shared": ("S", pod({"nvidia.com/gpu.shared": "1"}), {"generic", "generic-mig-single", "eks"}),
+    "gke-shared": (
+        "S",
+        pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-gpu-sharing-strategy": "time-sharing"}),
+        {"gke"},
+    ),
+    "ack-shared": ("S8", pod({"aliyun.com/gpu-mem": "8"}), {"ack"}),
+    "tke-shared": ("S8", pod({"tke.cloud.tencent.com/qgpu-memory": "8"}), {"tke"}),
+    "cce-shared": ("S8", pod({"volcano.sh/gpu-mem.128Mi": "64"}), {"cce"}),
+    # Native pods are left alone even without the layer's schedulerName: its own webhook sets that.
+    "hami-shared": ("S8", pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"}), {"hami"}),
+    "volcano-shared": (
+        "S8",
+        pod({"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8192"}),
+        {"volcano"},
+    ),
+    "koordinator-shared": (
+        "S8",
+        pod({"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8Gi"}),
+        {"koordinator"},
+    ),
+    "amd-whole": ("A", pod({"amd.com/gpu": "1"}), {"amd"}),
+}
+
+
+def ok(resources, requires=None, scheduler=None, tolerations=None):
+    return {
+        "resources": resources,
+        "requires": requires or {},
+        "scheduler": scheduler,
+        "tolerations": tolerations,
+    }
+
+
+def denied(text):
+    return {"denied": text}
+
+
+NOT_AMD = denied("amd offers AMD GPUs only")
+W1_PRODUCT = {PRODUCT: A100_40}
+W8_PRODUCT = {PRODUCT: H100}
+
+EXPECTED = {
+    "W1": {
+        "generic": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT),
+        "generic-mig-single": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT),
+        "gke": ok({"nvidia.com/gpu": "1"}, {GKE_ACC: ["nvidia-tesla-a100"]}),
+        "eks": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["p4d.24xlarge"]}),
+        "aks": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["Standard_ND96asr_v4"]}, tolerations=AKS_TOLERATION),
+        "ack": ok({"nvidia.com/gpu": "1"}, {"aliyun.accelerator/nvidia_name": ["NVIDIA-A100-SXM4-40GB"]}),
+        "tke": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT),
+        "cce": ok({"nvidia.com/gpu": "1"}, {"accelerator": ["nvidia-a100-40g"]}),
+        "oke": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["BM.GPU4.8"]}),
+        "hami": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "hami-scheduler"),
+        "volcano": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "volcano"),
+        "koordinator": ok(
+            {"nvidia.com/gpu": "1"}, {"node.koordinator.sh/gpu-model": A100_40}, "koord-scheduler"
+        ),
+        "amd": NOT_AMD,
+    },
+    "W8": {
+        "generic": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
+        "generic-mig-single": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
+        "gke": ok({"nvidia.com/gpu": "8"}, {GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"]}),
+        "eks": ok({"nvidia.com/gpu": "8"}, {INSTANCE: ["p5.48xlarge"]}),
+        "aks": ok(
+            {"nvidia.com/gpu": "8"}, {INSTANCE: ["Standard_ND96isr_H100_v5"]}, tolerations=AKS_TOLERATION
+        ),
+        # ACK and CCE list no H100: the equivalent with at least as much memory is the A100 80GB.
+        "ack": ok({"nvidia.com/gpu": "8"}, {"aliyun.accelerator/nvidia_name": ["NVIDIA-A100-SXM4-80GB"]}),
+        "tke": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
+        "cce": ok({"nvidia.com/gpu": "8"}, {"accelerator": ["nvidia-a100-80g"]}),
+        "oke": ok({"nvidia.com/gpu": "8"}, {INSTANCE: ["BM.GPU.H100.8"]}),
+        "hami": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "hami-scheduler"),
+        "volcano": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
+        "koordinator": ok(
+            {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
+        ),
+        "amd": NOT_AMD,
+    },
+    "M": {
+        "generic": ok({"nvidia.com/mig-1g.10gb": "1"}, W8_PRODUCT),
+        "generic-mig-single": ok({"nvidia.com/gpu": "1"}, {PRODUCT: [f"{n}-MIG-1g.10gb" for n in H100]}),
+        "gke": ok(
+            {"nvidia.com/gpu": "1"},
+            {
+                "cloud.google.com/gke-gpu-partition-size": ["1g.10gb"],
+                GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"],
+            },
+        ),
+        "eks": ok({"nvidia.com/mig-1g.10gb": "1"}, {INSTANCE: ["p5.48xlarge"]}),
+        "aks": ok(
+            {"nvidia.com/mig-1g.10gb": "1"},
+            {INSTANCE: ["Standard_ND96isr_H100_v5"]},
+            tolerations=AKS_TOLERATION,
+        ),
+        **{
+            t: denied(f"{t} offers no MIG slices")
+            for t in ("ack", "tke", "cce", "oke", "hami", "volcano", "koordinator")
+        },
+        "amd": NOT_AMD,
+    },
+    "S": {
+        "generic": ok({"nvidia.com/gpu.shared": "1"}),
+        "generic-mig-single": ok({"nvidia.com/gpu.shared": "1"}),
+        "gke": ok({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-gpu-sharing-strategy": ["time-sharing"]}),
+        "eks": ok({"nvidia.com/gpu.shared": "1"}),
+        "aks": denied("aks offers no GPU sharing"),
+        "oke": denied("oke offers no GPU sharing"),
+        **{
+            t: denied("shared GPU without a memory size")
+            for t in ("ack", "tke", "cce", "hami", "volcano", "koordinator")
+        },
+        "amd": NOT_AMD,
+    },
+    "S8": {
+        "generic": ok({"nvidia.com/gpu.shared": "1"}),
+        "generic-mig-single": ok({"nvidia.com/gpu.shared": "1"}),
+        "gke": ok({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-gpu-sharing-strategy": ["time-sharing"]}),
+        "eks": ok({"nvidia.com/gpu.shared": "1"}),
+        "aks": denied("aks offers no GPU sharing"),
+        "oke": denied("oke offers no GPU sharing"),
+        "ack": ok({"aliyun.com/gpu-mem": "8"}),
+        "tke": ok({"tke.cloud.tencent.com/qgpu-memory": "8"}),
+        "cce": ok({"volcano.sh/gpu-mem.128Mi": "64"}),
+        "hami": ok({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"}, scheduler="hami-scheduler"),
+        "volcano": ok({"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8192"}, scheduler="volcano"),
+        "koordinator": ok(
+            {"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8192Mi"},
+            scheduler="koord-scheduler",
+        ),
+        "amd": NOT_AMD,
+    },
+    "A": {
+        **{
+            t: denied(f"asks for an AMD GPU (amd.com/gpu: 1); {t} offers NVIDIA GPUs only")
+            for t in TARGETS
+            if t != "amd"
+        },
+        "amd": ok({"amd.com/gpu": "1"}),
+    },
+}
+
+
+def summarize(pod_obj):
+    """The GPU-relevant outcome of a translated pod, in the shape EXPECTED uses."""
+    spec = pod_obj["spec"]
+    container = spec["containers"][0]
+    limits = container["resources"]["limits"]
+    assert container["resources"]["requests"] == limits, "requests must equal limits for extended resources"
+    requires = {k: [v] for k, v in (spec.get("nodeSelector") or {}).items()}
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for expression in term.get("matchExpressions") or []:
+            assert expression["operator"] == "In"
+            requires[expression["key"]] = expression["values"]
+    return {
+        "resources": dict(limits),
+        "requires": requires,
+        "scheduler": spec.get("schedulerName"),
+        "tolerations": spec.get("tolerations"),
+    }

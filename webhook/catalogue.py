@@ -1,0 +1,131 @@
+"""The GPU catalogue as values: models, MIG profiles, and the project's profile-matching rule."""
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+PROFILE_PATTERN = re.compile(
+    r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
+)
+MEDIA_SUFFIXES = ("+me", "+me.all")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, order=True)
+class MigProfile:
+    """A MIG profile such as 3g.40gb or 1g.10gb+me: compute slices, memory and an engine suffix."""
+
+    compute: int
+    memory_gb: int
+    suffix: str = ""
+
+    @classmethod
+    def parse(cls, name: str) -> "MigProfile":
+        match = PROFILE_PATTERN.match(name)
+        if not match:
+            raise ProfileError(f"{name!r} is not a MIG profile (expected <slices>g.<memory>gb, e.g. 1g.10gb)")
+        return cls(int(match["compute"]), int(match["memory"]), match["suffix"] or "")
+
+    @property
+    def name(self) -> str:
+        return f"{self.compute}g.{self.memory_gb}gb{self.suffix}"
+
+    @property
+    def has_media(self) -> bool:
+        return self.suffix in MEDIA_SUFFIXES
+
+    def covers(self, wanted: "MigProfile") -> bool:
+        return self.compute >= wanted.compute and self.memory_gb >= wanted.memory_gb
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    id: str
+    vendor: str
+    family: str
+    memory_gb: int
+    names: tuple[str, ...] = ()
+    pci_ids: tuple[str, ...] = ()
+    compute_slices: int = 0
+    profiles: Mapping[str, int] = field(default_factory=dict)  # profile name → max instances
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.profiles)
+
+    def mig_profiles(self) -> list[MigProfile]:
+        return sorted(MigProfile.parse(name) for name in self.profiles)
+
+    def gpu_fraction(self, profile: MigProfile) -> Fraction:
+        """GPU-equivalents of one slice: compute slices over the model's total."""
+        return Fraction(profile.compute, self.compute_slices)
+
+    def smallest_fit(self, wanted: MigProfile) -> MigProfile | None:
+        """The project rule: the smallest profile with ≥ the compute and ≥ the memory asked for;
+        a media engine only when asked for, and graphics-enabled profiles only when asked for."""
+        candidates = [
+            p
+            for p in self.mig_profiles()
+            if p.covers(wanted)
+            and (p.has_media == wanted.has_media)
+            and (("gfx" in p.suffix) == ("gfx" in wanted.suffix))
+        ]
+        # Prefer the plain profile over "-me" twins of the same size.
+        candidates.sort(key=lambda p: (p.compute, p.memory_gb, p.suffix != wanted.suffix, p.suffix))
+        return candidates[0] if candidates else None
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    models: Mapping[str, GpuModel]
+
+    def get(self, model_id: str) -> GpuModel | None:
+        return self.models.get(model_id)
+
+    def by_product_name(self, product: str) -> tuple[GpuModel, MigProfile | None] | None:
+        """Model (and MIG profile) from a GFD product label: NVIDIA-H100-80GB-HBM3[-MIG-1g.10gb][-SHARED]."""
+        base = product.removesuffix("-SHARED")
+        profile = None
+        if "-MIG-" in base:
+            base, _, profile_name = base.partition("-MIG-")
+            try:
+                profile = MigProfile.parse(profile_name)
+            except ProfileError:
+                return None
+        for model in self.models.values():
+            if base in model.names:
+                return model, profile
+        return None
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.models)
+
+
+def parse_catalogue(data: Mapping) -> Catalogue:
+    models = {}
+    for model_id, entry in data["models"].items():
+        mig = entry.get("mig") or {}
+        models[model_id] = GpuModel(
+            id=model_id,
+            vendor=entry["vendor"],
+            family=entry["family"],
+            memory_gb=entry["memory_gb"],
+            names=tuple(entry.get("names", ())),
+            pci_ids=tuple(entry.get("pci_ids", ())),
+            compute_slices=mig.get("compute_slices", 0),
+            profiles=dict(mig.get("profiles", {})),
+        )
+    return Catalogue(models)
+
+
+def smallest_model_fit(models: Iterable[GpuModel], wanted: MigProfile) -> tuple[GpuModel, MigProfile] | None:
+    """Across several models, the smallest fitting profile; ties go to the model with less memory."""
+    fits = [(profile, model) for model in models if (profile := model.smallest_fit(wanted)) is not None]
+    if not fits:
+        return None
+    profile, model = min(fits, key=lambda f: (f[0].compute, f[0].memory_gb, f[1].memory_gb, f[1].id))
+    return model, profile

@@ -1,0 +1,224 @@
+"""Canonical demand: every container's GPU ask, read from any loaded dialect, in one model.
+
+Whole GPUs, MIG slices and shared GPUs look different on every platform (a resource per profile, a
+node label naming the profile, a memory resource, a sharing label...). Translation works from this
+model only, so N platforms need N maps rather than N² rules.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from webhook import quantity
+from webhook.catalogue import MigProfile, ProfileError
+from webhook.checks import is_extended_resource
+from webhook.platform import Dialects
+from webhook.workloads import containers, resource_section
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SharedAsk:
+    memory_mib: int | None = None
+    core_percent: int | None = None
+
+
+@dataclass(frozen=True)
+class ContainerAsk:
+    list_name: str
+    index: int
+    name: str
+    kind: str  # whole | mig | shared | fraction
+    count: int
+    vendor: str = "nvidia"
+    profile: MigProfile | None = None
+    share: SharedAsk | None = None
+    fraction: Fraction | None = None  # a fractional whole-GPU ask, translated only by policy
+    written: Mapping[str, str] = field(default_factory=dict)  # the resource entries as the user wrote them
+
+    @property
+    def label(self) -> str:
+        return f"{self.list_name}[{self.index}]"
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(self.written.items()))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the pod's node selector and required node affinity say about GPUs."""
+
+    models: frozenset[str] | None = None  # acceptable GPU models; None = any
+    profile: MigProfile | None = None  # a MIG profile chosen by label (partition size, -MIG- product)
+    shared: bool = False  # a sharing label (time-sharing, MPS, -SHARED product)
+    keys: frozenset[str] = frozenset()  # every GPU-meaning label key the pod used
+    unknown: tuple[str, ...] = ()  # label values that name no known model
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    asks: tuple[ContainerAsk, ...]
+    selection: Selection
+    problems: tuple[str, ...] = ()
+
+
+def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    selection = read_selection(spec, dialects)
+    asks: list[ContainerAsk] = []
+    problems: list[str] = []
+    for container in containers(spec, ("spec",)):
+        ask, problem = _read_container(container, selection, dialects)
+        if ask is not None:
+            asks.append(ask)
+        if problem:
+            problems.append(problem)
+    return PodDemand(tuple(asks), selection, tuple(problems))
+
+
+def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(key, acceptable values) for the given label keys, from nodeSelector and required affinity (In)."""
+    constraints: list[tuple[str, tuple[str, ...]]] = []
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        constraints += [(k, (str(v),)) for k, v in selector.items() if k in keys]
+    for expression in required_expressions(spec):
+        if expression.get("key") in keys and expression.get("operator") == "In":
+            constraints.append((expression["key"], tuple(map(str, expression.get("values") or ()))))
+    return constraints
+
+
+def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:
+    constraints = selector_constraints(spec, dialects.selector_keys())
+    models: frozenset[str] | None = None
+    profile: MigProfile | None = None
+    shared = False
+    unknown: list[str] = []
+    for key, values in constraints:
+        named: set[str] = set()
+        names_models = False
+        for value in values:
+            for cloud_map in dialects.maps:
+                for model_label in cloud_map.model_labels:
+                    if model_label.label == key:
+                        names_models = True
+                        named |= model_label.models_for(value)
+                if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
+                    # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
+                    found = dialects.catalogue.by_product_name(value)
+                    if found is not None:
+                        named.add(found[0].id)
+                        profile = found[1] or profile
+                        shared = shared or value.endswith("-SHARED")
+                if cloud_map.mig.form == "partition-label" and key == cloud_map.mig.label:
+                    try:
+                        profile = MigProfile.parse(value)
+                    except ProfileError:
+                        unknown.append(f"{key}={value}")
+                if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
+                    shared = shared or value in cloud_map.shared.values
+        if names_models:
+            if named:
+                models = frozenset(named) if models is None else models & named
+            else:
+                unknown.append(f"{key} in {list(values)}")
+    return Selection(models, profile, shared, frozenset(k for k, _ in constraints), tuple(unknown))
+
+
+def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    terms = (
+        (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+            .get("nodeSelectorTerms")
+        )
+        if isinstance(spec.get("affinity"), Mapping)
+        else None
+    )
+    expressions = []
+    for term in terms or ():
+        if isinstance(term, Mapping):
+            expressions += [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
+    return expressions
+
+
+def _read_container(container, selection: Selection, dialects: Dialects) -> tuple[ContainerAsk | None, str]:
+    limits = resource_section(container.spec, "limits")
+    requests = resource_section(container.spec, "requests")
+    written: dict[str, str] = {}
+    amounts: dict[str, Decimal] = {}
+    for name in (*limits, *(n for n in requests if n not in limits)):
+        if not is_extended_resource(name) or name not in dialects:
+            continue
+        raw = limits.get(name, requests.get(name))
+        try:
+            amounts[name] = quantity.parse(raw)
+        except quantity.QuantityError:
+            continue  # the checks have already denied it
+        written[name] = str(raw)
+    if not amounts:
+        return None, ""
+    base = {
+        "list_name": container.list_name,
+        "index": container.index,
+        "name": container.name,
+        "written": written,
+    }
+    where = f'{container.list_name}[{container.index}] "{container.name}"'
+
+    for cloud_map in dialects.maps:
+        form = cloud_map.shared
+        if form.form == "memory" and (
+            form.memory_resource in amounts or (form.core_resource and form.core_resource in amounts)
+        ):
+            memory = amounts.get(form.memory_resource)
+            core = amounts.get(form.core_resource) if form.core_resource else None
+            count = amounts.get(form.count_resource, Decimal(1)) if form.count_resource else Decimal(1)
+            share = SharedAsk(
+                memory_mib=int(memory * form.memory_unit_bytes / MIB) if memory is not None else None,
+                core_percent=int(core * 100 / form.core_per_gpu) if core is not None else None,
+            )
+            return ContainerAsk(
+                kind="shared", count=int(count), share=share, vendor=cloud_map.vendor, **base
+            ), ""
+
+    kinds = []
+    for name, amount in amounts.items():
+        for cloud_map in dialects.maps:
+            profile = cloud_map.mig.profile_of(name)
+            if profile is not None:
+                kinds.append(
+                    ContainerAsk(
+                        kind="mig", count=int(amount), profile=profile, vendor=cloud_map.vendor, **base
+                    )
+                )
+                break
+            if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
+                kinds.append(
+                    ContainerAsk(
+                        kind="shared", count=int(amount), share=SharedAsk(), vendor=cloud_map.vendor, **base
+                    )
+                )
+                break
+            if name == cloud_map.whole_gpu:
+                kinds.append(_whole(amount, cloud_map.vendor, selection, base))
+                break
+    if len(kinds) != 1:
+        return (
+            None,
+            f"{where} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); ask for one",
+        )
+    return kinds[0], ""
+
+
+def _whole(amount: Decimal, vendor: str, selection: Selection, base: dict) -> ContainerAsk:
+    if not quantity.is_whole(amount):
+        return ContainerAsk(kind="fraction", count=0, fraction=Fraction(amount), vendor=vendor, **base)
+    if selection.profile is not None:
+        return ContainerAsk(kind="mig", count=int(amount), profile=selection.profile, vendor=vendor, **base)
+    if selection.shared:
+        return ContainerAsk(kind="shared", count=int(amount), share=SharedAsk(), vendor=vendor, **base)
+    return ContainerAsk(kind="whole", count=int(amount), vendor=vendor, **base)

@@ -1,0 +1,417 @@
+"""Translation: canonical demand → the active cloud map's vocabulary, as edits on a Pod-shaped view.
+
+Only what carries GPU meaning changes: GPU resource names and amounts, GPU node-selector keys and
+required node-affinity expressions, tolerations and the scheduler the map asks for. Everything else
+is kept. A pod already written in the target's words is left alone byte for byte.
+"""
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from webhook.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
+from webhook.demand import MIB, ContainerAsk, PodDemand, selector_constraints
+from webhook.platform import CloudMap
+
+TRANSLATED_FROM = "gpuport.io/translated-from"
+
+
+class Untranslatable(Exception):
+    """The pod asks for something the target cannot give; the messages say what it offers instead."""
+
+    def __init__(self, messages: list[str]):
+        self.messages = messages
+        super().__init__("; ".join(messages))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The target-side answer for one container: resources, plus labels the node must carry."""
+
+    resources: dict[str, str]
+    node_labels: dict[str, tuple[str, ...]]  # label → acceptable values
+    models: tuple[str, ...]  # the GPU models this ask now needs (empty: any the resource implies)
+    note: str  # what changed, for the warning
+
+
+def foreign_keys(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap) -> frozenset[str]:
+    """GPU label keys the target does not speak, or speaks with other values: EKS and AKS both name the
+    model by instance type, but p4d.24xlarge means nothing on AKS."""
+    foreign = set(demand.selection.keys - target.selector_keys())
+    for model_label in target.model_labels:
+        for key, values in selector_constraints(spec, frozenset({model_label.label})):
+            if any(not model_label.models_for(v) and not _is_product_variant(v, target) for v in values):
+                foreign.add(key)
+    return frozenset(foreign)
+
+
+def _is_product_variant(value: str, target: CloudMap) -> bool:
+    """GFD product values with -MIG-<profile> or -SHARED suffixes are the product label's own words."""
+    return bool(target.mig.product_label) and ("-MIG-" in value or value.endswith("-SHARED"))
+
+
+def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> bool:
+    """Written in the target's words and satisfiable as written: nothing to translate."""
+    if foreign_keys(spec, demand, target):
+        return False
+    offered = target.models_offered(catalogue)
+    if demand.selection.models is not None and not demand.selection.models & set(offered):
+        return False
+    models = tuple(sorted(demand.selection.models & set(offered))) if demand.selection.models else ()
+    for ask in demand.asks:
+        if ask.kind == "fraction" or not all(target.is_accelerator(name) for name in ask.written):
+            return False
+        if ask.kind == "mig" and not any(
+            ask.profile.name in m.profiles for m in _candidates(models, target, catalogue)
+        ):
+            return False
+    return True
+
+
+def translate_pod(
+    view: dict[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue
+) -> list[str]:
+    """Edit `view` (metadata + the editable spec fields) in place; return one warning per change."""
+    if not demand.asks or is_native(view["spec"], demand, target, catalogue):
+        return []
+    problems = [f"{p}" for p in demand.problems]
+    if demand.selection.unknown:
+        problems.append(
+            f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
+        )
+    models, model_note = _target_models(demand, target, catalogue, problems)
+    placements: dict[tuple[str, int], Placement] = {}
+    for ask in demand.asks:
+        try:
+            placements[(ask.list_name, ask.index)] = _place(ask, models, demand, target, catalogue)
+        except Untranslatable as exc:
+            problems.extend(f"{ask.label} {m}" for m in exc.messages)
+    needed = {m for p in placements.values() for m in p.models}
+    if (
+        len(needed) > 1
+        and any(p.models for p in placements.values())
+        and target.mig.form in ("single", "partition-label")
+    ):
+        problems.append(f"containers need different GPU models on one node ({', '.join(sorted(needed))})")
+    if problems:
+        raise Untranslatable(problems)
+
+    node_labels: dict[str, tuple[str, ...]] = {}
+    for placement in placements.values():
+        node_labels.update(placement.node_labels)
+    chosen = tuple(sorted(needed)) or models
+    model_key = target.model_labels[0].label if target.model_labels else ""
+    model_note = model_note if chosen else ""
+    foreign = foreign_keys(view["spec"], demand, target)
+    rewrite_model = bool(model_note) or model_key in foreign or model_key not in demand.selection.keys
+    if model_key and chosen and model_key not in node_labels and rewrite_model:
+        values = tuple(_values(target, chosen))
+        if values:
+            node_labels[model_key] = values
+
+    warnings: list[str] = []
+    original: dict[str, Any] = {}
+    spec = view["spec"]
+    for ask in demand.asks:
+        placement = placements[(ask.list_name, ask.index)]
+        _rewrite_resources(spec, ask, placement.resources)
+        original[ask.label] = dict(ask.written)
+        if placement.resources != dict(ask.written):
+            warnings.append(
+                f"gpuport: {ask.label} {ask.describe()} → {_describe(placement.resources)}{placement.note}"
+            )
+    # Foreign GPU keys go, and so do our own keys that are about to be written anew.
+    stale = foreign | (demand.selection.keys & set(node_labels))
+    original.update(_remove_selectors(spec, frozenset(stale)))
+    if model_note and model_key in node_labels:
+        warnings.append(f"gpuport: {model_note.strip(' ()')}: using {' or '.join(chosen)}")
+    for key, values in node_labels.items():
+        if _require_label(spec, key, values):
+            warnings.append(f"gpuport: node selector {key}={'|'.join(values)}")
+    for toleration in target.tolerations:
+        tolerations = spec.setdefault("tolerations", [])
+        if dict(toleration) not in tolerations:
+            tolerations.append(dict(toleration))
+            warnings.append(f"gpuport: toleration {toleration.get('key')} added")
+    if target.scheduler_name and spec.get("schedulerName") != target.scheduler_name:
+        spec["schedulerName"] = target.scheduler_name
+        warnings.append(f"gpuport: schedulerName → {target.scheduler_name}")
+    annotations = view["metadata"].setdefault("annotations", {})
+    annotations[TRANSLATED_FROM] = json.dumps(original, sort_keys=True, separators=(",", ":"))
+    return warnings
+
+
+def _target_models(demand: PodDemand, target: CloudMap, catalogue: Catalogue, problems: list[str]):
+    """The GPU models the pod may land on in the target, and a note when one was substituted."""
+    offered = target.models_offered(catalogue)
+    wanted = demand.selection.models
+    if not wanted:
+        return (), ""
+    kept = tuple(sorted(m for m in wanted if m in offered))
+    if kept:
+        return kept, ""
+    substitutes = []
+    for model_id in sorted(wanted):
+        source = catalogue.get(model_id)
+        fits = [
+            catalogue.models[m]
+            for m in offered
+            if catalogue.models[m].vendor == source.vendor
+            and catalogue.models[m].memory_gb >= source.memory_gb
+        ]
+        if fits:
+            substitutes.append(min(fits, key=lambda g: (g.memory_gb, g.id)).id)
+    if not substitutes:
+        problems.append(
+            f"asks for {' or '.join(sorted(wanted))}; {target.name} offers no GPU with as much memory "
+            f"(it offers {', '.join(offered) or 'none'})"
+        )
+        return (), ""
+    chosen = tuple(sorted(set(substitutes)))
+    return chosen, f" (no {' or '.join(sorted(wanted))} here)"
+
+
+def _place(
+    ask: ContainerAsk, models: tuple[str, ...], demand: PodDemand, target: CloudMap, catalogue: Catalogue
+) -> Placement:
+    if ask.vendor != target.vendor:
+        raise Untranslatable(
+            [
+                f"asks for an {ask.vendor.upper()} GPU ({ask.describe()}); "
+                f"{target.name} offers {target.vendor.upper()} GPUs only"
+            ]
+        )
+    if ask.kind == "whole":
+        return Placement({target.whole_gpu: str(ask.count)}, {}, (), "")
+    if ask.kind == "mig":
+        return _place_mig(ask, ask.profile, models, target, catalogue)
+    if ask.kind == "shared":
+        return _place_shared(ask, models, target, catalogue)
+    return _place_fraction(ask, models, target, catalogue)
+
+
+def _candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalogue) -> list[GpuModel]:
+    ids = models or target.models_offered(catalogue)
+    return [catalogue.models[m] for m in ids if catalogue.models[m].mig_capable]
+
+
+def _place_mig(ask, wanted: MigProfile, models, target: CloudMap, catalogue: Catalogue) -> Placement:
+    if target.mig.form == "none":
+        if target.mig_to_whole == "allow":
+            return Placement(
+                {target.whole_gpu: str(ask.count)}, {}, (), " (no MIG here: whole GPUs, by policy)"
+            )
+        raise Untranslatable(
+            [f"asks for MIG {wanted.name}; {target.name} offers no MIG slices. {_offer(target)}"]
+        )
+    candidates = _candidates(models, target, catalogue)
+    fit = smallest_model_fit(candidates, wanted)
+    if fit is None:
+        offered = sorted(
+            {p.name for g in candidates for p in g.mig_profiles()}, key=lambda n: MigProfile.parse(n)
+        )
+        raise Untranslatable(
+            [
+                f"asks for MIG {wanted.name}; no {target.name} GPU has a slice with ≥ {wanted.compute}g and "
+                f"≥ {wanted.memory_gb}gb (offered: {', '.join(offered) or 'none'})"
+            ]
+        )
+    model, profile = fit
+    note = ""
+    if profile != wanted:
+        more = "; more compute" if profile.compute > wanted.compute else ""
+        note = f" ({model.id} has no {wanted.name}{more})"
+    if target.mig.form == "mixed":
+        return Placement({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
+    if target.mig.form == "single":
+        # The product label names model and slice at once: NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.
+        products = tuple(f"{name}-MIG-{profile.name}" for name in model.names)
+        return Placement({target.whole_gpu: str(ask.count)}, {target.mig.product_label: products}, (), note)
+    return Placement(
+        {target.whole_gpu: str(ask.count)}, {target.mig.label: (profile.name,)}, (model.id,), note
+    )
+
+
+def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> Placement:
+    share = ask.share
+    form = target.shared
+    if form.form == "none":
+        raise Untranslatable(
+            [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target)}"]
+        )
+    if form.form == "resource":
+        lost = " (memory limit not enforced by time-slicing)" if share.memory_mib else ""
+        return Placement({form.resource: str(ask.count)}, {}, (), lost)
+    if form.form == "label":
+        return Placement({target.whole_gpu: str(ask.count)}, {form.label: (form.values[0],)}, (), "")
+    memory = share.memory_mib
+    if memory is None and share.core_percent is not None and len(models) == 1:
+        memory = catalogue.models[models[0]].memory_gb * 1024 * share.core_percent // 100
+    if memory is None:
+        raise Untranslatable(
+            [
+                f"asks for a shared GPU without a memory size; {target.name} shares GPUs by memory "
+                f"({form.memory_resource}): ask for it directly"
+            ]
+        )
+    resources = {form.memory_resource: _memory_quantity(memory, form.memory_unit_bytes)}
+    if form.count_resource:
+        resources[form.count_resource] = str(ask.count)
+    if form.core_resource and share.core_percent is not None:
+        resources[form.core_resource] = str(math.ceil(share.core_percent * form.core_per_gpu / 100))
+    return Placement(resources, {}, (), "")
+
+
+def _place_fraction(ask, models, target: CloudMap, catalogue: Catalogue) -> Placement:
+    amount = ask.fraction
+    if target.fractional_policy == "shared" and amount < 1:
+        shared = ContainerAsk(
+            ask.list_name,
+            ask.index,
+            ask.name,
+            "shared",
+            1,
+            ask.vendor,
+            written=ask.written,
+            share=_fraction_share(amount, models, catalogue),
+        )
+        return _place_shared(shared, models, target, catalogue)
+    if target.fractional_policy == "mig" and amount < 1:
+        if len(models) != 1 or not catalogue.models[models[0]].mig_capable:
+            raise Untranslatable(
+                [
+                    f"asks for {float(amount):g} GPU; name one MIG-capable GPU model in a node selector "
+                    "so gpuport can size the slice"
+                ]
+            )
+        model = catalogue.models[models[0]]
+        wanted = MigProfile(math.ceil(amount * model.compute_slices), math.ceil(amount * model.memory_gb))
+        return _place_mig(replace(ask, count=1), wanted, models, target, catalogue)
+    raise Untranslatable([f"asks for {float(amount):g} GPU; GPUs are whole units"])
+
+
+def _fraction_share(amount, models, catalogue):
+    from webhook.demand import SharedAsk
+
+    if len(models) == 1:
+        return SharedAsk(
+            memory_mib=math.ceil(catalogue.models[models[0]].memory_gb * 1024 * amount),
+            core_percent=math.ceil(amount * 100),
+        )
+    return SharedAsk(core_percent=math.ceil(amount * 100))
+
+
+def _memory_quantity(mib: int, unit_bytes: int) -> str:
+    if unit_bytes == 1:
+        return f"{mib}Mi"
+    return str(math.ceil(mib * MIB / unit_bytes))
+
+
+def _offer(target: CloudMap) -> str:
+    options = [f"whole GPUs ({target.whole_gpu})", *target.partial_gpu_options()]
+    return f"{target.name} offers: {'; '.join(options)}"
+
+
+def _rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, str]) -> None:
+    container = spec[ask.list_name][ask.index]
+    resources = container.setdefault("resources", {})
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if not isinstance(values, dict) or not any(name in values for name in ask.written):
+            continue
+        for name in ask.written:
+            values.pop(name, None)
+        values.update(new)
+
+
+def _remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    removed: dict[str, Any] = {}
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        dropped = {k: selector.pop(k) for k in sorted(keys) if k in selector}
+        if dropped:
+            removed["nodeSelector"] = dropped
+        if not selector:
+            del spec["nodeSelector"]
+    affinity = spec.get("affinity")
+    terms = _required_terms(spec)
+    if terms is not None:
+        dropped_expressions = []
+        kept_terms = []
+        for term in terms:
+            expressions = term.get("matchExpressions") or []
+            keep = [e for e in expressions if e.get("key") not in keys]
+            dropped_expressions += [e for e in expressions if e.get("key") in keys]
+            if keep or term.get("matchFields"):
+                if keep:
+                    term["matchExpressions"] = keep
+                else:
+                    term.pop("matchExpressions", None)
+                kept_terms.append(term)
+            elif not expressions:
+                kept_terms.append(term)
+        if dropped_expressions:
+            removed["nodeAffinity"] = dropped_expressions
+            node_affinity = affinity["nodeAffinity"]
+            if kept_terms:
+                node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = (
+                    kept_terms
+                )
+            else:
+                # An empty term matches no node: drop the requirement rather than keep an empty one.
+                del node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+                if not node_affinity:
+                    del affinity["nodeAffinity"]
+                if not affinity:
+                    del spec["affinity"]
+    return removed
+
+
+def _required_terms(spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, dict):
+        return None
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required, dict) or not isinstance(required.get("nodeSelectorTerms"), list):
+        return None
+    return required["nodeSelectorTerms"]
+
+
+def _values(target: CloudMap, models: tuple[str, ...]) -> list[str]:
+    label = target.model_labels[0]
+    values: list[str] = []
+    for model in models:
+        for value in label.values.get(model, ()):
+            if value not in values:
+                values.append(value)
+    return values
+
+
+def _require_label(spec: dict[str, Any], key: str, values: tuple[str, ...]) -> bool:
+    """Require a node label value: nodeSelector for one value, required node affinity for several.
+    Returns False when the pod already says exactly that."""
+    if len(values) == 1:
+        selector = spec.setdefault("nodeSelector", {})
+        if selector.get(key) == values[0]:
+            return False
+        selector[key] = values[0]
+        return True
+    expression = {"key": key, "operator": "In", "values": list(values)}
+    terms = _required_terms(spec)
+    if terms:
+        if all(expression in (term.get("matchExpressions") or []) for term in terms):
+            return False
+        for term in terms:  # terms are ORed: the label must hold in each
+            term.setdefault("matchExpressions", []).append(dict(expression, values=list(values)))
+        return True
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+    }
+    return True
+
+
+def _describe(resources: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(resources.items()))
