@@ -1,6 +1,7 @@
 """Shared test helpers: real captured reviews, review builders, a TLS client like the API server's."""
 
 import copy
+import functools
 import http.client
 import json
 import socket
@@ -23,7 +24,9 @@ def all_fixtures() -> list[str]:
     return sorted(p.name for p in FIXTURES.glob("*.json"))
 
 
+@functools.cache
 def context(cloud: str = "generic"):
+    """The shipped maps with `cloud` active (a frozen value, so one load serves every test)."""
     return build_context(default_directory(), cloud)
 
 

@@ -36,6 +36,7 @@ class RunningServer:
         cloud: str = "generic",
         log_path: Path | None = None,
         extra_env: dict | None = None,
+        cloudmap_dir: Path | None = None,
     ):
         self.cert_dir = cert_dir
         self.port = free_port()
@@ -59,6 +60,7 @@ class RunningServer:
                 str(threads),
                 "--cloud",
                 cloud,
+                *(["--cloudmap-dir", str(cloudmap_dir)] if cloudmap_dir else []),
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -1,6 +1,7 @@
 """Invariants over random pods: a valid AdmissionReview always comes back, patches apply, and the
 webhook applied to its own output changes nothing."""
 
+import copy
 import json
 from dataclasses import replace
 
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import parsed, review_of
+from tests.translation_cases import SOURCES, TARGETS
 from webhook.checks import is_extended_resource
 from webhook.core import decide_mutation, decide_validation
 from webhook.review import build_response
@@ -196,3 +198,40 @@ def test_garbage_inside_a_well_formed_review_never_gives_a_500(metadata, spec, k
         answer = response.get_json()["response"]
         assert answer["uid"] == "test-uid"
         assert "internal error" not in json.dumps(answer)  # the core coped, the safety net was not needed
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    source=st.sampled_from(sorted(SOURCES)),
+    target=st.sampled_from(TARGETS),
+    extra_selector=st.dictionaries(
+        st.sampled_from(["team", "zone", "pool"]), st.sampled_from(["a", "b"]), max_size=2
+    ),
+    labels=st.one_of(st.none(), LABELS),
+    tolerations=st.booleans(),
+)
+def test_translation_from_any_dialect_applies_and_is_idempotent(
+    source, target, extra_selector, labels, tolerations
+):
+    from tests.helpers import context
+
+    pod = copy.deepcopy(SOURCES[source][1])
+    pod["spec"].setdefault("nodeSelector", {}).update(extra_selector)
+    if not pod["spec"]["nodeSelector"]:
+        del pod["spec"]["nodeSelector"]
+    if labels is not None:
+        pod["metadata"]["labels"] = labels
+    if tolerations:
+        pod["spec"]["tolerations"] = [
+            {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+        ]
+    decision = decide_mutation(parsed(review_of(pod)), context(target))
+    if not decision.allowed:
+        assert decision.patch == () and decision.message
+        return
+    once = jsonpatch.apply_patch(pod, list(decision.patch))
+    for key, value in extra_selector.items():
+        assert once["spec"]["nodeSelector"][key] == value  # selectors that are not about GPUs survive
+    assert once["metadata"].get("labels") == pod["metadata"].get("labels")
+    again = decide_mutation(parsed(review_of(once)), context(target))
+    assert again.allowed and again.patch == ()

@@ -73,6 +73,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="Mutating/ValidatingWebhookConfiguration to receive the caBundle (repeatable; default gpuport)",
     )
     certs.set_defaults(run=_run_certs)
+
+    translate = commands.add_parser(
+        "translate",
+        help="rewrite manifests for another cloud, offline",
+        description="Run the webhook's checks and translation on Pods and the pod templates of Deployment, "
+        "StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, PyTorchJob and JobSet in multi-document YAML. "
+        "Prints the translated YAML (comments and key order kept); exit 1 when anything is denied.",
+    )
+    translate.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for standard input")
+    translate.add_argument("--to", required=True, metavar="CLOUD", help="the target cloud map")
+    translate.add_argument(
+        "--from", dest="source", metavar="CLOUD", help="read GPU asks only in this cloud's dialect"
+    )
+    translate.add_argument(
+        "--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)"
+    )
+    output = translate.add_mutually_exclusive_group()
+    output.add_argument("--diff", action="store_true", help="print a unified diff instead of the YAML")
+    output.add_argument(
+        "-o", "--output", choices=["yaml", "json"], default="yaml", help="yaml, or json decisions"
+    )
+    translate.set_defaults(run=_run_translate)
+
+    lint = commands.add_parser(
+        "lint",
+        help="check cloud maps, the GPU catalogue and ResourceQuota manifests",
+        description="Print file:line: problem for each error; exit 1 when there is any.",
+    )
+    lint.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    lint.set_defaults(run=_run_lint)
     return parser
 
 
@@ -144,6 +174,68 @@ def _run_certs(args: argparse.Namespace) -> int:
         targets = ", ".join(patched) or "nothing"
         print(f"updated Secret {args.namespace}/{args.secret}; caBundle set on {targets}")
     return 0
+
+
+def _run_translate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from webhook.cloudmap import default_directory
+    from webhook.loading import StartupError, build_context
+    from webhook.offline import (
+        ManifestError,
+        dump_documents,
+        load_documents,
+        results_json,
+        translate_documents,
+        unified_diff,
+    )
+    from webhook.platform import Dialects
+
+    directory = args.cloudmap_dir or default_directory()
+    try:
+        context = build_context(directory, args.to)
+        if args.source:
+            source = build_context(directory, args.source).target
+            maps = (source,) if source.name == args.to else (source, context.target)
+            context = replace(context, dialects=Dialects(maps, context.dialects.catalogue))
+    except StartupError as exc:
+        print(f"gpuport translate: {exc}", file=sys.stderr)
+        return 2
+    results, denied = [], False
+    for name in args.files:
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            manifest = load_documents(text, name)
+        except (OSError, UnicodeDecodeError, ManifestError) as exc:
+            print(f"gpuport translate: {exc}", file=sys.stderr)
+            return 2
+        file_results = translate_documents(manifest, context)
+        results += file_results
+        for result in file_results:
+            for warning in result.warnings:
+                print(f"{name}: {result.kind}/{result.name}: {warning}", file=sys.stderr)
+            if not result.allowed:
+                denied = True
+                for message in result.messages:
+                    print(f"{name}: {result.kind}/{result.name}: denied: {message}", file=sys.stderr)
+        if args.diff:
+            sys.stdout.write(unified_diff(text, dump_documents(manifest), name))
+        elif args.output == "yaml":
+            sys.stdout.write(dump_documents(manifest))
+    if args.output == "json" and not args.diff:
+        print(results_json(results))
+    return 1 if denied else 0
+
+
+def _run_lint(args: argparse.Namespace) -> int:
+    from webhook.lint import lint_files
+
+    findings = lint_files(args.files)
+    for finding in findings:
+        print(finding)
+    if not findings:
+        print(f"ok: {len(args.files)} file(s)")
+    return 1 if findings else 0
 
 
 def _kube_apis(args: argparse.Namespace) -> dict:

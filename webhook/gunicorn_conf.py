@@ -4,9 +4,11 @@ gthread workers keep HTTP/1.1 connections alive, which is how the API server cal
 sync worker would close each one and pay a TLS handshake per admission.
 """
 
+import logging
 import signal
 
 from webhook import metrics
+from webhook.reload import CloudMapReloader
 from webhook.settings import Settings
 from webhook.tls import ReloadingContext
 
@@ -45,8 +47,11 @@ def ssl_context(config, default_ssl_context_factory):
 
 
 def post_worker_init(worker):
-    """On SIGTERM, report not-ready first, then let gunicorn drain and close kept-alive connections."""
+    """Start watching the cloud maps; on SIGTERM, report not-ready first, then let gunicorn drain and
+    close kept-alive connections."""
+    _log_to_stderr(_settings.log_level)
     state = worker.wsgi.extensions["gpuport"]
+    CloudMapReloader(state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval).start()
     stop = worker.handle_exit
 
     def on_sigterm(signum, frame):
@@ -54,6 +59,18 @@ def post_worker_init(worker):
         stop(signum, frame)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _log_to_stderr(level: str) -> None:
+    """gunicorn configures only its own loggers; gpuport's go to stderr in the same format."""
+    logger = logging.getLogger("gpuport")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+        )
+        logger.addHandler(handler)
+    logger.setLevel(level.upper())
 
 
 def child_exit(server, worker):

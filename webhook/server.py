@@ -27,10 +27,14 @@ class ServerState:
 
     context: Context
     draining: threading.Event = field(default_factory=threading.Event)
+    reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
 
     def readiness(self) -> tuple[bool, str]:
         if self.draining.is_set():
             return False, "shutting down"
+        if self.reload_error:
+            # Still ready: the last good maps serve. Say why the new ones are not in force.
+            return True, f"ok; cloud maps not reloaded: {self.reload_error}"
         return True, "ok"
 
 

@@ -16,6 +16,7 @@ class Settings:
     workers: int = 2
     threads: int = 8
     log_level: str = "info"
+    reload_interval: float = 2.0
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -28,6 +29,7 @@ class Settings:
             workers=int(environ.get("GPUPORT_WORKERS", defaults.workers)),
             threads=int(environ.get("GPUPORT_THREADS", defaults.threads)),
             log_level=environ.get("GPUPORT_LOG_LEVEL", defaults.log_level),
+            reload_interval=float(environ.get("GPUPORT_RELOAD_INTERVAL", defaults.reload_interval)),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -40,6 +42,7 @@ class Settings:
             "GPUPORT_WORKERS": str(self.workers),
             "GPUPORT_THREADS": str(self.threads),
             "GPUPORT_LOG_LEVEL": self.log_level,
+            "GPUPORT_RELOAD_INTERVAL": str(self.reload_interval),
         }
 
     @property

@@ -322,8 +322,12 @@ def _rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, s
         if not isinstance(values, dict) or not any(name in values for name in ask.written):
             continue
         for name in ask.written:
-            values.pop(name, None)
-        values.update(new)
+            if name not in new:
+                values.pop(name)
+        for name, amount in new.items():
+            # Keep the value as written when it means the same (a YAML 1 stays 1, not "1").
+            if str(values.get(name)) != amount:
+                values[name] = amount
 
 
 def _remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:

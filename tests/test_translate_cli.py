@@ -1,0 +1,203 @@
+"""`gpuport translate` and `gpuport lint`: the same core as the webhook, on manifest files."""
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+
+import jsonpatch
+import pytest
+import yaml
+
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import SOURCES, TARGETS
+from webhook.cli import main
+from webhook.cloudmap import default_directory
+from webhook.core import decide_mutation
+
+GKE_DEPLOYMENT = """\
+# Training job written for GKE
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: trainer  # keep this comment
+spec:
+  replicas: 2
+  template:
+    spec:
+      nodeSelector:
+        cloud.google.com/gke-accelerator: nvidia-tesla-a100
+        team: vision
+      containers:
+        - name: main
+          image: nvidia/cuda:12.4.0-base-ubuntu22.04
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+
+def run_cli(*args, stdin=None):
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", *args], input=stdin, capture_output=True, text=True, check=False
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_gke_deployment_to_eks_keeps_comments_and_order(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text(GKE_DEPLOYMENT)
+    code, out, err = run_cli("translate", "--to", "eks", str(path))
+    assert code == 0, err
+    assert out.startswith("# Training job written for GKE\napiVersion: apps/v1\nkind: Deployment\n")
+    assert "name: trainer  # keep this comment" in out
+    template = yaml.safe_load(out)["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "p4d.24xlarge",
+        "team": "vision",
+    }
+    assert template["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert "gpuport.io/translated-from" in template["metadata"]["annotations"]
+    assert "node selector node.kubernetes.io/instance-type=p4d.24xlarge" in err
+
+
+def test_the_cli_and_the_webhook_agree_on_every_matrix_pod(tmp_path, capsys):
+    docs = "---\n".join(yaml.safe_dump(SOURCES[name][1]) for name in SOURCES)
+    (tmp_path / "all.yaml").write_text(docs)
+    for target in TARGETS:
+        capsys.readouterr()
+        main(["translate", "--to", target, str(tmp_path / "all.yaml")])
+        out = capsys.readouterr().out
+        translated = list(yaml.safe_load_all(out))
+        for name, cli_result in zip(SOURCES, translated, strict=True):
+            source = SOURCES[name][1]
+            decision = decide_mutation(parsed(review_of(copy.deepcopy(source))), context(target))
+            expected = jsonpatch.apply_patch(source, list(decision.patch)) if decision.allowed else source
+            assert cli_result == expected, f"{name} → {target}"
+
+
+def test_json_output_lists_decisions_and_denials_exit_1(tmp_path):
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump(SOURCES["gke-mig"][1]) + "---\n" + yaml.safe_dump(SOURCES["gke-whole"][1]))
+    code, out, _ = run_cli("translate", "--to", "oke", "-o", "json", str(path))
+    assert code == 1
+    decisions = json.loads(out)
+    assert [d["allowed"] for d in decisions] == [False, True]
+    assert "oke offers no MIG slices" in decisions[0]["messages"][0]
+    assert decisions[1]["patch"]
+
+
+def test_diff_output_and_stdin():
+    code, out, _ = run_cli("translate", "--to", "eks", "--diff", "-", stdin=GKE_DEPLOYMENT)
+    assert code == 0
+    assert "-        cloud.google.com/gke-accelerator: nvidia-tesla-a100\n" in out
+    assert "+        node.kubernetes.io/instance-type: p4d.24xlarge\n" in out
+    assert "-          - name" not in out  # untouched lines keep their indentation
+
+
+@pytest.mark.parametrize(
+    ("manifest", "pointer"),
+    [
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": "c"},
+                "spec": {"jobTemplate": {"spec": {"template": {"spec": "POD"}}}},
+            },
+            ["spec", "jobTemplate", "spec", "template"],
+        ),
+        (
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": "t"},
+                "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4, "template": {"spec": "POD"}}}},
+            },
+            ["spec", "pytorchReplicaSpecs", "Worker", "template"],
+        ),
+        (
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "j"},
+                "spec": {
+                    "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": "POD"}}}}]
+                },
+            },
+            ["spec", "replicatedJobs", 0, "template", "spec", "template"],
+        ),
+    ],
+)
+def test_every_workload_kind_has_its_template_translated(tmp_path, manifest, pointer):
+    text = yaml.safe_dump(manifest).replace(
+        "spec: POD", "spec: " + json.dumps(SOURCES["gke-whole"][1]["spec"])
+    )
+    (tmp_path / "w.yaml").write_text(text)
+    code, out, err = run_cli("translate", "--to", "eks", str(tmp_path / "w.yaml"))
+    assert code == 0, err
+    node = yaml.safe_load(out)
+    for part in pointer:
+        node = node[part]
+    assert node["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+
+
+def test_from_restricts_the_dialect_read(tmp_path):
+    # p4d.24xlarge means an A100 on EKS; read as AKS it is an unknown VM size.
+    source = SOURCES["eks-whole"][1]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(source))
+    assert run_cli("translate", "--from", "eks", "--to", "gke", str(tmp_path / "p.yaml"))[0] == 0
+    code, _, err = run_cli("translate", "--from", "aks", "--to", "gke", str(tmp_path / "p.yaml"))
+    assert code == 1
+    assert "names no GPU model gpuport knows" in err
+
+
+def test_bad_input_exits_2(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    assert main(["translate", "--to", "eks", str(tmp_path / "bad.yaml")]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["translate", "--to", "mars", str(tmp_path / "bad.yaml")]) == 2
+
+
+def test_lint_passes_the_shipped_maps():
+    code, out, _ = run_cli("lint", *sorted(str(p) for p in default_directory().glob("*.yaml")))
+    assert code == 0
+    assert out.strip() == "ok: 14 file(s)"
+
+
+def test_lint_points_at_the_broken_line(tmp_path):
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    text = (maps / "gke.yaml").read_text().replace("      A100-40GB: nvidia-tesla-a100", "      A100-41GB: x")
+    (maps / "gke.yaml").write_text(text)
+    line = text.splitlines().index("      A100-41GB: x") + 1
+    code, out, _ = run_cli("lint", str(maps / "gke.yaml"), str(maps / "eks.yaml"))
+    assert code == 1
+    assert (
+        out.strip()
+        == f"{maps / 'gke.yaml'}:{line}: unknown GPU model 'A100-41GB' (models are the keys of gpus.yaml)"
+    )
+
+
+def test_lint_flags_limits_quota_keys_for_gpus(tmp_path):
+    quota = tmp_path / "quota.yaml"
+    quota.write_text(
+        "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: gpus\nspec:\n  hard:\n"
+        "    requests.nvidia.com/gpu: 8\n    limits.nvidia.com/gpu: 8\n    limits.cpu: 10\n"
+    )
+    code, out, _ = run_cli("lint", str(quota))
+    assert code == 1
+    assert out.strip() == (
+        f"{quota}:8: limits.nvidia.com/gpu is never counted for extended resources; "
+        "use requests.nvidia.com/gpu"
+    )
+
+
+def test_lint_reports_duplicate_map_names(tmp_path):
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    shutil.copy(maps / "gke.yaml", maps / "gke-copy.yaml")
+    code, out, _ = run_cli("lint", str(maps / "gke.yaml"), str(maps / "gke-copy.yaml"))
+    assert code == 1
+    assert "map name 'gke' is already used by" in out
