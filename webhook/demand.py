@@ -155,9 +155,12 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
             continue
         raw = limits.get(name, requests.get(name))
         try:
-            amounts[name] = quantity.parse(raw)
+            amount = quantity.parse(raw)
         except quantity.QuantityError:
             continue  # the checks have already denied it
+        if amount == 0:
+            continue  # "nvidia.com/gpu: 0" asks for nothing
+        amounts[name] = amount
         written[name] = str(raw)
     if not amounts:
         return None, ""

@@ -323,7 +323,7 @@ def _rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, s
             continue
         for name in ask.written:
             if name not in new:
-                values.pop(name)
+                values.pop(name, None)
         for name, amount in new.items():
             # Keep the value as written when it means the same (a YAML 1 stays 1, not "1").
             if str(values.get(name)) != amount:
