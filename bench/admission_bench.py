@@ -25,10 +25,20 @@ from tests.server_process import SERVICE_NAME, RunningServer, make_certs  # noqa
 
 CASES = [
     ("allow-all baseline", "/bench/allow-all", "pod-create-gpu-limit-1.json"),
-    ("/mutate GPU pod", "/mutate", "pod-create-gpu-limit-1.json"),
+    ("/mutate GPU pod (native)", "/mutate", "pod-create-gpu-limit-1.json"),
+    ("/mutate GKE pod translated", "/mutate", "gke-pod"),
     ("/mutate 0.5 GPU (denied)", "/mutate", "pod-create-fractional-gpu-500m-before-validation.json"),
     ("/validate GPU pod", "/validate", "validate-pod-create-gpu-8.json"),
 ]
+
+
+def gke_review():
+    """The captured GPU pod, rewritten as a GKE user would write it: the webhook must translate it."""
+    review = fixture("pod-create-gpu-limit-1.json")
+    review["request"]["object"]["spec"]["nodeSelector"] = {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100"
+    }
+    return review
 
 
 def run_case(server, path, body, requests, connections):
@@ -89,7 +99,7 @@ def main() -> int:
         try:
             results = {}
             for label, path, name in CASES:
-                body = json.dumps(fixture(name)).encode()
+                body = json.dumps(gke_review() if name == "gke-pod" else fixture(name)).encode()
                 results[label] = run_case(server, path, body, args.requests, args.connections)
         finally:
             server.stop()

@@ -7,14 +7,30 @@ from pathlib import Path
 
 import pytest
 
-CORE_MODULES = ["core", "checks", "decision", "patch", "platform", "quantity", "review", "workloads"]
+CORE_MODULES = [
+    "catalogue",
+    "checks",
+    "core",
+    "decision",
+    "demand",
+    "patch",
+    "platform",
+    "quantity",
+    "review",
+    "translate",
+    "workloads",
+]
 ALLOWED_IMPORTS = {
     "base64",
     "collections",
     "copy",
     "dataclasses",
     "decimal",
+    "fractions",
+    "functools",
     "json",
+    "math",
+    "re",
     "types",
     "typing",
     "jsonpatch",  # pure computation on dicts

@@ -200,3 +200,36 @@ def test_sigterm_turns_readiness_off_then_exits_cleanly(tmp_path):
     assert code == 0
     assert time.monotonic() - started < 15  # idle kept-alive connections did not hold shutdown
     assert "Traceback" not in running.log()
+
+
+def test_a_gke_pod_is_translated_over_https_exactly_as_the_cli_does(tmp_path, capsys):
+    import base64
+
+    import jsonpatch
+    import yaml
+
+    from tests.helpers import review_of
+    from tests.translation_cases import SOURCES
+    from webhook.cli import main
+
+    make_certs(tmp_path)
+    running = RunningServer(tmp_path, workers=1, threads=2, cloud="eks")
+    try:
+        source = SOURCES["gke-8"][1]
+        conn = VerifyingHTTPSConnection(
+            "127.0.0.1", running.port, server_name=SERVICE_NAME, cafile=tmp_path / "ca.crt"
+        )
+        status, body, _ = post(conn, "/mutate", json.dumps(review_of(source)).encode())
+    finally:
+        running.stop()
+    assert status == 200
+    response = json.loads(body)["response"]
+    assert response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    over_https = jsonpatch.apply_patch(source, json.loads(base64.b64decode(response["patch"])))
+    assert over_https["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    assert response["warnings"] == ["gpuport: node selector node.kubernetes.io/instance-type=p5.48xlarge"]
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(source))
+    capsys.readouterr()
+    assert main(["translate", "--to", "eks", str(tmp_path / "pod.yaml")]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == over_https

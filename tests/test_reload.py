@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import VerifyingHTTPSConnection, context, fixture, post
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs
 from webhook import metrics
-from webhook.cloudmap import default_directory
+from webhook.cloudmap import default_directory, directory_signature
 from webhook.reload import CloudMapReloader
 from webhook.server import ServerState
 
@@ -29,7 +29,7 @@ def reload_count(result):
 
 def test_a_good_edit_is_swapped_in(tmp_path):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context())
+    state = ServerState(context=context(), maps_signature=directory_signature(maps))
     reloader = CloudMapReloader(state, maps, "generic")
     assert reloader.check_once() is False  # nothing changed yet
     before = reload_count("ok")
@@ -41,7 +41,7 @@ def test_a_good_edit_is_swapped_in(tmp_path):
 
 def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path, caplog):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context())
+    state = ServerState(context=context(), maps_signature=directory_signature(maps))
     good = state.context
     reloader = CloudMapReloader(state, maps, "generic")
     before = reload_count("error")
@@ -62,7 +62,7 @@ def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path
 
 def test_removing_the_active_map_is_refused(tmp_path):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context())
+    state = ServerState(context=context(), maps_signature=directory_signature(maps))
     reloader = CloudMapReloader(state, maps, "generic")
     (maps / "generic.yaml").unlink()
     assert reloader.check_once() is False

@@ -291,3 +291,9 @@ def test_templates_are_checked_but_never_translated_by_the_webhook():
     }
     decision, _ = admit(deployment, "eks")
     assert decision.allowed and decision.patch == ()
+
+
+def test_a_gpu_newer_than_the_catalogue_on_the_targets_own_label_is_left_alone():
+    source = pod({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.product": "NVIDIA-B300"})
+    decision, _ = admit(source, "generic")
+    assert decision.allowed and decision.patch == ()

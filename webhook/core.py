@@ -14,7 +14,7 @@ from webhook.demand import read_demand
 from webhook.patch import diff_mutation
 from webhook.platform import CloudMap, Dialects
 from webhook.review import AdmissionRequest
-from webhook.translate import Untranslatable, translate_pod
+from webhook.translate import Untranslatable, is_native, translate_pod
 from webhook.workloads import find_pod_spec, pod_spec_path
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
@@ -48,10 +48,14 @@ def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
 def rewrite_pod(pod: Mapping[str, Any], context: Context) -> tuple[list[dict[str, Any]], list[str]]:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
     demand = read_demand(pod, context.dialects)
+    if not context.mutations and (
+        not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)
+    ):
+        return [], []  # the common case pays for no copy and no diff
     warnings: list[str] = []
 
     def mutate(view: dict[str, Any]) -> None:
-        warnings.extend(translate_pod(view, demand, context.target, context.dialects.catalogue))
+        warnings.extend(translate_pod(view, demand, context.target, context.dialects))
         for mutation in context.mutations:
             warnings.extend(mutation(view, pod))
 

@@ -1,5 +1,6 @@
 """A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -130,5 +131,9 @@ class Dialects:
     def __contains__(self, resource: str) -> bool:
         return any(m.is_accelerator(resource) for m in self.maps)
 
-    def selector_keys(self) -> frozenset[str]:
+    @functools.cached_property
+    def _selector_keys(self) -> frozenset[str]:
         return frozenset().union(*(m.selector_keys() for m in self.maps))
+
+    def selector_keys(self) -> frozenset[str]:
+        return self._selector_keys

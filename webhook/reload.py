@@ -22,15 +22,14 @@ class CloudMapReloader:
         self.directory = Path(directory)
         self.cloud = cloud
         self.interval = interval
-        self._signature = directory_signature(self.directory)
         self._stop = threading.Event()
 
     def check_once(self) -> bool:
         """Reload if the files changed; True when a new context was swapped in."""
         signature = directory_signature(self.directory)
-        if signature == self._signature:
+        if signature == self.state.maps_signature:
             return False
-        self._signature = signature
+        self.state.maps_signature = signature
         try:
             context = build_context(self.directory, self.cloud)
         except StartupError as exc:

@@ -28,6 +28,7 @@ class ServerState:
     context: Context
     draining: threading.Event = field(default_factory=threading.Event)
     reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
+    maps_signature: tuple = ()  # the cloud-map files the context was built from
 
     def readiness(self) -> tuple[bool, str]:
         if self.draining.is_set():

@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.demand import MIB, ContainerAsk, PodDemand, selector_constraints
-from webhook.platform import CloudMap
+from webhook.platform import CloudMap, Dialects
 
 TRANSLATED_FROM = "gpuport.io/translated-from"
 
@@ -36,25 +36,34 @@ class Placement:
     note: str  # what changed, for the warning
 
 
-def foreign_keys(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap) -> frozenset[str]:
+def foreign_keys(
+    spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects
+) -> frozenset[str]:
     """GPU label keys the target does not speak, or speaks with other values: EKS and AKS both name the
-    model by instance type, but p4d.24xlarge means nothing on AKS."""
+    model by instance type, but p4d.24xlarge means nothing on AKS. A value no loaded map knows (a GPU
+    newer than the catalogue) on the target's own key is the user's business and stays."""
     foreign = set(demand.selection.keys - target.selector_keys())
     for model_label in target.model_labels:
         for key, values in selector_constraints(spec, frozenset({model_label.label})):
-            if any(not model_label.models_for(v) and not _is_product_variant(v, target) for v in values):
-                foreign.add(key)
+            for value in values:
+                if not _understands(target, key, value, dialects) and any(
+                    _understands(m, key, value, dialects) for m in dialects.maps
+                ):
+                    foreign.add(key)
     return frozenset(foreign)
 
 
-def _is_product_variant(value: str, target: CloudMap) -> bool:
-    """GFD product values with -MIG-<profile> or -SHARED suffixes are the product label's own words."""
-    return bool(target.mig.product_label) and ("-MIG-" in value or value.endswith("-SHARED"))
+def _understands(cloud_map: CloudMap, key: str, value: str, dialects: Dialects) -> bool:
+    if any(label.label == key and label.models_for(value) for label in cloud_map.model_labels):
+        return True
+    # GFD product values with -MIG-<profile> are the words of the MIG "single" strategy only.
+    return cloud_map.mig.product_label == key and dialects.catalogue.by_product_name(value) is not None
 
 
-def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> bool:
+def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
     """Written in the target's words and satisfiable as written: nothing to translate."""
-    if foreign_keys(spec, demand, target):
+    catalogue = dialects.catalogue
+    if foreign_keys(spec, demand, target, dialects):
         return False
     offered = target.models_offered(catalogue)
     if demand.selection.models is not None and not demand.selection.models & set(offered):
@@ -70,11 +79,10 @@ def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, cata
     return True
 
 
-def translate_pod(
-    view: dict[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue
-) -> list[str]:
+def translate_pod(view: dict[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> list[str]:
     """Edit `view` (metadata + the editable spec fields) in place; return one warning per change."""
-    if not demand.asks or is_native(view["spec"], demand, target, catalogue):
+    catalogue = dialects.catalogue
+    if not demand.asks or is_native(view["spec"], demand, target, dialects):
         return []
     problems = [f"{p}" for p in demand.problems]
     if demand.selection.unknown:
@@ -104,7 +112,7 @@ def translate_pod(
     chosen = tuple(sorted(needed)) or models
     model_key = target.model_labels[0].label if target.model_labels else ""
     model_note = model_note if chosen else ""
-    foreign = foreign_keys(view["spec"], demand, target)
+    foreign = foreign_keys(view["spec"], demand, target, dialects)
     rewrite_model = bool(model_note) or model_key in foreign or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
         values = tuple(_values(target, chosen))
