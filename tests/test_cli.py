@@ -19,7 +19,7 @@ def test_version():
     assert result.stdout.strip() == f"gpuport {__version__}"
 
 
-@pytest.mark.parametrize("command", ["serve", "certs", "translate", "lint"])
+@pytest.mark.parametrize("command", ["serve", "certs", "translate", "lint", "preflight"])
 def test_every_subcommand_has_help(command):
     result = run(command, "--help")
     assert result.returncode == 0

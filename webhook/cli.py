@@ -96,6 +96,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     translate.set_defaults(run=_run_translate)
 
+    preflight = commands.add_parser(
+        "preflight",
+        help="score the risk of moving workloads to another cloud, before moving them",
+        description="For each workload: what translation changes, a checklist scored as "
+        "Risk = sum of weight x (1 - compat), whether it fits the target inventory (best-fit-decreasing), "
+        "and a wave plan. Exit 0 when every workload is under --max-risk, 1 otherwise, 2 on bad input.",
+    )
+    preflight.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for standard input")
+    preflight.add_argument("--from", dest="source", required=True, metavar="CLOUD")
+    preflight.add_argument("--to", required=True, metavar="CLOUD")
+    preflight.add_argument("--inventory", type=Path, help="the target's nodes: `kubectl get nodes -o yaml`")
+    preflight.add_argument(
+        "--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)"
+    )
+    preflight.add_argument(
+        "--max-risk", type=float, default=0.3, help="fraction of the total weight (default 0.3)"
+    )
+    preflight.add_argument("--wave-size", type=_positive, default=5, help="workloads per wave (default 5)")
+    preflight.add_argument("-o", "--output", choices=["table", "json", "markdown"], default="table")
+    preflight.set_defaults(run=_run_preflight)
+
     lint = commands.add_parser(
         "lint",
         help="check cloud maps, the GPU catalogue and ResourceQuota manifests",
@@ -225,6 +246,46 @@ def _run_translate(args: argparse.Namespace) -> int:
     if args.output == "json" and not args.diff:
         print(results_json(results))
     return 1 if denied else 0
+
+
+def _run_preflight(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    import yaml
+
+    from webhook.cloudmap import default_directory
+    from webhook.inventory import InventoryError, parse_inventory
+    from webhook.loading import StartupError, build_context
+    from webhook.platform import Dialects
+    from webhook.preflight import preflight
+    from webhook.preflight_report import as_json, as_markdown, as_text
+
+    directory = args.cloudmap_dir or default_directory()
+    try:
+        context = build_context(directory, args.to)
+        source = build_context(directory, args.source).target
+    except StartupError as exc:
+        print(f"gpuport preflight: {exc}", file=sys.stderr)
+        return 2
+    maps = (source,) if source.name == context.target.name else (source, context.target)
+    context = replace(context, dialects=Dialects(maps, context.dialects.catalogue))
+    try:
+        documents = []
+        for name in args.files:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            documents += [d for d in yaml.safe_load_all(text) if d is not None]
+        inventory = None
+        if args.inventory:
+            inventory = parse_inventory(list(yaml.safe_load_all(args.inventory.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
+        print(f"gpuport preflight: {exc}", file=sys.stderr)
+        return 2
+    report = preflight(
+        documents, source, context, inventory, max_risk_fraction=args.max_risk, wave_size=args.wave_size
+    )
+    render = {"table": as_text, "json": as_json, "markdown": as_markdown}[args.output]
+    sys.stdout.write(render(report))
+    return 0 if report.passed else 1
 
 
 def _run_lint(args: argparse.Namespace) -> int:

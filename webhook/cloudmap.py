@@ -179,6 +179,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         scheduler_name=data.get("scheduler_name", ""),
         fractional_policy=policy.get("fractional", "deny"),
         mig_to_whole=policy.get("mig_to_whole", "deny"),
+        driver_version=str(data.get("driver_version", "")),
+        preflight_weights=dict(data.get("preflight_weights", {})),
         source=str(source),
     )
 

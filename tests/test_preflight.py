@@ -1,0 +1,382 @@
+"""Migration preflight: each check's score on hand-made workloads, packing, output and exit codes."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, context
+from tests.translation_cases import pod
+from webhook.cuda import container_cuda, driver_runs, max_cuda_for
+from webhook.inventory import Inventory, Node, Quota, parse_inventory
+from webhook.packing import Replica, pack
+from webhook.platform import Dialects
+from webhook.preflight import DEFAULT_WEIGHTS, preflight
+
+EXAMPLE = REPO / "examples" / "manifests" / "gke-training.yaml"
+
+
+def run(docs, source="gke", target="eks", inventory=None, **kw):
+    ctx = context(target)
+    src = context(source).target
+    maps = (src,) if src.name == target else (src, ctx.target)
+    ctx = replace(ctx, dialects=Dialects(maps, ctx.dialects.catalogue))
+    return preflight(docs, src, ctx, inventory, **kw)
+
+
+def deployment(name, pod_spec, replicas=1, namespace="ml", annotations=None):
+    meta = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {"replicas": replicas, "template": {"metadata": {}, "spec": pod_spec}},
+    }
+
+
+def checks(report, index=0):
+    return {c.check: (c.compat, c.why) for c in report.workloads[index].checks}
+
+
+def gpu_node(name, labels, allocatable, **kw):
+    return Node(
+        name,
+        {"kubernetes.io/hostname": name, **labels},
+        {k: Decimal(v) for k, v in allocatable.items()},
+        **kw,
+    )
+
+
+P4D = {
+    "node.kubernetes.io/instance-type": "p4d.24xlarge",
+    "nvidia.com/cuda.runtime-version.major": "12",
+    "nvidia.com/cuda.runtime-version.minor": "4",
+}
+
+
+def test_weights_add_up_to_one():
+    assert sum(DEFAULT_WEIGHTS.values()) == pytest.approx(1.0)
+
+
+def test_a_clean_move_scores_zero_risk_where_everything_is_known():
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})["spec"]
+    spec["containers"][0]["image"] = "nvidia/cuda:12.2.0-base"
+    inventory = Inventory((gpu_node("a", P4D, {"nvidia.com/gpu": "8"}),))
+    report = run([deployment("d", spec)], inventory=inventory)
+    assert {c: v[0] for c, v in checks(report).items()} == {
+        "resource_names": 1.0,
+        "gpu_model": 1.0,
+        "gpu_memory": 1.0,
+        "mig_sharing_mode": 1.0,
+        "driver_cuda": 1.0,
+        "topology": 1.0,
+        "capacity": 1.0,
+        "quota": 1.0,
+    }
+    assert report.workloads[0].risk == 0
+    assert report.passed
+
+
+def test_model_not_offered_gets_partial_credit_and_names_the_equivalent():
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})["spec"]
+    report = run([deployment("d", spec)], target="aks")
+    compat, why = checks(report)["gpu_model"]
+    assert compat == 0.7
+    assert why == "T4 not offered; equivalent with ≥ memory: A100-40GB (40 GB)"
+
+
+def test_model_with_no_equivalent_scores_zero_and_translation_fails():
+    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})["spec"]
+    result = checks(run([deployment("d", spec)], target="aks"))
+    assert result["gpu_model"][0] == 0.0
+    assert result["resource_names"][0] == 0.0
+    assert "aks offers no GPU with as much memory" in result["resource_names"][1]
+
+
+def test_mig_on_a_cloud_without_mig_scores_zero_or_half_by_policy():
+    spec = pod(
+        {"nvidia.com/gpu": "1"},
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+            "cloud.google.com/gke-gpu-partition-size": "3g.20gb",
+        },
+    )["spec"]
+    result = checks(run([deployment("d", spec)], target="oke"))
+    assert result["mig_sharing_mode"] == (0.0, "oke offers no MIG")
+    assert result["resource_names"][0] == 0.0
+    ctx_allow = replace(context("oke"), target=replace(context("oke").target, mig_to_whole="allow"))
+    src = context("gke").target
+    report = preflight(
+        [deployment("d", spec)],
+        src,
+        replace(ctx_allow, dialects=Dialects((src, ctx_allow.target), ctx_allow.dialects.catalogue)),
+        None,
+    )
+    result = checks(report)
+    assert result["mig_sharing_mode"] == (0.5, "no MIG: whole GPUs by policy")
+    assert result["resource_names"][0] == 0.5
+
+
+def test_shared_memory_limit_becoming_time_slicing_is_half_credit():
+    spec = pod({"aliyun.com/gpu-mem": "8"})["spec"]
+    result = checks(run([deployment("d", spec)], source="ack", target="gke"))
+    assert result["gpu_memory"] == (0.5, "8192 MiB becomes time-slicing: memory is no longer capped")
+    assert result["mig_sharing_mode"][0] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("labels", "compat", "why_part"),
+    [
+        (
+            {"nvidia.com/cuda.runtime-version.major": "12", "nvidia.com/cuda.runtime-version.minor": "4"},
+            1.0,
+            "runs CUDA ≤ 12.4",
+        ),
+        (
+            {"nvidia.com/cuda.runtime-version.major": "12", "nvidia.com/cuda.runtime-version.minor": "2"},
+            0.0,
+            "runs CUDA ≤ 12.2",
+        ),
+        ({"nvidia.com/cuda.driver-version.full": "535.104.05"}, 0.5, "minor-version compatibility only"),
+        ({"nvidia.com/cuda.driver-version.full": "550.54.15"}, 1.0, "driver 550.54.15 (CUDA ≤ 12.4)"),
+        ({"nvidia.com/cuda.driver-version.full": "470.82.01"}, 0.0, "driver 470.82.01 (CUDA ≤ 11.4)"),
+        ({}, 0.5, "target driver unknown"),
+    ],
+)
+def test_driver_check_against_the_inventory(labels, compat, why_part):
+    spec = pod({"nvidia.com/gpu": "1"})["spec"]
+    spec["containers"][0]["image"] = "nvcr.io/nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+    inventory = Inventory((gpu_node("n", labels, {"nvidia.com/gpu": "1"}),))
+    result = checks(run([deployment("d", spec)], target="generic", source="generic", inventory=inventory))
+    assert result["driver_cuda"][0] == compat
+    assert why_part in result["driver_cuda"][1]
+
+
+def test_cuda_version_sources():
+    template = {
+        "metadata": {"annotations": {"gpuport.io/cuda": "11.8"}},
+        "spec": {"containers": [{"image": "nvidia/cuda:12.4.0-base"}]},
+    }
+    assert container_cuda(template)[0] == (11, 8)
+    template = {
+        "spec": {"containers": [{"image": "x", "env": [{"name": "CUDA_VERSION", "value": "12.1.0"}]}]}
+    }
+    assert container_cuda(template)[0] == (12, 1)
+    assert container_cuda(
+        {"spec": {"containers": [{"image": "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"}]}}
+    )[0] == (12, 1)
+    assert container_cuda({"spec": {"containers": [{"image": "busybox"}]}})[0] is None
+    assert driver_runs((550, 54, 15), (12, 4)) == 1.0
+    assert driver_runs((550, 54, 13), (12, 4)) == 0.5
+    assert driver_runs((450, 36, 6), (12, 0)) == 0.0
+    assert max_cuda_for((535, 54, 3)) == (12, 2)
+
+
+def test_topology_needs_a_node_with_enough_gpus_and_nvlink():
+    spec = pod({"nvidia.com/gpu": "8"})["spec"]
+    small = Inventory((gpu_node("n", {}, {"nvidia.com/gpu": "4"}),))
+    assert checks(run([deployment("d", spec)], "generic", "generic", small))["topology"] == (
+        0.0,
+        "8 GPUs per pod but the largest node has 4",
+    )
+    nvlink = Inventory((gpu_node("n", {}, {"nvidia.com/gpu": "8"}, capability={"nvlink_domain_size": 8}),))
+    assert checks(run([deployment("d", spec)], "generic", "generic", nvlink))["topology"][0] == 1.0
+    pcie = Inventory((gpu_node("n", {}, {"nvidia.com/gpu": "8"}, capability={"nvlink_domain_size": 1}),))
+    assert checks(run([deployment("d", spec)], "generic", "generic", pcie))["topology"][0] == 0.5
+
+
+def test_quota_in_gpu_equivalents_across_workloads_of_a_namespace():
+    spec = pod({"nvidia.com/gpu": "4"})["spec"]
+    docs = [deployment("a", spec, replicas=2), deployment("b", spec, replicas=1)]
+    nodes = (gpu_node("n", {}, {"nvidia.com/gpu": "16"}),)
+    over = Inventory(nodes, (Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(8)}),))
+    result = checks(run(docs, "generic", "generic", over))
+    assert result["quota"] == (0.0, "ml would need 12 GPU-equivalents; quota allows 8")
+    fine = Inventory(nodes, (Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(12)}),))
+    assert checks(run(docs, "generic", "generic", fine))["quota"][0] == 1.0
+
+
+def replica(name, size, resource="nvidia.com/gpu", **kw):
+    return Replica(
+        name, 0, Decimal(size), {resource: Decimal(size)}, kw.get("requires", {}), kw.get("tol", ())
+    )
+
+
+def test_packing_largest_first_places_the_big_job_where_arrival_order_would_not():
+    nodes = (gpu_node("eight", {}, {"nvidia.com/gpu": "8"}), gpu_node("four", {}, {"nvidia.com/gpu": "4"}))
+    # In arrival order, best fit would put 3 on "four", then 4 on "eight", and 8 would not fit anywhere.
+    packing = pack([replica("three", 3), replica("four", 4), replica("big", 8)], nodes)
+    assert packing.placed == {("big", 0): "eight", ("four", 0): "four"}
+    assert [r.workload for r in packing.pending] == ["three"]
+
+
+def test_packing_prefers_the_node_left_fullest():
+    nodes = (gpu_node("a", {}, {"nvidia.com/gpu": "8"}), gpu_node("b", {}, {"nvidia.com/gpu": "3"}))
+    packing = pack([replica("x", 2)], nodes)
+    assert packing.placed == {("x", 0): "b"}
+
+
+def test_packing_honours_selectors_taints_and_mig_resources():
+    tainted = gpu_node(
+        "t",
+        {"pool": "gpu"},
+        {"nvidia.com/gpu": "8"},
+        taints=({"key": "sku", "value": "gpu", "effect": "NoSchedule"},),
+    )
+    mig = gpu_node("m", {"pool": "gpu"}, {"nvidia.com/mig-1g.10gb": "7"})
+    nodes = (tainted, mig)
+    assert pack([replica("w", 1, requires={"pool": ("gpu",)})], nodes).pending  # taint not tolerated
+    toleration = ({"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},)
+    assert pack([replica("w", 1, tol=toleration)], nodes).placed == {("w", 0): "t"}
+    slices = [
+        Replica("s", i, Decimal("0.14"), {"nvidia.com/mig-1g.10gb": Decimal(1)}, {}, ()) for i in range(8)
+    ]
+    packing = pack(slices, nodes)
+    assert len(packing.placed) == 7 and len(packing.pending) == 1
+
+
+def test_done_when_gke_training_to_eks_with_the_sample_inventory():
+    docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    inventory = parse_inventory(
+        list(yaml.safe_load_all((REPO / "examples/inventories/eks.yaml").read_text()))
+    )
+    report = run(docs, inventory=inventory)
+    train = next(w for w in report.workloads if w.name == "llm-train")
+    assert train.translated == [
+        "/spec/template: nvidia.com/gpu: 8, node.kubernetes.io/instance-type=p4d.24xlarge"
+    ]
+    assert train.placement == {"eks-gpu-0": 1, "eks-gpu-1": 1}
+    assert train.category == "training"
+    assert len(train.checks) == 8 and 0 <= train.risk <= report.max_risk
+    # Stateless first, training after.
+    assert report.waves == [["Deployment/ml/embedder", "Deployment/ml/llm-train"]]
+    assert run(docs, inventory=inventory, wave_size=1).waves == [
+        ["Deployment/ml/embedder"],
+        ["Deployment/ml/llm-train"],
+    ]
+    assert report.passed
+
+
+def test_done_when_a_too_small_inventory_reports_pending_replicas():
+    docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    inventory = parse_inventory(
+        list(yaml.safe_load_all((REPO / "examples/inventories/eks-small.yaml").read_text()))
+    )
+    report = run(docs, inventory=inventory)
+    pending = {w.name: w.pending for w in report.workloads}
+    assert pending == {"llm-train": 1, "embedder": 3}
+    assert not report.passed
+
+
+def cli(*args):
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "preflight", *args], capture_output=True, text=True, check=False
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_cli_json_output_and_exit_codes():
+    code, out, _ = cli(
+        "--from",
+        "gke",
+        "--to",
+        "eks",
+        "--inventory",
+        str(REPO / "examples/inventories/eks.yaml"),
+        "-o",
+        "json",
+        str(EXAMPLE),
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == {
+        "source",
+        "target",
+        "total_weight",
+        "max_risk",
+        "passed",
+        "inventory_nodes",
+        "workloads",
+        "pending",
+        "waves",
+    }
+    workload = data["workloads"][0]
+    assert set(workload) == {
+        "workload",
+        "category",
+        "replicas",
+        "risk",
+        "translated",
+        "placement",
+        "pending",
+        "checks",
+    }
+    assert set(workload["checks"][0]) == {"check", "compat", "weight", "contribution", "why"}
+    code, _, _ = cli(
+        "--from",
+        "gke",
+        "--to",
+        "eks",
+        "--inventory",
+        str(REPO / "examples/inventories/eks-small.yaml"),
+        str(EXAMPLE),
+    )
+    assert code == 1
+    code, _, err = cli("--from", "gke", "--to", "mars", str(EXAMPLE))
+    assert code == 2 and "no cloud map named 'mars'" in err
+    code, _, err = cli("--from", "gke", "--to", "eks", "--max-risk", "0.0", str(EXAMPLE))
+    assert code == 1
+
+
+def test_cli_markdown_for_a_pull_request():
+    code, out, _ = cli("--from", "gke", "--to", "eks", "-o", "markdown", str(EXAMPLE))
+    assert code == 0
+    assert out.startswith("### gpuport preflight: `gke` → `eks`")
+    assert "| check | compat | weight | contribution | why |" in out
+    assert "Capacity: not checked (no --inventory)." in out
+
+
+def test_preflight_and_translate_agree_on_the_translated_form(tmp_path, capsys):
+    from webhook.cli import main
+
+    main(["translate", "--from", "gke", "--to", "eks", str(EXAMPLE)])
+    translated = list(yaml.safe_load_all(capsys.readouterr().out))
+    report = run(list(yaml.safe_load_all(EXAMPLE.read_text())))
+    train = next(w for w in report.workloads if w.name == "llm-train")
+    spec = translated[0]["spec"]["template"]["spec"]
+    assert train.translated == [
+        f"/spec/template: nvidia.com/gpu: {spec['containers'][0]['resources']['limits']['nvidia.com/gpu']}, "
+        f"node.kubernetes.io/instance-type={spec['nodeSelector']['node.kubernetes.io/instance-type']}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "examples" / "inventories").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_every_sample_inventory_parses_and_names_models_its_map_knows(path):
+    inventory = parse_inventory(list(yaml.safe_load_all(path.read_text())))
+    name = path.stem.removesuffix("-small")
+    cloud = context(name).target
+    keys = {label.label for label in cloud.model_labels}
+    catalogue = context(name).dialects.catalogue
+    for node in inventory.nodes:
+        values = [node.labels[k] for k in keys if k in node.labels]
+        known = any(label.models_for(v) for label in cloud.model_labels for v in values)
+        assert values and (known or any(catalogue.by_product_name(v) for v in values)), node.name
+
+
+def test_bad_inventory_is_a_clear_error(tmp_path):
+    from webhook.inventory import InventoryError
+
+    with pytest.raises(InventoryError, match="no Node objects"):
+        parse_inventory([{"kind": "ConfigMap"}])
+    with pytest.raises(InventoryError, match=r"n: nvidia\.com/gpu: 'x' is not a quantity"):
+        parse_inventory(
+            [{"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": "x"}}}]
+        )
