@@ -380,3 +380,29 @@ def test_bad_inventory_is_a_clear_error(tmp_path):
         parse_inventory(
             [{"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": "x"}}}]
         )
+
+
+def test_inventory_from_a_live_cluster_uses_the_same_parser():
+    from types import SimpleNamespace
+
+    from webhook.inventory import inventory_from_cluster
+
+    node = {
+        "apiVersion": "v1",
+        "metadata": {"name": "n1", "labels": {"a": "b"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    quota = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
+
+    class FakeCore:
+        api_client = SimpleNamespace(sanitize_for_serialization=lambda obj: obj)
+
+        def list_node(self):
+            return SimpleNamespace(items=[node])
+
+        def list_resource_quota_for_all_namespaces(self):
+            return SimpleNamespace(items=[quota])
+
+    inventory = inventory_from_cluster(FakeCore())
+    assert [(n.name, n.allocatable["nvidia.com/gpu"]) for n in inventory.nodes] == [("n1", Decimal(8))]
+    assert inventory.quotas[0].hard == {"requests.nvidia.com/gpu": Decimal(4)}

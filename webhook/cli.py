@@ -106,7 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for standard input")
     preflight.add_argument("--from", dest="source", required=True, metavar="CLOUD")
     preflight.add_argument("--to", required=True, metavar="CLOUD")
-    preflight.add_argument("--inventory", type=Path, help="the target's nodes: `kubectl get nodes -o yaml`")
+    where = preflight.add_mutually_exclusive_group()
+    where.add_argument("--inventory", type=Path, help="the target's nodes: `kubectl get nodes -o yaml`")
+    where.add_argument(
+        "--kubeconfig", type=Path, help="read the target's nodes and quotas from its API server"
+    )
     preflight.add_argument(
         "--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)"
     )
@@ -277,6 +281,13 @@ def _run_preflight(args: argparse.Namespace) -> int:
         inventory = None
         if args.inventory:
             inventory = parse_inventory(list(yaml.safe_load_all(args.inventory.read_text(encoding="utf-8"))))
+        elif args.kubeconfig:
+            from kubernetes import client, config
+
+            from webhook.inventory import inventory_from_cluster
+
+            config.load_kube_config(config_file=str(args.kubeconfig))
+            inventory = inventory_from_cluster(client.CoreV1Api())
     except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
         print(f"gpuport preflight: {exc}", file=sys.stderr)
         return 2
