@@ -121,6 +121,24 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("-o", "--output", choices=["table", "json", "markdown"], default="table")
     preflight.set_defaults(run=_run_preflight)
 
+    agent = commands.add_parser(
+        "node-agent",
+        help="publish this node's GPU capabilities (NVML) as labels and an annotation",
+        description="Gather GPUs, health, MIG, NVLink/PCIe topology and NUMA through NVML; publish GFD-style "
+        "labels where GPU Feature Discovery does not run, gpuport.io/* labels and the gpuport.io/capability "
+        "annotation on this Node; repeat every --interval seconds and on critical XID events.",
+    )
+    agent.add_argument("--once", action="store_true", help="gather (and publish) once, then exit")
+    agent.add_argument(
+        "--print", action="store_true", help="print the capability record as JSON; touch no API"
+    )
+    agent.add_argument("--node-name", default=None, help="this Node's name (default: $NODE_NAME)")
+    agent.add_argument("--interval", type=float, default=60.0, help="seconds between refreshes (default 60)")
+    agent.add_argument(
+        "--cloudmap-dir", type=Path, help="folder holding gpus.yaml (default: the shipped one)"
+    )
+    agent.set_defaults(run=_run_node_agent)
+
     lint = commands.add_parser(
         "lint",
         help="check cloud maps, the GPU catalogue and ResourceQuota manifests",
@@ -297,6 +315,39 @@ def _run_preflight(args: argparse.Namespace) -> int:
     render = {"table": as_text, "json": as_json, "markdown": as_markdown}[args.output]
     sys.stdout.write(render(report))
     return 0 if report.passed else 1
+
+
+def _run_node_agent(args: argparse.Namespace) -> int:
+    import json
+    import logging
+
+    import pynvml
+
+    from webhook.cloudmap import default_directory, load_directory
+    from webhook.nodeagent.agent import NodeAgent, node_name_from_env, read_cpulist
+    from webhook.nodeagent.gather import gather
+
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [%(levelname)s] %(name)s: %(message)s")
+    catalogue = load_directory(args.cloudmap_dir or default_directory()).catalogue
+    if args.print:
+        print(json.dumps(gather(pynvml, catalogue, read_cpulist), indent=2, sort_keys=True))
+        return 0
+    node_name = args.node_name or node_name_from_env()
+    if not node_name:
+        print(
+            "gpuport node-agent: set --node-name or NODE_NAME (the DaemonSet passes spec.nodeName)",
+            file=sys.stderr,
+        )
+        return 2
+    from kubernetes import client, config
+
+    config.load_incluster_config()
+    agent = NodeAgent(pynvml, catalogue, client.CoreV1Api(), node_name, args.interval)
+    if args.once:
+        agent.publish_once()
+        return 0
+    agent.run_forever()
+    return 0
 
 
 def _run_lint(args: argparse.Namespace) -> int:
