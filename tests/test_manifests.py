@@ -183,7 +183,10 @@ def test_rbac_is_least_privilege():
         for rule in doc["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], f"{doc['metadata']['name']} uses a wildcard"
-            if doc["kind"] == "ClusterRole":
+            if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-node-agent":
+                # RBAC cannot name "its own node": get and patch on nodes, and nothing more.
+                assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
+            elif doc["kind"] == "ClusterRole":
                 assert "secrets" not in rule["resources"]
                 assert rule.get("resourceNames") == ["gpuport"]
             if "secrets" in rule["resources"] and rule["verbs"] != ["create"]:
@@ -196,7 +199,7 @@ def test_rbac_is_least_privilege():
         if b["kind"].endswith("Binding")
         for s in b["subjects"]
     }
-    assert all(subject == "gpuport-certs" for _, subject in bound)
+    assert bound == {("gpuport-certs", "gpuport-certs"), ("gpuport-node-agent", "gpuport-node-agent")}
 
 
 def test_certificate_jobs_write_the_secret_the_deployment_mounts():
@@ -228,3 +231,17 @@ def test_dockerfile_runs_as_non_root_without_build_tools():
     assert "gcc" not in final_stage and "build-essential" not in final_stage
     assert "GPUPORT_CLOUDMAP_DIR=/app/cloudmaps" in final_stage
     assert json.loads(final_stage.split("ENTRYPOINT ", 1)[1].splitlines()[0]) == ["gpuport"]
+
+
+def test_node_agent_daemonset_runs_unprivileged_with_its_node_name():
+    daemonset = one("DaemonSet", "gpuport-node-agent")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpuport-node-agent"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["args"][0] == "node-agent"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "resources" in container and "nvidia.com/gpu" not in container["resources"].get("limits", {})
