@@ -19,7 +19,9 @@ def test_version():
     assert result.stdout.strip() == f"gpuport {__version__}"
 
 
-@pytest.mark.parametrize("command", ["serve", "certs", "translate", "lint", "preflight"])
+@pytest.mark.parametrize(
+    "command", ["serve", "certs", "translate", "lint", "preflight", "node-agent", "explain"]
+)
 def test_every_subcommand_has_help(command):
     result = run(command, "--help")
     assert result.returncode == 0
@@ -83,3 +85,14 @@ def test_serve_with_a_broken_cloud_map_names_file_and_line(tmp_path, capsys):
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "commands" in capsys.readouterr().out
+
+
+def test_serve_with_a_broken_inventory_says_which_file(tmp_path, capsys):
+    from tests.server_process import make_certs
+
+    make_certs(tmp_path)
+    (tmp_path / "nodes.yaml").write_text("kind: List\nitems: []\n")
+    assert main(["serve", "--cert-dir", str(tmp_path), "--inventory", str(tmp_path / "nodes.yaml")]) == 2
+    assert (
+        f"inventory {tmp_path / 'nodes.yaml'}: the inventory holds no Node objects" in capsys.readouterr().err
+    )

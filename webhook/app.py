@@ -10,10 +10,10 @@ from webhook.loading import build_context
 from webhook.server import ServerState, create_app
 
 
-def build_app(cloudmap_dir: Path, cloud: str) -> Flask:
+def build_app(cloudmap_dir: Path, cloud: str, inventory: Path | None = None) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
-    signature = directory_signature(cloudmap_dir)
-    state = ServerState(context=build_context(cloudmap_dir, cloud), maps_signature=signature)
+    signature = directory_signature(cloudmap_dir, inventory)
+    state = ServerState(context=build_context(cloudmap_dir, cloud, inventory), maps_signature=signature)
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state
     return app

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cloudmap-dir", type=Path, help="folder of cloud-map YAML (GPUPORT_CLOUDMAP_DIR)")
     serve.add_argument("--workers", type=_positive, help="worker processes (GPUPORT_WORKERS, default 2)")
     serve.add_argument("--threads", type=_positive, help="threads per worker (GPUPORT_THREADS, default 8)")
+    serve.add_argument(
+        "--inventory", type=Path, help="nodes as `kubectl get nodes -o yaml` (GPUPORT_INVENTORY)"
+    )
     serve.set_defaults(run=_run_serve)
 
     certs = commands.add_parser(
@@ -89,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument(
         "--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)"
     )
+    translate.add_argument(
+        "--inventory", type=Path, help="the target's nodes: pick present models, add hints"
+    )
     output = translate.add_mutually_exclusive_group()
     output.add_argument("--diff", action="store_true", help="print a unified diff instead of the YAML")
     output.add_argument(
@@ -139,6 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.set_defaults(run=_run_node_agent)
 
+    explain = commands.add_parser(
+        "explain",
+        help="show the GPU-pair cost table behind a multi-GPU pod's topology hint",
+        description="For each pod (or pod template) in FILE: GPUs asked for, and per node class of the "
+        "inventory the best cost of that many GPUs (NVLink 1, PCIe switch 2, host bridge/NUMA 3, "
+        "cross-socket 4 per GPU pair), with the hint gpuport adds.",
+    )
+    explain.add_argument("files", nargs="+", metavar="FILE")
+    explain.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
+    explain.add_argument("--inventory", type=Path, required=True, help="nodes with gpuport.io/capability")
+    explain.add_argument("--cloudmap-dir", type=Path)
+    explain.set_defaults(run=_run_explain)
+
     lint = commands.add_parser(
         "lint",
         help="check cloud maps, the GPU catalogue and ResourceQuota manifests",
@@ -172,6 +191,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             "cloudmap_dir": args.cloudmap_dir,
             "workers": args.workers,
             "threads": args.threads,
+            "inventory": args.inventory,
         }.items()
         if value is not None
     }
@@ -236,7 +256,7 @@ def _run_translate(args: argparse.Namespace) -> int:
 
     directory = args.cloudmap_dir or default_directory()
     try:
-        context = build_context(directory, args.to)
+        context = build_context(directory, args.to, args.inventory)
         if args.source:
             source = build_context(directory, args.source).target
             maps = (source,) if source.name == args.to else (source, context.target)
@@ -347,6 +367,43 @@ def _run_node_agent(args: argparse.Namespace) -> int:
         agent.publish_once()
         return 0
     agent.run_forever()
+    return 0
+
+
+def _run_explain(args: argparse.Namespace) -> int:
+    import jsonpatch
+    import yaml
+
+    from webhook.cloudmap import default_directory
+    from webhook.core import rewrite_pod
+    from webhook.loading import StartupError, build_context, load_inventory
+    from webhook.placement import cost_table, node_classes, whole_gpus
+    from webhook.templates import pod_templates
+    from webhook.translate import Untranslatable
+
+    try:
+        context = build_context(args.cloudmap_dir or default_directory(), args.cloud, args.inventory)
+        classes = node_classes(load_inventory(args.inventory))
+        documents = [d for name in args.files for d in yaml.safe_load_all(Path(name).read_text()) if d]
+    except (StartupError, OSError, yaml.YAMLError) as exc:
+        print(f"gpuport explain: {exc}", file=sys.stderr)
+        return 2
+    for doc in documents:
+        for path, template in pod_templates(doc):
+            name = f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '?')}{path}"
+            try:
+                patch, warnings = rewrite_pod(template, context)
+            except Untranslatable as exc:
+                print(f"{name}: not translatable: {exc}")
+                continue
+            pod = jsonpatch.apply_patch(template, patch)
+            k = whole_gpus(pod.get("spec") or {}, context.target)
+            print(f"{name}: {k} whole GPU(s)")
+            for row in cost_table(classes, k) if k >= 2 else []:
+                cost = "cannot hold them" if row.cost is None else f"cost {row.cost} on GPUs {list(row.gpus)}"
+                print(f"  {row.node_class.label:50} {cost}  ({len(row.node_class.nodes)} node(s))")
+            for warning in warnings:
+                print(f"  {warning}")
     return 0
 
 

@@ -180,6 +180,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         fractional_policy=policy.get("fractional", "deny"),
         mig_to_whole=policy.get("mig_to_whole", "deny"),
         driver_version=str(data.get("driver_version", "")),
+        topology_policy=policy.get("topology", "preferred"),
+        numa_scheduler=data.get("numa_scheduler", ""),
         preflight_weights=dict(data.get("preflight_weights", {})),
         source=str(source),
     )
@@ -212,10 +214,11 @@ def load_directory(directory: Path) -> LoadedMaps:
     return LoadedMaps(catalogue, maps)
 
 
-def directory_signature(directory: Path) -> tuple:
-    """Changes whenever a map file is added, removed or rewritten (a ConfigMap swaps a symlink)."""
+def directory_signature(directory: Path, *extra_files: Path | None) -> tuple:
+    """Changes whenever a map file is added, removed or rewritten (a ConfigMap swaps a symlink), or one
+    of `extra_files` (the inventory) changes."""
     entries = []
-    for path in sorted(directory.glob("*.yaml")):
+    for path in [*sorted(directory.glob("*.yaml")), *(p for p in extra_files if p is not None)]:
         try:
             st = path.stat()
         except OSError:

@@ -10,7 +10,7 @@ from typing import Any
 
 from webhook.checks import Violation, check_pod_spec
 from webhook.decision import Decision, allow, deny
-from webhook.demand import read_demand
+from webhook.demand import read_demand, read_selection
 from webhook.patch import diff_mutation
 from webhook.platform import CloudMap, Dialects
 from webhook.review import AdmissionRequest
@@ -28,6 +28,8 @@ class Context:
     dialects: Dialects
     # Extra rewrites after translation (placement hints plug in here).
     mutations: tuple[Mutation, ...] = ()
+    # GPU models some node has now (from the inventory); None when gpuport has no view of the cluster.
+    present_models: frozenset[str] | None = None
 
 
 def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
@@ -48,7 +50,8 @@ def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
 def rewrite_pod(pod: Mapping[str, Any], context: Context) -> tuple[list[dict[str, Any]], list[str]]:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
     demand = read_demand(pod, context.dialects)
-    if not context.mutations and (
+    wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
+    if not wanted and (
         not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)
     ):
         return [], []  # the common case pays for no copy and no diff
@@ -56,7 +59,13 @@ def rewrite_pod(pod: Mapping[str, Any], context: Context) -> tuple[list[dict[str
 
     def mutate(view: dict[str, Any]) -> None:
         warnings.extend(translate_pod(view, demand, context.target, context.dialects))
-        for mutation in context.mutations:
+        if context.present_models is not None:
+            chosen = read_selection(view["spec"], context.dialects).models
+            if chosen and not chosen & context.present_models:
+                warnings.append(
+                    f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one"
+                )
+        for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
     return diff_mutation(pod, mutate), warnings

@@ -51,7 +51,9 @@ def post_worker_init(worker):
     close kept-alive connections."""
     _log_to_stderr(_settings.log_level)
     state = worker.wsgi.extensions["gpuport"]
-    CloudMapReloader(state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval).start()
+    CloudMapReloader(
+        state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
+    ).start()
     stop = worker.handle_exit
 
     def on_sigterm(signum, frame):

@@ -1,17 +1,24 @@
-"""Build the decision context from the cloud-map directory (at startup and on every reload)."""
+"""Build the decision context from the cloud-map directory and, optionally, a node inventory
+(at startup and on every reload)."""
 
+from dataclasses import replace
 from pathlib import Path
 
+import yaml
+
+from webhook.catalogue import Catalogue
 from webhook.cloudmap import CloudMapError, load_directory
 from webhook.core import Context
-from webhook.platform import Dialects
+from webhook.inventory import Inventory, InventoryError, parse_inventory
+from webhook.placement import PlacementHints
+from webhook.platform import CloudMap, Dialects
 
 
 class StartupError(RuntimeError):
     pass
 
 
-def build_context(cloudmap_dir: Path, cloud: str) -> Context:
+def build_context(cloudmap_dir: Path, cloud: str, inventory_file: Path | None = None) -> Context:
     try:
         loaded = load_directory(cloudmap_dir)
     except CloudMapError as exc:
@@ -20,4 +27,42 @@ def build_context(cloudmap_dir: Path, cloud: str) -> Context:
         known = ", ".join(sorted(loaded.maps)) or "none"
         raise StartupError(f"no cloud map named {cloud!r} in {cloudmap_dir} (found: {known})")
     dialects = Dialects(tuple(loaded.maps.values()), loaded.catalogue)
-    return Context(target=loaded.maps[cloud], dialects=dialects)
+    target = loaded.maps[cloud]
+    if inventory_file is None:
+        return Context(target=target, dialects=dialects)
+    inventory = load_inventory(inventory_file)
+    present = models_present(inventory, target, loaded.catalogue)
+    offered = tuple(m for m in target.models_offered(loaded.catalogue) if m in present)
+    if offered:
+        # Translation picks among the models the cluster really has, not all the cloud sells.
+        target = replace(target, offered_models=offered)
+    return Context(
+        target=target,
+        dialects=dialects,
+        mutations=(PlacementHints(target, inventory),),
+        present_models=frozenset(present),
+    )
+
+
+def load_inventory(path: Path) -> Inventory:
+    try:
+        return parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
+        raise StartupError(f"inventory {path}: {exc}") from None
+
+
+def models_present(inventory: Inventory, target: CloudMap, catalogue: Catalogue) -> set[str]:
+    """GPU models with at least one healthy GPU: from the node agent's record, else the node's labels."""
+    present: set[str] = set()
+    for node in inventory.nodes:
+        gpus = node.capability.get("gpus") if node.capability else None
+        if gpus:
+            present |= {
+                g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
+            }
+            continue
+        for label in target.model_labels:
+            value = node.labels.get(label.label)
+            if value is not None:
+                present |= label.models_for(value)
+    return {m for m in present if m in catalogue.models}

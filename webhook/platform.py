@@ -75,6 +75,8 @@ class CloudMap:
     scheduler_name: str = ""
     fractional_policy: str = "deny"  # deny | mig | shared
     mig_to_whole: str = "deny"
+    topology_policy: str = "preferred"  # preferred | required: how hard NVLink affinity is
+    numa_scheduler: str = ""  # volcano | koordinator: which NUMA annotation to write
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
     source: str = ""

@@ -17,21 +17,24 @@ log = logging.getLogger("gpuport.reload")
 
 
 class CloudMapReloader:
-    def __init__(self, state, directory: Path, cloud: str, interval: float = 2.0):
+    def __init__(
+        self, state, directory: Path, cloud: str, interval: float = 2.0, inventory: Path | None = None
+    ):
         self.state = state
         self.directory = Path(directory)
         self.cloud = cloud
+        self.inventory = inventory
         self.interval = interval
         self._stop = threading.Event()
 
     def check_once(self) -> bool:
         """Reload if the files changed; True when a new context was swapped in."""
-        signature = directory_signature(self.directory)
+        signature = directory_signature(self.directory, self.inventory)
         if signature == self.state.maps_signature:
             return False
         self.state.maps_signature = signature
         try:
-            context = build_context(self.directory, self.cloud)
+            context = build_context(self.directory, self.cloud, self.inventory)
         except StartupError as exc:
             self.state.reload_error = str(exc)
             metrics.CLOUDMAP_RELOADS.labels("error").inc()

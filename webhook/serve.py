@@ -24,7 +24,7 @@ class _GunicornApp(BaseApplication):
     def load(self):
         from webhook.app import build_app
 
-        return build_app(self.settings.cloudmap_dir, self.settings.cloud)
+        return build_app(self.settings.cloudmap_dir, self.settings.cloud, self.settings.inventory)
 
 
 def serve(settings: Settings) -> int:
@@ -38,7 +38,9 @@ def serve(settings: Settings) -> int:
             )
             return 2
     try:
-        build_context(settings.cloudmap_dir, settings.cloud)  # fail before forking workers
+        build_context(
+            settings.cloudmap_dir, settings.cloud, settings.inventory
+        )  # fail before forking workers
     except StartupError as exc:
         print(f"gpuport serve: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ class Settings:
     threads: int = 8
     log_level: str = "info"
     reload_interval: float = 2.0
+    inventory: Path | None = None  # nodes (kubectl get nodes -o yaml), until the live cluster view lands
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -30,6 +31,7 @@ class Settings:
             threads=int(environ.get("GPUPORT_THREADS", defaults.threads)),
             log_level=environ.get("GPUPORT_LOG_LEVEL", defaults.log_level),
             reload_interval=float(environ.get("GPUPORT_RELOAD_INTERVAL", defaults.reload_interval)),
+            inventory=Path(environ["GPUPORT_INVENTORY"]) if environ.get("GPUPORT_INVENTORY") else None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -43,6 +45,7 @@ class Settings:
             "GPUPORT_THREADS": str(self.threads),
             "GPUPORT_LOG_LEVEL": self.log_level,
             "GPUPORT_RELOAD_INTERVAL": str(self.reload_interval),
+            "GPUPORT_INVENTORY": str(self.inventory or ""),
         }
 
     @property

@@ -1,0 +1,187 @@
+"""Topology and NUMA hints from node-agent records, inventory-aware translation, and `gpuport explain`."""
+
+import json
+from dataclasses import replace
+
+import jsonpatch
+import yaml
+
+from tests.fakenvml import FakeNVML
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import pod
+from webhook.cloudmap import default_directory
+from webhook.core import decide_mutation
+from webhook.inventory import parse_inventory
+from webhook.loading import build_context
+from webhook.nodeagent.gather import gather
+from webhook.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
+
+CATALOGUE = context().dialects.catalogue
+
+
+def agent_node(name, record_name, labels=None):
+    record = gather(FakeNVML.load(record_name), CATALOGUE)
+    gpus = str(record["healthy_gpu_count"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"gpuport.io/nvlink-domain-size": str(record["nvlink_domain_size"]), **(labels or {})},
+            "annotations": {"gpuport.io/capability": json.dumps(record)},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": gpus}},
+    }
+
+
+def write_inventory(tmp_path, *nodes):
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(nodes)}))
+    return path
+
+
+def mixed_cluster(tmp_path):
+    return write_inventory(
+        tmp_path,
+        agent_node("h100-a", "h100-sxm-8-nvswitch"),
+        agent_node("h100-b", "h100-sxm-8-nvswitch"),
+        agent_node("a100-a", "a100-pcie-8-two-numa"),
+    )
+
+
+def admit(obj, ctx):
+    decision = decide_mutation(parsed(review_of(obj)), ctx)
+    assert decision.allowed, decision.message
+    return jsonpatch.apply_patch(obj, list(decision.patch)), decision
+
+
+def test_node_classes_and_cost_table(tmp_path):
+    inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
+    classes = node_classes(inventory)
+    assert [(c.model, c.nvlink_domain_size, c.gpus_per_numa_node, c.nodes) for c in classes] == [
+        ("A100-40GB", 0, 4, ("a100-a",)),
+        ("H100-80GB", 8, 4, ("h100-a", "h100-b")),
+    ]
+    rows = cost_table(classes, 8)
+    assert [(r.node_class.model, r.cost) for r in rows] == [("H100-80GB", 28), ("A100-40GB", 96)]
+
+
+def test_an_8_gpu_pod_is_steered_to_the_nvswitch_class(tmp_path):
+    ctx = build_context(default_directory(), "generic", mixed_cluster(tmp_path))
+    result, decision = admit(pod({"nvidia.com/gpu": "8"}), ctx)
+    preferred = result["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == [
+        {
+            "weight": 100,
+            "preference": {
+                "matchExpressions": [
+                    {"key": "gpuport.io/nvlink-domain-size", "operator": "Gt", "values": ["7"]}
+                ]
+            },
+        }
+    ]
+    assert any("NVLink domain ≥ 8" in w for w in decision.warnings)
+    assert NUMA_HINT not in result["metadata"].get("annotations", {})  # 8 GPUs span both NUMA nodes
+    again = decide_mutation(parsed(review_of(result)), ctx)
+    assert again.patch == ()
+
+
+def test_a_2_gpu_pod_on_the_pcie_class_gets_the_numa_hint(tmp_path):
+    inventory = write_inventory(tmp_path, agent_node("a100-a", "a100-pcie-8-two-numa"))
+    ctx = build_context(default_directory(), "generic", inventory)
+    result, decision = admit(pod({"nvidia.com/gpu": "2"}), ctx)
+    assert result["metadata"]["annotations"][NUMA_HINT] == "single-numa-node"
+    preferred = result["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred[0]["preference"]["matchExpressions"] == [
+        {"key": "gpuport.io/nvlink-domain-size", "operator": "In", "values": ["0"]}
+    ]
+    assert (
+        "gpuport: pod is not Guaranteed QoS, so the kubelet will not align its CPUs and GPUs"
+        in decision.warnings
+    )
+
+
+def test_numa_hint_names_the_maps_numa_scheduler_and_guaranteed_pods_get_no_warning(tmp_path):
+    inventory = parse_inventory(
+        list(
+            yaml.safe_load_all(write_inventory(tmp_path, agent_node("a", "a100-pcie-8-two-numa")).read_text())
+        )
+    )
+    target = replace(context("volcano").target, numa_scheduler="volcano")
+    hints = PlacementHints(target, inventory)
+    guaranteed = pod({"nvidia.com/gpu": "2", "cpu": "8", "memory": "32Gi"})
+    view = {"metadata": {}, "spec": guaranteed["spec"]}
+    warnings = hints(view, guaranteed)
+    assert view["metadata"]["annotations"]["volcano.sh/numa-topology-policy"] == "single-numa-node"
+    assert warnings == [
+        "gpuport: preferred node affinity gpuport.io/nvlink-domain-size In ['0'] "
+        "(lowest GPU-pair cost 2 for 2 GPUs)",
+        "gpuport: 2 GPUs fit one NUMA node: NUMA hint added",
+    ]
+
+
+def test_required_topology_policy_makes_it_a_requirement(tmp_path):
+    inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
+    hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)
+    source = pod({"nvidia.com/gpu": "8"})
+    view = {"metadata": {}, "spec": source["spec"]}
+    hints(view, source)
+    terms = view["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "gpuport.io/nvlink-domain-size", "operator": "Gt", "values": ["7"]}
+                ]
+            }
+        ]
+    }
+
+
+def test_pods_of_one_job_prefer_one_topology_block():
+    target = context("eks").target
+    hints = PlacementHints(target, None)
+    source = pod({"nvidia.com/gpu": "8"})
+    source["metadata"]["labels"] = {"training.kubeflow.org/job-name": "llm"}
+    assert hints.wants(source)
+    view = {"metadata": {}, "spec": source["spec"]}
+    assert hints(view, source) == [
+        "gpuport: pods of training.kubeflow.org/job-name=llm prefer one topology.k8s.aws/network-node-layer-3"
+    ]
+    term = view["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "llm"}},
+        "topologyKey": "topology.k8s.aws/network-node-layer-3",
+    }
+    assert not hints.wants(pod({"nvidia.com/gpu": "8"}))  # no job label, no inventory: no copy at all
+
+
+def test_translation_picks_the_models_the_cluster_has(tmp_path):
+    inventory = write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
+    ctx = build_context(default_directory(), "generic", inventory)
+    assert ctx.target.offered_models == ("H100-80GB",)
+    source = pod({"nvidia.com/mig-1g.5gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    result, _ = admit(source, ctx)
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+
+
+def test_a_model_no_node_has_is_still_translated_with_a_warning(tmp_path):
+    inventory = write_inventory(
+        tmp_path,
+        {"kind": "Node", "metadata": {"name": "cpu", "labels": {}}, "status": {"allocatable": {"cpu": "8"}}},
+    )
+    ctx = build_context(default_directory(), "eks", inventory)
+    source = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
+    _, decision = admit(source, ctx)
+    assert "gpuport: no node has A100-40GB now; the pod waits for one" in decision.warnings
+
+
+def test_explain_prints_the_cost_table(tmp_path, capsys):
+    from webhook.cli import main
+
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "4"})))
+    assert main(["explain", "--inventory", str(mixed_cluster(tmp_path)), str(tmp_path / "pod.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "Pod/work: 4 whole GPU(s)" in out
+    assert "8×H100-80GB, NVLink domain 8, 4 GPUs/NUMA" in out and "cost 6 on GPUs [0, 1, 2, 3]" in out
+    assert "8×A100-40GB, NVLink domain 0, 4 GPUs/NUMA" in out and "cost 16 on GPUs [0, 1, 2, 3]" in out
