@@ -1,5 +1,6 @@
 """A target cluster's nodes and quotas, from `kubectl get nodes -o yaml` (or a list of Node documents)."""
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -57,8 +58,6 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             annotations = metadata.get("annotations") or {}
             capability: dict[str, Any] = {}
             if CAPABILITY_ANNOTATION in annotations:
-                import json
-
                 try:
                     capability = json.loads(annotations[CAPABILITY_ANNOTATION])
                 except (TypeError, ValueError) as exc:

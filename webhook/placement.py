@@ -111,8 +111,9 @@ class PlacementHints:
         self.classes = node_classes(inventory)
 
     def wants(self, pod: Mapping[str, Any]) -> bool:
+        """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect)."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        return any(key in labels for key in JOB_LABELS) or bool(self.classes)
+        return any(key in labels for key in JOB_LABELS) or (bool(self.classes) and _asks_several(pod))
 
     def __call__(self, view: dict[str, Any], pod: Mapping[str, Any]) -> list[str]:
         warnings = self._job_affinity(view, pod)
@@ -213,6 +214,18 @@ class PlacementHints:
             return []
         preferred.append(term)
         return [f"gpuport: pods of {key}={labels[key]} prefer one {topology}"]
+
+
+def _asks_several(pod: Mapping[str, Any]) -> bool:
+    totals: dict[str, int] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("limits") or {}).items():
+            if "/" in name:
+                try:
+                    totals[name] = totals.get(name, 0) + int(quantity.parse(value))
+                except (quantity.QuantityError, ValueError, ArithmeticError):
+                    continue
+    return any(total >= 2 for total in totals.values())
 
 
 def guaranteed_qos(spec: Mapping[str, Any]) -> bool:

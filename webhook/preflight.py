@@ -12,6 +12,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import jsonpatch
+
+from webhook import quantity
 from webhook.catalogue import Catalogue
 from webhook.checks import check_pod_spec, is_extended_resource
 from webhook.core import Context, rewrite_pod
@@ -203,8 +206,6 @@ def _translate(template: dict[str, Any], context: Context) -> tuple[dict[str, An
         except Untranslatable as exc:
             first_error = first_error or list(exc.messages)
             continue
-        import jsonpatch
-
         return jsonpatch.apply_patch(template, patch), [], label
     return None, first_error, ""
 
@@ -233,8 +234,6 @@ def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | Non
 
 def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
     """Extended resources one pod asks for: app containers add up, init containers take the max."""
-    from webhook import quantity
-
     spec = template.get("spec") or {}
     totals: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
@@ -510,8 +509,6 @@ def _driver_check(
 
 
 def _topology_check(templates, inventory: Inventory | None, models: set[str], catalogue) -> tuple[float, str]:
-    from webhook import quantity
-
     k = 0
     for t in templates:
         if t.translated is None:

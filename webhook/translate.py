@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
-from webhook.demand import MIB, ContainerAsk, PodDemand, selector_constraints
+from webhook.demand import MIB, ContainerAsk, PodDemand, SharedAsk, selector_constraints
 from webhook.platform import CloudMap, Dialects
 
 TRANSLATED_FROM = "gpuport.io/translated-from"
@@ -301,8 +301,6 @@ def _place_fraction(ask, models, target: CloudMap, catalogue: Catalogue) -> Plac
 
 
 def _fraction_share(amount, models, catalogue):
-    from webhook.demand import SharedAsk
-
     if len(models) == 1:
         return SharedAsk(
             memory_mib=math.ceil(catalogue.models[models[0]].memory_gb * 1024 * amount),
