@@ -185,3 +185,14 @@ def test_explain_prints_the_cost_table(tmp_path, capsys):
     assert "Pod/work: 4 whole GPU(s)" in out
     assert "8×H100-80GB, NVLink domain 8, 4 GPUs/NUMA" in out and "cost 6 on GPUs [0, 1, 2, 3]" in out
     assert "8×A100-40GB, NVLink domain 0, 4 GPUs/NUMA" in out and "cost 16 on GPUs [0, 1, 2, 3]" in out
+
+
+def test_translation_uses_the_mig_profiles_the_nodes_offer(tmp_path):
+    # The H100 nodes are cut into 2g.20gb slices only: a 1g.10gb ask gets the smallest slice they have.
+    node = agent_node("h100-mig", "h100-sxm-8-nvswitch")
+    node["status"]["allocatable"] = {"nvidia.com/mig-2g.20gb": "24"}
+    ctx = build_context(default_directory(), "generic", write_inventory(tmp_path, node))
+    assert ctx.target.offered_profiles == ("2g.20gb",)
+    result, decision = admit(pod({"nvidia.com/mig-1g.10gb": "1"}), ctx)
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-2g.20gb": "1"}
+    assert "(H100-80GB has no 1g.10gb; more compute)" in decision.warnings[0]

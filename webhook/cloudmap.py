@@ -174,6 +174,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         ),
         model_labels=tuple(model_labels),
         offered_models=tuple(data.get("offered_models", ())),
+        offered_profiles=tuple(data.get("offered_profiles", ())),
         tolerations=tuple(data.get("tolerations", ())),
         topology_labels=dict(data.get("topology_labels", {})),
         scheduler_name=data.get("scheduler_name", ""),

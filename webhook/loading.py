@@ -36,6 +36,9 @@ def build_context(cloudmap_dir: Path, cloud: str, inventory_file: Path | None = 
     if offered:
         # Translation picks among the models the cluster really has, not all the cloud sells.
         target = replace(target, offered_models=offered)
+    profiles = profiles_present(inventory, target)
+    if profiles:
+        target = replace(target, offered_profiles=tuple(sorted(profiles)))
     return Context(
         target=target,
         dialects=dialects,
@@ -49,6 +52,21 @@ def load_inventory(path: Path) -> Inventory:
         return parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
         raise StartupError(f"inventory {path}: {exc}") from None
+
+
+def profiles_present(inventory: Inventory, target: CloudMap) -> set[str]:
+    """MIG profiles some node offers now, in the target's own words (resource, product or partition label)."""
+    found: set[str] = set()
+    for node in inventory.nodes:
+        for resource, amount in node.allocatable.items():
+            profile = target.mig.profile_of(resource)
+            if profile is not None and amount > 0:
+                found.add(profile.name)
+        if target.mig.form == "single" and "-MIG-" in node.labels.get(target.mig.product_label, ""):
+            found.add(node.labels[target.mig.product_label].rpartition("-MIG-")[2])
+        if target.mig.form == "partition-label" and node.labels.get(target.mig.label):
+            found.add(node.labels[target.mig.label])
+    return found
 
 
 def models_present(inventory: Inventory, target: CloudMap, catalogue: Catalogue) -> set[str]:

@@ -70,6 +70,7 @@ class CloudMap:
     shared: SharedForm = field(default_factory=SharedForm)
     model_labels: tuple[ModelLabel, ...] = ()
     offered_models: tuple[str, ...] = ()
+    offered_profiles: tuple[str, ...] = ()  # MIG profiles the cluster's layout has; empty: all
     tolerations: tuple[Mapping[str, str], ...] = ()
     topology_labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str = ""

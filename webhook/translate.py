@@ -201,8 +201,16 @@ def _place(
 
 
 def _candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalogue) -> list[GpuModel]:
+    """MIG-capable models to place a slice on, each limited to the profiles the cluster has set up
+    (`offered_profiles`, from the map or the inventory) when it has any of them."""
     ids = models or target.models_offered(catalogue)
-    return [catalogue.models[m] for m in ids if catalogue.models[m].mig_capable]
+    found = []
+    for model in (catalogue.models[m] for m in ids if catalogue.models[m].mig_capable):
+        if target.offered_profiles:
+            present = {p: n for p, n in model.profiles.items() if p in target.offered_profiles}
+            model = replace(model, profiles=present) if present else model
+        found.append(model)
+    return found
 
 
 def _place_mig(ask, wanted: MigProfile, models, target: CloudMap, catalogue: Catalogue) -> Placement:

@@ -1,0 +1,230 @@
+"""A real kube-apiserver and etcd on loopback (the envtest convention), with gpuport registered by URL.
+
+KUBEBUILDER_ASSETS names a folder holding `kube-apiserver` and `etcd`; without it these tests skip.
+The API server runs with token authentication and no controller manager, so each test namespace gets
+its `default` ServiceAccount from the fixture, and namespaces are fresh per test (deleted ones never
+finish terminating here).
+"""
+
+import base64
+import copy
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.server_process import RunningServer, free_port, make_certs
+
+ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def _missing() -> str:
+    if not ASSETS:
+        return "KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)"
+    for binary in ("kube-apiserver", "etcd"):
+        if not (Path(ASSETS) / binary).exists() and not shutil.which(binary):
+            return f"KUBEBUILDER_ASSETS={ASSETS} has no {binary}"
+    return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _missing()
+    if not reason:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(skip)
+
+
+def _binary(name: str) -> str:
+    local = Path(ASSETS) / name
+    return str(local) if local.exists() else shutil.which(name)
+
+
+def _wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class ApiServer:
+    def __init__(self, workdir: Path):
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.workdir = workdir
+        self.token = uuid.uuid4().hex
+        etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        (workdir / "tokens.csv").write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (workdir / "sa.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        self.logs = [open(workdir / "etcd.log", "wb"), open(workdir / "apiserver.log", "wb")]  # noqa: SIM115
+        self.etcd = subprocess.Popen(
+            [
+                _binary("etcd"),
+                "--data-dir",
+                str(workdir / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer_port}",
+            ],
+            stdout=self.logs[0],
+            stderr=subprocess.STDOUT,
+        )
+        _wait_port(etcd_port)
+        self.apiserver = subprocess.Popen(
+            [
+                _binary("kube-apiserver"),
+                "--etcd-servers",
+                f"http://127.0.0.1:{etcd_port}",
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(self.port),
+                "--cert-dir",
+                str(workdir / "apiserver-certs"),
+                "--token-auth-file",
+                str(workdir / "tokens.csv"),
+                "--authorization-mode",
+                "RBAC",
+                "--service-cluster-ip-range",
+                "10.0.0.0/24",
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-account-key-file",
+                str(workdir / "sa.key"),
+                "--service-account-signing-key-file",
+                str(workdir / "sa.key"),
+            ],
+            stdout=self.logs[1],
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 90) -> None:
+        import ssl
+        import urllib.request
+
+        context = ssl._create_unverified_context()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.apiserver.poll() is not None:
+                raise RuntimeError((self.workdir / "apiserver.log").read_text()[-3000:])
+            request = urllib.request.Request(
+                f"https://127.0.0.1:{self.port}/readyz", headers={"Authorization": f"Bearer {self.token}"}
+            )
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("kube-apiserver did not become ready")
+
+    def client(self):
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = f"https://127.0.0.1:{self.port}"
+        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        configuration.verify_ssl = False  # the test server's self-signed certificate
+        return client.ApiClient(configuration)
+
+    def stop(self) -> None:
+        for process in (self.apiserver, self.etcd):
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in self.logs:
+            log.close()
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory):
+    server = ApiServer(tmp_path_factory.mktemp("apiserver"))
+    yield server
+    server.stop()
+
+
+def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpuport") -> None:
+    """Our own manifests' webhook configurations, pointed at a URL instead of the in-cluster Service."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    admission = client.AdmissionregistrationV1Api(api_client)
+    for kind, create, delete in (
+        (
+            "MutatingWebhookConfiguration",
+            admission.create_mutating_webhook_configuration,
+            admission.delete_mutating_webhook_configuration,
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            admission.create_validating_webhook_configuration,
+            admission.delete_validating_webhook_configuration,
+        ),
+    ):
+        path = MANIFESTS / f"{kind.lower()}.yaml"
+        body = copy.deepcopy(yaml.safe_load(path.read_text()))
+        body["metadata"]["name"] = name
+        for hook in body["webhooks"]:
+            route = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{url}{route}", "caBundle": base64.b64encode(ca_bundle).decode()}
+        try:
+            delete(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        create(body)
+    time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
+
+
+@pytest.fixture(scope="session")
+def gpuport_eks(apiserver, tmp_path_factory):
+    """gpuport serving as an EKS cluster's webhook, registered with the test API server."""
+    cert_dir = tmp_path_factory.mktemp("gpuport-tls")
+    make_certs(cert_dir)
+    server = RunningServer(cert_dir, workers=2, threads=4, cloud="eks")
+    register_webhooks(
+        apiserver.client(), f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes()
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def namespace(apiserver):
+    from kubernetes import client
+
+    api = client.CoreV1Api(apiserver.client())
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    api.create_namespace({"metadata": {"name": name}})
+    api.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    return name
