@@ -152,7 +152,10 @@ class ApiServer:
         configuration = client.Configuration()
         configuration.host = f"https://127.0.0.1:{self.port}"
         configuration.api_key = {"authorization": f"Bearer {self.token}"}
-        configuration.verify_ssl = False  # the test server's self-signed certificate
+        configuration.verify_ssl = False  # the test server's self-signed certificate, on loopback
+        import urllib3
+
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         return client.ApiClient(configuration)
 
     def stop(self) -> None:

@@ -6,7 +6,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.translation_cases import pod
+from tests.translation_cases import pod as _pod
+
+
+def pod(resources, selector=None, name="work", namespace=None):
+    body = _pod(resources, selector, name=name)
+    body["metadata"].pop("namespace")  # the request's namespace decides
+    return body
 
 
 def core(apiserver):
