@@ -59,7 +59,6 @@ def test_deployment_is_highly_available_and_locked_down():
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["automountServiceAccountToken"] is False
     (container,) = pod["containers"]
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
@@ -67,7 +66,8 @@ def test_deployment_is_highly_available_and_locked_down():
     assert security["capabilities"]["drop"] == ["ALL"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GPUPORT_CLUSTER"] == "in-cluster"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[env["GPUPORT_CERT_DIR"]] == "tls"
     assert mounts[env["GPUPORT_CLOUDMAP_DIR"]] == "cloudmaps"
@@ -90,7 +90,8 @@ def test_service_routes_443_to_the_servers_port():
 def test_webhooks_follow_the_good_practices(index):
     kind, hook = webhooks()[index]
     assert hook["admissionReviewVersions"] == ["v1"]
-    assert hook["sideEffects"] == "None"
+    # The quota webhook writes a reservation on real creates only.
+    assert hook["sideEffects"] == ("NoneOnDryRun" if hook["name"] == "pods.validate.gpuport.io" else "None")
     assert hook["timeoutSeconds"] <= 5
     client = hook["clientConfig"]["service"]
     assert (client["name"], client["namespace"], client["port"]) == ("gpuport", "gpuport-system", 443)
@@ -183,7 +184,17 @@ def test_rbac_is_least_privilege():
         for rule in doc["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], f"{doc['metadata']['name']} uses a wildcard"
-            if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-node-agent":
+            if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-view":
+                # Read-only watches of what quota needs; no secrets, no writes.
+                assert rule["verbs"] == ["list", "watch"]
+                assert set(rule["resources"]) == {"pods", "resourcequotas", "namespaces"}
+            elif doc["kind"] == "Role" and doc["metadata"]["name"] == "gpuport-reservations":
+                assert rule == {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "create", "update"],
+                }
+            elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-node-agent":
                 # RBAC cannot name "its own node": get and patch on nodes, and nothing more.
                 assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
             elif doc["kind"] == "ClusterRole":
@@ -191,15 +202,18 @@ def test_rbac_is_least_privilege():
                 assert rule.get("resourceNames") == ["gpuport"]
             if "secrets" in rule["resources"] and rule["verbs"] != ["create"]:
                 assert rule["resourceNames"] == ["gpuport-tls"]
-    server_account = one("ServiceAccount", "gpuport")
-    assert server_account["automountServiceAccountToken"] is False
     bound = {
         (b["roleRef"]["name"], s["name"])
         for _, b in documents()
         if b["kind"].endswith("Binding")
         for s in b["subjects"]
     }
-    assert bound == {("gpuport-certs", "gpuport-certs"), ("gpuport-node-agent", "gpuport-node-agent")}
+    assert bound == {
+        ("gpuport-certs", "gpuport-certs"),
+        ("gpuport-node-agent", "gpuport-node-agent"),
+        ("gpuport-view", "gpuport"),
+        ("gpuport-reservations", "gpuport"),
+    }
 
 
 def test_certificate_jobs_write_the_secret_the_deployment_mounts():

@@ -10,10 +10,40 @@ from webhook.loading import build_context
 from webhook.server import ServerState, create_app
 
 
-def build_app(cloudmap_dir: Path, cloud: str, inventory: Path | None = None) -> Flask:
+def quota_gate(cluster: str, namespace: str):
+    """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
+    watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
+    from kubernetes import client, config
+
+    from webhook.clusterview import ClusterView
+    from webhook.ledger import LeaseLedger
+    from webhook.quota_gate import QuotaGate
+
+    if cluster == "in-cluster":
+        config.load_incluster_config()
+    else:
+        config.load_kube_config(config_file=cluster)
+    api_client = client.ApiClient()
+    return QuotaGate(
+        ClusterView(client.CoreV1Api(api_client)),
+        LeaseLedger(client.CoordinationV1Api(api_client), namespace),
+    )
+
+
+def build_app(
+    cloudmap_dir: Path,
+    cloud: str,
+    inventory: Path | None = None,
+    cluster: str = "",
+    namespace: str = "gpuport-system",
+) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = directory_signature(cloudmap_dir, inventory)
-    state = ServerState(context=build_context(cloudmap_dir, cloud, inventory), maps_signature=signature)
+    state = ServerState(
+        context=build_context(cloudmap_dir, cloud, inventory),
+        maps_signature=signature,
+        quota_gate=quota_gate(cluster, namespace) if cluster else None,
+    )
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state
     return app

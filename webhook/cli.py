@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--inventory", type=Path, help="nodes as `kubectl get nodes -o yaml` (GPUPORT_INVENTORY)"
     )
+    serve.add_argument(
+        "--cluster",
+        help="watch a cluster for GPU quota: 'in-cluster' or a kubeconfig path (GPUPORT_CLUSTER)",
+    )
     serve.set_defaults(run=_run_serve)
 
     certs = commands.add_parser(
@@ -192,6 +196,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             "workers": args.workers,
             "threads": args.threads,
             "inventory": args.inventory,
+            "cluster": args.cluster,
         }.items()
         if value is not None
     }

@@ -171,6 +171,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             count_resource=shared.get("count_resource", ""),
             core_resource=shared.get("core_resource", ""),
             core_per_gpu=shared.get("core_per_gpu", 100),
+            replicas_per_gpu=shared.get("replicas_per_gpu", 0),
         ),
         model_labels=tuple(model_labels),
         offered_models=tuple(data.get("offered_models", ())),

@@ -51,6 +51,8 @@ def post_worker_init(worker):
     close kept-alive connections."""
     _log_to_stderr(_settings.log_level)
     state = worker.wsgi.extensions["gpuport"]
+    if state.view is not None:
+        state.view.start()
     CloudMapReloader(
         state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
     ).start()

@@ -54,6 +54,7 @@ class SharedForm:
     count_resource: str = ""
     core_resource: str = ""
     core_per_gpu: int = 100
+    replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
 
     def resource_names(self) -> frozenset[str]:
         names = {self.resource, self.memory_resource, self.count_resource, self.core_resource}

@@ -24,7 +24,8 @@ class _GunicornApp(BaseApplication):
     def load(self):
         from webhook.app import build_app
 
-        return build_app(self.settings.cloudmap_dir, self.settings.cloud, self.settings.inventory)
+        s = self.settings
+        return build_app(s.cloudmap_dir, s.cloud, s.inventory, s.cluster, s.namespace)
 
 
 def serve(settings: Settings) -> int:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
@@ -29,10 +30,17 @@ class ServerState:
     draining: threading.Event = field(default_factory=threading.Event)
     reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
     maps_signature: tuple = ()  # the cloud-map files the context was built from
+    quota_gate: Any = None  # webhook.quota_gate.QuotaGate when gpuport has a cluster to watch
+
+    @property
+    def view(self):
+        return self.quota_gate.view if self.quota_gate is not None else None
 
     def readiness(self) -> tuple[bool, str]:
         if self.draining.is_set():
             return False, "shutting down"
+        if self.view is not None and not self.view.synced:
+            return False, "cluster view not synced yet"
         if self.reload_error:
             # Still ready: the last good maps serve. Say why the new ones are not in force.
             return True, f"ok; cloud maps not reloaded: {self.reload_error}"
@@ -84,11 +92,18 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         ),
         methods=["POST"],
     )
+
+    def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
+        decision = decide_validation(review, context)
+        if decision.allowed and state.quota_gate is not None:
+            return state.quota_gate.admit(review, context) or decision
+        return decision
+
     app.add_url_rule(
         "/validate",
         view_func=admission_route(
             "validate",
-            decide_validation,
+            validate_with_quota,
             lambda: deny("internal-error", "gpuport could not check this object (internal error); retry"),
         ),
         methods=["POST"],

@@ -17,7 +17,9 @@ class Settings:
     threads: int = 8
     log_level: str = "info"
     reload_interval: float = 2.0
-    inventory: Path | None = None  # nodes (kubectl get nodes -o yaml), until the live cluster view lands
+    inventory: Path | None = None  # nodes (kubectl get nodes -o yaml) for placement and present models
+    cluster: str = ""  # "": no cluster view; "in-cluster"; or a kubeconfig path
+    namespace: str = "gpuport-system"  # where quota reservations (Leases) live
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -32,6 +34,8 @@ class Settings:
             log_level=environ.get("GPUPORT_LOG_LEVEL", defaults.log_level),
             reload_interval=float(environ.get("GPUPORT_RELOAD_INTERVAL", defaults.reload_interval)),
             inventory=Path(environ["GPUPORT_INVENTORY"]) if environ.get("GPUPORT_INVENTORY") else None,
+            cluster=environ.get("GPUPORT_CLUSTER", defaults.cluster),
+            namespace=environ.get("GPUPORT_NAMESPACE", defaults.namespace),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -46,6 +50,8 @@ class Settings:
             "GPUPORT_LOG_LEVEL": self.log_level,
             "GPUPORT_RELOAD_INTERVAL": str(self.reload_interval),
             "GPUPORT_INVENTORY": str(self.inventory or ""),
+            "GPUPORT_CLUSTER": self.cluster,
+            "GPUPORT_NAMESPACE": self.namespace,
         }
 
     @property

@@ -1,0 +1,331 @@
+"""GPU-equivalents for every form, quota messages, scopes, and race-free reservations (no API server)."""
+
+import threading
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import SOURCES, pod
+from webhook.demand import read_demand
+from webhook.equivalents import pod_use, show
+from webhook.ledger import LeaseLedger, MemoryLedger, Reservation, decode, encode
+from webhook.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
+from webhook.quota_gate import QuotaGate
+
+
+def use(obj, cloud="generic"):
+    ctx = context(cloud)
+    return pod_use(obj, read_demand(obj, ctx.dialects), ctx.target, ctx.dialects.catalogue)
+
+
+@pytest.mark.parametrize(
+    ("resources", "selector", "expected"),
+    [
+        ({"nvidia.com/gpu": "1"}, None, Fraction(1)),
+        ({"amd.com/gpu": "2"}, None, Fraction(2)),
+        (
+            {"nvidia.com/mig-1g.10gb": "1"},
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            Fraction(1, 7),
+        ),
+        ({"nvidia.com/mig-3g.40gb": "2"}, None, Fraction(6, 7)),
+        ({"nvidia.com/mig-1g.6gb": "1"}, None, Fraction(1, 4)),  # an A30 slice: 4 slices per GPU
+        ({"nvidia.com/mig-2g.48gb": "1"}, None, Fraction(1, 2)),  # RTX PRO 6000: 4 slices
+        (
+            {"aliyun.com/gpu-mem": "20"},
+            {"aliyun.accelerator/nvidia_name": "NVIDIA-A100-SXM4-40GB"},
+            Fraction(1, 2),
+        ),
+        ({"tke.cloud.tencent.com/qgpu-core": "25"}, None, Fraction(1, 4)),
+        (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192", "nvidia.com/gpucores": "50"},
+            {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+            Fraction(1, 2),
+        ),  # max(8/40, 50%)
+        ({"nvidia.com/gpu.shared": "1"}, None, Fraction(1)),  # replicas unknown: a whole GPU
+    ],
+)
+def test_gpu_equivalents_of_every_form(resources, selector, expected):
+    assert use(pod(resources, selector)).equivalents == expected
+
+
+def test_shared_slot_counts_one_over_the_maps_replicas():
+    from dataclasses import replace
+
+    ctx = context("generic")
+    target = replace(ctx.target, shared=replace(ctx.target.shared, replicas_per_gpu=4))
+    obj = pod({"nvidia.com/gpu.shared": "1"})
+    assert pod_use(
+        obj, read_demand(obj, ctx.dialects), target, ctx.dialects.catalogue
+    ).equivalents == Fraction(1, 4)
+
+
+def test_seven_slices_make_exactly_one_gpu():
+    total = sum((use(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents for _ in range(7)), Fraction(0))
+    assert total == 1
+
+
+def test_pod_total_follows_the_effective_request_rule():
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["spec"]["containers"].append({"name": "b", "resources": {"limits": {"nvidia.com/gpu": "2"}}})
+    obj["spec"]["initContainers"] = [
+        {"name": "setup", "resources": {"limits": {"nvidia.com/gpu": "4"}}},  # runs alone: max with the rest
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+    ]
+    assert use(obj).equivalents == 4  # max(4, 1 + 2 + 1)
+    obj["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "3"
+    assert use(obj).equivalents == 4  # max(3, 1 + 2 + 1 sidecar)
+
+
+def test_show_prints_whole_numbers_plainly():
+    assert show(Fraction(3)) == "3" and show(Fraction(3, 7)) == "0.429" and show(Fraction(1, 2)) == "0.5"
+
+
+QUOTA = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(8)})
+
+
+def test_quota_message_mirrors_the_builtin_format():
+    asked = use(pod({"nvidia.com/gpu": "3"}))
+    assert exceeded(QUOTA, asked, Usage(Fraction(5)), "nvidia.com/gpu") is None  # exactly at the limit
+    message = exceeded(QUOTA, asked, Usage(Fraction(6)), "nvidia.com/gpu")
+    assert message.startswith(
+        "exceeded quota: gpus, requested: requests.nvidia.com/gpu=3, "
+        "used: requests.nvidia.com/gpu=6, limited: requests.nvidia.com/gpu=8 "
+    )
+    assert "MIG slices their share of the GPU's compute" in message
+
+
+def test_gpu_memory_budget():
+    quota = Quota("mem", {GPU_MEMORY: Decimal(80 * 1024**3)})
+    asked = use(pod({"nvidia.com/mig-3g.40gb": "1"}))
+    assert exceeded(quota, asked, Usage(Fraction(0), 40 * 1024), "nvidia.com/gpu") is None
+    message = exceeded(quota, asked, Usage(Fraction(0), 41 * 1024), "nvidia.com/gpu")
+    assert (
+        "requested: requests.gpuport.io/gpu-memory=40960Mi, used: requests.gpuport.io/gpu-memory=41984Mi"
+        in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("scopes", "selector", "facts", "expected"),
+    [
+        (("Terminating",), (), PodFacts(True, False, ""), True),
+        (("Terminating",), (), PodFacts(False, False, ""), False),
+        (("NotTerminating",), (), PodFacts(False, False, ""), True),
+        (("BestEffort",), (), PodFacts(False, True, ""), True),
+        (("NotBestEffort",), (), PodFacts(False, True, ""), False),
+        (
+            (),
+            ({"scopeName": "PriorityClass", "operator": "In", "values": ["high"]},),
+            PodFacts(False, False, "high"),
+            True,
+        ),
+        (
+            (),
+            ({"scopeName": "PriorityClass", "operator": "In", "values": ["high"]},),
+            PodFacts(False, False, "low"),
+            False,
+        ),
+        ((), ({"scopeName": "PriorityClass", "operator": "Exists"},), PodFacts(False, False, ""), False),
+    ],
+)
+def test_quota_scopes(scopes, selector, facts, expected):
+    assert applies(Quota("q", {}, scopes, selector), facts) is expected
+
+
+def test_pod_facts():
+    obj = pod({"nvidia.com/gpu": "1"})
+    assert pod_facts(obj) == PodFacts(False, True, "")  # GPUs alone do not change the QoS class
+    obj["spec"]["activeDeadlineSeconds"] = 60
+    obj["spec"]["priorityClassName"] = "high"
+    obj["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "1"
+    assert pod_facts(obj) == PodFacts(True, False, "high")
+
+
+def test_reservations_round_trip_exactly():
+    reservations = [Reservation("u1", Usage(Fraction(3, 7), 10240), ("gpus",), 100.0)]
+    assert decode(encode(reservations)) == reservations
+
+
+class FakeView:
+    def __init__(self, quotas=(), pods=()):
+        self.quotas = list(quotas)
+        self.pods = list(pods)
+        self.synced = True
+
+    def quotas_in(self, namespace):
+        return self.quotas
+
+    def pods_in(self, namespace):
+        return self.pods
+
+    def has_pod(self, uid):
+        return any(p["metadata"].get("uid") == uid for p in self.pods)
+
+
+def request_for(obj, uid, dry_run=False):
+    obj = dict(obj, metadata={**obj["metadata"], "uid": uid})
+    return parsed(review_of(obj, dry_run=dry_run, uid=f"req-{uid}"))
+
+
+def test_gate_admits_up_to_the_limit_counting_running_pods_and_reservations():
+    running = dict(
+        pod({"nvidia.com/mig-3g.40gb": "7"}), metadata={"name": "r", "namespace": "team-a", "uid": "r"}
+    )
+    gate = QuotaGate(FakeView([QUOTA], [running]), MemoryLedger(), clock=lambda: 1000.0)
+    ctx = context("generic")
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "4"}), "a"), ctx) is None  # 3 + 4 ≤ 8
+    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "b"), ctx)  # 3 + 4 (reserved) + 2 > 8
+    assert denied.reason == "quota-exceeded"
+    assert (
+        'pods "work" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=2, '
+        "used: requests.nvidia.com/gpu=7" in denied.message
+    )
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # exactly 8
+
+
+def test_reservations_expire_and_are_dropped_once_the_pod_is_in_the_view():
+    ledger = MemoryLedger()
+    clock = [1000.0]
+    view = FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})])
+    gate = QuotaGate(view, ledger, clock=lambda: clock[0])
+    ctx = context("generic")
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx) is None
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx) is not None
+    clock[0] += 31  # the first pod never appeared (a later step refused it): its reservation lapses
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None
+    view.pods.append(
+        dict(pod({"nvidia.com/gpu": "1"}), metadata={"name": "c", "namespace": "team-a", "uid": "c"})
+    )
+    assert (
+        gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx) is not None
+    )  # counted once, not twice
+    assert [r.key for r in ledger.reservations("team-a")] == []  # c settled into the view
+
+
+def test_dry_run_decides_but_reserves_nothing():
+    ledger = MemoryLedger()
+    gate = QuotaGate(FakeView([QUOTA]), ledger, clock=lambda: 0.0)
+    assert (
+        gate.admit(request_for(pod({"nvidia.com/gpu": "8"}), "a", dry_run=True), context("generic")) is None
+    )
+    assert ledger.reservations("team-a") == []
+    assert (
+        gate.admit(request_for(pod({"nvidia.com/gpu": "9"}), "b", dry_run=True), context("generic"))
+        is not None
+    )
+
+
+def test_pods_without_gpus_or_quota_never_touch_the_store():
+    class Exploding(MemoryLedger):
+        def reserve(self, *args, **kwargs):
+            raise AssertionError("no round trip expected")
+
+    ctx = context("generic")
+    assert QuotaGate(FakeView([QUOTA]), Exploding()).admit(request_for(pod({"cpu": "1"}), "a"), ctx) is None
+    assert (
+        QuotaGate(FakeView([]), Exploding()).admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx)
+        is None
+    )
+
+
+def test_every_gpu_form_draws_from_one_budget():
+    gate = QuotaGate(
+        FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})]), MemoryLedger(), clock=lambda: 0.0
+    )
+    ctx = context("generic")
+    assert gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a"), ctx) is None  # 3/7
+    assert gate.admit(request_for(SOURCES["hami-shared"][1], "b"), ctx) is None  # 8 GiB of the smallest GPU
+    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx)
+    assert denied is not None
+
+
+def test_fifty_threads_never_overshoot_the_quota():
+    gate = QuotaGate(FakeView([QUOTA]), MemoryLedger(), clock=lambda: 0.0)
+    ctx = context("generic")
+    admitted = []
+
+    def create(n):
+        if gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), f"p{n}"), ctx) is None:
+            admitted.append(n)
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(admitted) == 8
+
+
+class FakeCoordination:
+    """Leases with resourceVersion checks, as the API server does them."""
+
+    def __init__(self, conflicts=0):
+        from types import SimpleNamespace
+
+        self.ns = SimpleNamespace
+        self.leases = {}
+        self.conflicts = conflicts
+
+    def read_namespaced_lease(self, name, namespace):
+        from kubernetes.client.exceptions import ApiException
+
+        if name not in self.leases:
+            raise ApiException(status=404)
+        version, annotations = self.leases[name]
+        return self.ns(
+            metadata=self.ns(annotations=dict(annotations), resource_version=str(version), labels={})
+        )
+
+    def create_namespaced_lease(self, namespace, body):
+        from kubernetes.client.exceptions import ApiException
+
+        if body["metadata"]["name"] in self.leases:
+            raise ApiException(status=409)
+        self.leases[body["metadata"]["name"]] = (1, body["metadata"]["annotations"])
+
+    def replace_namespaced_lease(self, name, namespace, body):
+        from kubernetes.client.exceptions import ApiException
+
+        version, _ = self.leases[name]
+        if self.conflicts:
+            self.conflicts -= 1
+            self.leases[name] = (version + 1, self.leases[name][1])  # someone else wrote meanwhile
+            raise ApiException(status=409)
+        if body["metadata"]["resourceVersion"] != str(version):
+            raise ApiException(status=409)
+        self.leases[name] = (version + 1, body["metadata"]["annotations"])
+
+
+def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
+    api = FakeCoordination(conflicts=2)
+    ledger = LeaseLedger(api, "gpuport-system")
+    for key in ("a", "b"):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a", "b"]
+
+
+def test_lease_ledger_unreachable_is_reported_not_swallowed():
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.ledger import LedgerUnavailable
+
+    class Down:
+        def read_namespaced_lease(self, name, namespace):
+            raise ApiException(status=503, reason="Service Unavailable")
+
+    with pytest.raises(LedgerUnavailable, match="503"):
+        LeaseLedger(Down(), "gpuport-system").reserve(
+            "team-a",
+            Reservation("a", Usage(Fraction(1)), ("gpus",), 1.0),
+            lambda c: None,
+            0.0,
+            lambda u: False,
+        )
+    gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Down(), "gpuport-system"))
+    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
+    assert denied.reason == "quota-unavailable"

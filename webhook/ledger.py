@@ -1,0 +1,176 @@
+"""Quota reservations that hold across threads, workers and replicas.
+
+A reservation is written before a GPU pod is admitted and dropped once the pod shows up in the cluster
+view (or after a short TTL, when a later admission step refused the pod). The check and the write are
+one optimistic-concurrency transaction: read the namespace's reservations with their version, decide,
+write back conditioned on that version, and start over on a conflict. Two admissions at once can never
+both pass when together they exceed the quota.
+
+The store is small by design: in memory for unit tests; a Lease per namespace in gpuport's own
+namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
+API server checks on update).
+"""
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Protocol
+
+from webhook.quota import Usage
+
+TTL_SECONDS = 30.0
+MAX_ATTEMPTS = 20
+
+
+class LedgerUnavailable(RuntimeError):
+    """The store could not be read or written (API server unreachable, retries exhausted)."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    key: str  # the pod's UID
+    usage: Usage
+    quotas: tuple[str, ...]
+    expires: float
+
+
+# Decides with the reservations still live: returns a denial message, or None to reserve.
+Decide = Callable[[list[Reservation]], str | None]
+
+
+class Ledger(Protocol):
+    def reserve(
+        self,
+        namespace: str,
+        reservation: Reservation,
+        decide: Decide,
+        now: float,
+        settled: Callable[[str], bool],
+        write: bool = True,
+    ) -> str | None:
+        """Decide on the live reservations and, unless denied or `write` is False (dryRun), add ours."""
+
+
+def encode(reservations: list[Reservation]) -> str:
+    return json.dumps(
+        {
+            r.key: {
+                "gpu": str(r.usage.equivalents),
+                "mib": r.usage.memory_mib,
+                "quotas": list(r.quotas),
+                "expires": r.expires,
+            }
+            for r in reservations
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def decode(text: str | None) -> list[Reservation]:
+    if not text:
+        return []
+    return [
+        Reservation(key, Usage(Fraction(v["gpu"]), int(v["mib"])), tuple(v["quotas"]), float(v["expires"]))
+        for key, v in json.loads(text).items()
+    ]
+
+
+def live(reservations: list[Reservation], now: float, settled: Callable[[str], bool]) -> list[Reservation]:
+    """Drop reservations that expired or whose pod the cluster view now counts itself."""
+    return [r for r in reservations if r.expires > now and not settled(r.key)]
+
+
+class MemoryLedger:
+    """For unit tests and a single process without a cluster: a lock stands in for the API server."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_namespace: dict[str, list[Reservation]] = {}
+
+    def reserve(self, namespace, reservation, decide, now, settled, write=True):
+        with self._lock:
+            current = live(self._by_namespace.get(namespace, []), now, settled)
+            denial = decide(current)
+            if denial is None and write:
+                self._by_namespace[namespace] = [r for r in current if r.key != reservation.key] + [
+                    reservation
+                ]
+            else:
+                self._by_namespace[namespace] = current
+            return denial
+
+    def reservations(self, namespace: str) -> list[Reservation]:
+        return list(self._by_namespace.get(namespace, []))
+
+
+ANNOTATION = "gpuport.io/reservations"
+
+
+class LeaseLedger:
+    """Reservations in coordination.k8s.io Leases named gpuport-quota-<namespace> in gpuport's namespace."""
+
+    def __init__(self, coordination_api, namespace: str):
+        self.api = coordination_api
+        self.namespace = namespace
+
+    def _name(self, namespace: str) -> str:
+        return f"gpuport-quota-{namespace}"[:253]
+
+    def reserve(self, namespace, reservation, decide, now, settled, write=True):
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        name = self._name(namespace)
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                try:
+                    lease = self.api.read_namespaced_lease(name, self.namespace)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    lease = None
+                annotations = (lease.metadata.annotations or {}) if lease else {}
+                current = live(decode(annotations.get(ANNOTATION)), now, settled)
+                denial = decide(current)
+                if denial is not None or not write:
+                    return denial
+                body_annotations = {
+                    ANNOTATION: encode([r for r in current if r.key != reservation.key] + [reservation])
+                }
+                if lease is None:
+                    self.api.create_namespaced_lease(
+                        self.namespace,
+                        {
+                            "metadata": {
+                                "name": name,
+                                "annotations": body_annotations,
+                                "labels": {"app.kubernetes.io/name": "gpuport"},
+                            },
+                            "spec": {},
+                        },
+                    )
+                else:
+                    self.api.replace_namespaced_lease(
+                        name,
+                        self.namespace,
+                        {
+                            "metadata": {
+                                "name": name,
+                                "resourceVersion": lease.metadata.resource_version,
+                                "annotations": {**annotations, **body_annotations},
+                                "labels": lease.metadata.labels or {},
+                            },
+                            "spec": {},
+                        },
+                    )
+                return None
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # someone reserved meanwhile: decide again on what they wrote
+                raise LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}") from None
+            except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+                raise LedgerUnavailable(f"reservation store: {exc}") from None
+        raise LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")

@@ -1,0 +1,85 @@
+"""The quota step of /validate: GPU-equivalents against the namespace's quotas, with a reservation.
+
+An adapter: it reads the cluster view and writes the reservation store; the arithmetic and the
+message are the pure functions in webhook.quota and webhook.equivalents. Only pods that ask for a GPU
+in a namespace with a GPU quota pay the store's round trip.
+
+When the store cannot be reached it denies (fail closed): quota is a promise to the namespace's
+owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
+GPU quotas are never affected.
+"""
+
+import logging
+import time
+from collections.abc import Callable
+
+from webhook.core import Context
+from webhook.decision import Decision, deny
+from webhook.demand import read_demand
+from webhook.equivalents import pod_use
+from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation
+from webhook.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
+from webhook.review import AdmissionRequest
+
+log = logging.getLogger("gpuport.quota")
+
+
+class QuotaGate:
+    def __init__(self, view, ledger: Ledger, clock: Callable[[], float] = time.time):
+        self.view = view
+        self.ledger = ledger
+        self.clock = clock
+
+    def admit(self, request: AdmissionRequest, context: Context) -> Decision | None:
+        """A denial, or None when quota has nothing against this request."""
+        if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
+            return None
+        pod = request.object or {}
+        target, catalogue = context.target, context.dialects.catalogue
+        demand = read_demand(pod, context.dialects)
+        if not demand.asks:
+            return None
+        facts = pod_facts(pod)
+        quotas = [
+            q
+            for q in gpu_quotas(self.view.quotas_in(request.namespace), target.whole_gpu)
+            if applies(q, facts)
+        ]
+        if not quotas:
+            return None
+        asked = pod_use(pod, demand, target, catalogue)
+        used = {q.name: Usage() for q in quotas}
+        for other in self.view.pods_in(request.namespace):
+            other_use = pod_use(other, read_demand(other, context.dialects), target, catalogue)
+            other_facts = pod_facts(other)
+            for quota in quotas:
+                if applies(quota, other_facts):
+                    used[quota.name] = used[quota.name] + Usage(other_use.equivalents, other_use.memory_mib)
+
+        def decide(reservations: list[Reservation]) -> str | None:
+            for quota in quotas:
+                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
+                message = exceeded(quota, asked, used[quota.name] + reserved, target.whole_gpu)
+                if message:
+                    return message
+            return None
+
+        key = str((pod.get("metadata") or {}).get("uid") or request.uid)
+        now = self.clock()
+        reservation = Reservation(
+            key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
+        )
+        try:
+            denial = self.ledger.reserve(
+                request.namespace, reservation, decide, now, self.view.has_pod, write=not request.dry_run
+            )
+        except LedgerUnavailable as exc:
+            log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
+            return deny(
+                "quota-unavailable",
+                f"gpuport could not check the GPU quota of {request.namespace} ({exc}); retry shortly",
+            )
+        if denial:
+            subject = f'pods "{request.name}"' if request.name else "pods"
+            return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
+        return None
