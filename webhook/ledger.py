@@ -1,7 +1,7 @@
 """Quota reservations that hold across threads, workers and replicas.
 
-A reservation is written before a GPU pod is admitted and dropped once the pod shows up in the cluster
-view (or after a short TTL, when a later admission step refused the pod). The check and the write are
+A reservation is written before a GPU pod is admitted and kept for a short TTL; while the caller's
+cluster view counts the pod itself, the reservation is not counted again. The check and the write are
 one optimistic-concurrency transaction: read the namespace's reservations with their version, decide,
 write back conditioned on that version, and start over on a conflict. Two admissions at once can never
 both pass when together they exceed the quota.
@@ -78,9 +78,15 @@ def decode(text: str | None) -> list[Reservation]:
     ]
 
 
-def live(reservations: list[Reservation], now: float, settled: Callable[[str], bool]) -> list[Reservation]:
-    """Drop reservations that expired or whose pod the cluster view now counts itself."""
-    return [r for r in reservations if r.expires > now and not settled(r.key)]
+def unexpired(reservations: list[Reservation], now: float) -> list[Reservation]:
+    """What stays in the store: a reservation lives its whole TTL even once its pod is in one view,
+    because another replica's view may not have the pod yet and would then count it nowhere."""
+    return [r for r in reservations if r.expires > now]
+
+
+def uncounted(reservations: list[Reservation], settled: Callable[[str], bool]) -> list[Reservation]:
+    """What to add to the view's usage: reservations whose pod the caller's view did not count."""
+    return [r for r in reservations if not settled(r.key)]
 
 
 class MemoryLedger:
@@ -92,8 +98,8 @@ class MemoryLedger:
 
     def reserve(self, namespace, reservation, decide, now, settled, write=True):
         with self._lock:
-            current = live(self._by_namespace.get(namespace, []), now, settled)
-            denial = decide(current)
+            current = unexpired(self._by_namespace.get(namespace, []), now)
+            denial = decide(uncounted(current, settled))
             if denial is None and write:
                 self._by_namespace[namespace] = [r for r in current if r.key != reservation.key] + [
                     reservation
@@ -133,8 +139,8 @@ class LeaseLedger:
                         raise
                     lease = None
                 annotations = (lease.metadata.annotations or {}) if lease else {}
-                current = live(decode(annotations.get(ANNOTATION)), now, settled)
-                denial = decide(current)
+                current = unexpired(decode(annotations.get(ANNOTATION)), now)
+                denial = decide(uncounted(current, settled))
                 if denial is not None or not write:
                     return denial
                 body_annotations = {

@@ -49,7 +49,11 @@ class QuotaGate:
             return None
         asked = pod_use(pod, demand, target, catalogue)
         used = {q.name: Usage() for q in quotas}
-        for other in self.view.pods_in(request.namespace):
+        # One snapshot for both: a pod the view counts must also be the pod whose reservation is skipped,
+        # or a pod that lands between the two reads would be counted nowhere.
+        snapshot = self.view.pods_in(request.namespace)
+        counted = {str((p.get("metadata") or {}).get("uid")) for p in snapshot}
+        for other in snapshot:
             other_use = pod_use(other, read_demand(other, context.dialects), target, catalogue)
             other_facts = pod_facts(other)
             for quota in quotas:
@@ -71,7 +75,7 @@ class QuotaGate:
         )
         try:
             denial = self.ledger.reserve(
-                request.namespace, reservation, decide, now, self.view.has_pod, write=not request.dry_run
+                request.namespace, reservation, decide, now, counted.__contains__, write=not request.dry_run
             )
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)

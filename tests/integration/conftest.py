@@ -7,6 +7,7 @@ finish terminating here).
 """
 
 import base64
+import contextlib
 import copy
 import os
 import shutil
@@ -176,6 +177,22 @@ def apiserver(tmp_path_factory):
     server.stop()
 
 
+def unregister_webhooks(api_client, name: str = "gpuport") -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    admission = client.AdmissionregistrationV1Api(api_client)
+    for delete in (
+        admission.delete_mutating_webhook_configuration,
+        admission.delete_validating_webhook_configuration,
+    ):
+        try:
+            delete(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpuport") -> None:
     """Our own manifests' webhook configurations, pointed at a URL instead of the in-cluster Service."""
     from kubernetes import client
@@ -209,9 +226,9 @@ def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpupo
     time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def gpuport_eks(apiserver, tmp_path_factory):
-    """gpuport serving as an EKS cluster's webhook, registered with the test API server."""
+    """gpuport serving as an EKS cluster's webhook (no cluster view), registered with the API server."""
     cert_dir = tmp_path_factory.mktemp("gpuport-tls")
     make_certs(cert_dir)
     server = RunningServer(cert_dir, workers=2, threads=4, cloud="eks")
@@ -219,7 +236,111 @@ def gpuport_eks(apiserver, tmp_path_factory):
         apiserver.client(), f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes()
     )
     yield server
+    unregister_webhooks(apiserver.client())
     server.stop()
+
+
+def kubeconfig(apiserver, path: Path) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "test",
+                "clusters": [
+                    {
+                        "name": "test",
+                        "cluster": {
+                            "server": f"https://127.0.0.1:{apiserver.port}",
+                            "insecure-skip-tls-verify": True,
+                        },
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": apiserver.token}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+            }
+        )
+    )
+    return path
+
+
+class RoundRobinProxy:
+    """Spreads the API server's connections over several gpuport processes, as a Service would."""
+
+    def __init__(self, ports: list[int]):
+        import itertools
+        import threading
+
+        self.ports = itertools.cycle(ports)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.listener.settimeout(0.5)
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.stopped.is_set():
+            try:
+                client_socket, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", next(self.ports)))
+            for source, sink in ((client_socket, upstream), (upstream, client_socket)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def gpuport_quota(apiserver, tmp_path_factory):
+    """Two gpuport processes watching the test cluster for quota, behind one address."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        client.CoreV1Api(apiserver.client()).create_namespace({"metadata": {"name": "gpuport-system"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    cert_dir = tmp_path_factory.mktemp("gpuport-quota-tls")
+    make_certs(cert_dir)
+    config = kubeconfig(apiserver, cert_dir / "kubeconfig")
+    env = {"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"}
+    servers = [
+        RunningServer(
+            cert_dir,
+            workers=2,
+            threads=4,
+            cloud="generic",
+            extra_env=env,
+            log_path=cert_dir / f"server-{n}.log",
+        )
+        for n in range(2)
+    ]
+    proxy = RoundRobinProxy([s.port for s in servers])
+    register_webhooks(
+        apiserver.client(), f"https://127.0.0.1:{proxy.port}", (cert_dir / "ca.crt").read_bytes()
+    )
+    yield servers
+    unregister_webhooks(apiserver.client())
+    proxy.stop()
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture
