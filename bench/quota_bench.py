@@ -70,12 +70,10 @@ def main() -> int:
         ("GPU quota (Lease reservation)", with_quota),
     ):
         times.sort()
-        print(
-            f"{label:32} p50 {statistics.median(times) * 1000:7.2f} ms   p99 {times[int(len(times) * 0.99) - 1] * 1000:7.2f} ms"
-        )
-    print(
-        f"extra per GPU pod (p50): {(statistics.median(with_quota) - statistics.median(without)) * 1000:.2f} ms"
-    )
+        p50, p99 = statistics.median(times) * 1000, times[int(len(times) * 0.99) - 1] * 1000
+        print(f"{label:32} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms")
+    extra = (statistics.median(with_quota) - statistics.median(without)) * 1000
+    print(f"extra per GPU pod (p50): {extra:.2f} ms")
     return 0
 
 
