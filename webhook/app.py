@@ -6,6 +6,7 @@ from pathlib import Path
 from flask import Flask
 
 from webhook.cloudmap import directory_signature
+from webhook.limit_gate import LimitGate
 from webhook.loading import build_context
 from webhook.server import ServerState, create_app
 
@@ -39,10 +40,12 @@ def build_app(
 ) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = directory_signature(cloudmap_dir, inventory)
+    gate = quota_gate(cluster, namespace) if cluster else None
     state = ServerState(
         context=build_context(cloudmap_dir, cloud, inventory),
         maps_signature=signature,
-        quota_gate=quota_gate(cluster, namespace) if cluster else None,
+        quota_gate=gate,
+        limit_gate=LimitGate(gate.view) if gate else None,
     )
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state

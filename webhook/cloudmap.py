@@ -172,6 +172,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             core_resource=shared.get("core_resource", ""),
             core_per_gpu=shared.get("core_per_gpu", 100),
             replicas_per_gpu=shared.get("replicas_per_gpu", 0),
+            count_optional=shared.get("count_optional", False),
         ),
         model_labels=tuple(model_labels),
         offered_models=tuple(data.get("offered_models", ())),

@@ -78,8 +78,11 @@ class ClusterView:
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, Any]] = {}  # uid → compact pod
         self._quotas: dict[tuple[str, str], Quota] = {}
-        self._namespaces: dict[str, dict[str, str]] = {}
-        self._synced = {name: threading.Event() for name in ("pods", "resourcequotas", "namespaces")}
+        self._namespaces: dict[str, dict[str, dict[str, str]]] = {}
+        self._limitranges: dict[tuple[str, str], dict[str, Any]] = {}
+        self._synced = {
+            name: threading.Event() for name in ("pods", "resourcequotas", "namespaces", "limitranges")
+        }
         self._stop = threading.Event()
 
     # -- reads, for the admission path --------------------------------------------------------
@@ -107,9 +110,18 @@ class ClusterView:
         with self._lock:
             return [q for (ns, _), q in self._quotas.items() if ns == namespace]
 
-    def namespace_labels(self, namespace: str) -> dict[str, str]:
+    def namespace(self, namespace: str) -> dict[str, dict[str, str]]:
+        """Labels and annotations of a namespace (set by its admins, never by a pod)."""
         with self._lock:
-            return dict(self._namespaces.get(namespace, {}))
+            found = self._namespaces.get(namespace, {})
+            return {
+                "labels": dict(found.get("labels", {})),
+                "annotations": dict(found.get("annotations", {})),
+            }
+
+    def limitranges_in(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [lr for (ns, _), lr in self._limitranges.items() if ns == namespace]
 
     # -- the watch loops ------------------------------------------------------------------------
     def start(self) -> None:
@@ -117,6 +129,7 @@ class ClusterView:
             ("pods", self.core.list_pod_for_all_namespaces, self._apply_pod),
             ("resourcequotas", self.core.list_resource_quota_for_all_namespaces, self._apply_quota),
             ("namespaces", self.core.list_namespace, self._apply_namespace),
+            ("limitranges", self.core.list_limit_range_for_all_namespaces, self._apply_limitrange),
         )
         for name, list_fn, apply in loops:
             threading.Thread(
@@ -188,12 +201,33 @@ class ClusterView:
                 self._quotas[key] = to_quota(obj)
 
     def _apply_namespace(self, kind: str, obj, listed) -> None:
+        def keep(o):
+            metadata = o.get("metadata") or {}
+            return {"labels": metadata.get("labels") or {}, "annotations": metadata.get("annotations") or {}}
+
         with self._lock:
             if kind == "RELIST":
-                self._namespaces = {
-                    o["metadata"]["name"]: o["metadata"].get("labels") or {} for o in listed["items"]
-                }
+                self._namespaces = {o["metadata"]["name"]: keep(o) for o in listed["items"]}
             elif kind == "DELETED":
                 self._namespaces.pop(obj["metadata"]["name"], None)
             else:
-                self._namespaces[obj["metadata"]["name"]] = obj["metadata"].get("labels") or {}
+                self._namespaces[obj["metadata"]["name"]] = keep(obj)
+
+    def _apply_limitrange(self, kind: str, obj, listed) -> None:
+        def keep(o):
+            return {
+                "metadata": {k: o["metadata"].get(k) for k in ("name", "namespace")},
+                "spec": o.get("spec") or {},
+            }
+
+        with self._lock:
+            if kind == "RELIST":
+                self._limitranges = {
+                    (o["metadata"]["namespace"], o["metadata"]["name"]): keep(o) for o in listed["items"]
+                }
+                return
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if kind == "DELETED":
+                self._limitranges.pop(key, None)
+            else:
+                self._limitranges[key] = keep(obj)

@@ -174,8 +174,13 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
 
     for cloud_map in dialects.maps:
         form = cloud_map.shared
+        # A share is named by its memory or core resource, or by a count resource of its own
+        # (aliyun.com/gpu-count); HAMi's count is nvidia.com/gpu, a whole GPU when alone.
+        own_count = form.count_resource and form.count_resource != cloud_map.whole_gpu
         if form.form == "memory" and (
-            form.memory_resource in amounts or (form.core_resource and form.core_resource in amounts)
+            form.memory_resource in amounts
+            or (form.core_resource and form.core_resource in amounts)
+            or (own_count and form.count_resource in amounts)
         ):
             memory = amounts.get(form.memory_resource)
             core = amounts.get(form.core_resource) if form.core_resource else None

@@ -12,7 +12,9 @@ API server checks on update).
 """
 
 import json
+import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -121,11 +123,21 @@ class LeaseLedger:
     def __init__(self, coordination_api, namespace: str):
         self.api = coordination_api
         self.namespace = namespace
+        # Threads of one worker take turns per namespace: only other processes can conflict, which
+        # keeps retries (and admission latency under a burst) low.
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
 
     def reserve(self, namespace, reservation, decide, now, settled, write=True):
+        with self._locks_guard:
+            lock = self._locks.setdefault(namespace, threading.Lock())
+        with lock:
+            return self._reserve(namespace, reservation, decide, now, settled, write)
+
+    def _reserve(self, namespace, reservation, decide, now, settled, write):
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -175,7 +187,10 @@ class LeaseLedger:
                 return None
             except ApiException as exc:
                 if exc.status == 409:
-                    continue  # someone reserved meanwhile: decide again on what they wrote
+                    # Someone reserved meanwhile: decide again on what they wrote, after a short random
+                    # pause so that colliding replicas do not collide again in lockstep.
+                    time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
+                    continue
                 raise LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}") from None
             except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
                 raise LedgerUnavailable(f"reservation store: {exc}") from None

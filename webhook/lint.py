@@ -67,6 +67,8 @@ def _lint_text(path: Path, text: str, names: dict[str, Path]) -> list[Finding]:
     for node, doc in zip(nodes, docs, strict=True):
         if isinstance(doc, dict) and doc.get("kind") == "ResourceQuota":
             findings += _quota_findings(path, node, doc)
+        if isinstance(doc, dict) and doc.get("kind") == "LimitRange":
+            findings += _limitrange_findings(path, node, doc)
     return findings
 
 
@@ -85,6 +87,44 @@ def _quota_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _limitrange_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
+    """A GPU max without a GPU default makes Kubernetes default every container, CPU-only ones too, to
+    the max; a GPU min on type Pod refuses every CPU-only pod."""
+    findings = []
+    for index, item in enumerate((doc.get("spec") or {}).get("limits") or []):
+        for resource in item.get("max") or {}:
+            if is_extended_resource(resource) and resource not in (item.get("default") or {}):
+                findings.append(
+                    Finding(
+                        str(path),
+                        _item_line(node, index),
+                        f"{resource} max without a default: every container gets {item['max'][resource]} "
+                        f"GPUs by default; add default: {{{resource}: 0}} (or use gpuport.io/gpu-limits)",
+                    )
+                )
+        for resource in item.get("min") or {}:
+            if is_extended_resource(resource) and item.get("type") == "Pod":
+                findings.append(
+                    Finding(
+                        str(path),
+                        _item_line(node, index),
+                        f"{resource} min on type Pod refuses every CPU-only pod; "
+                        "use gpuport.io/gpu-limits instead",
+                    )
+                )
+    return findings
+
+
+def _item_line(node: yaml.Node, index: int) -> int | None:
+    for key in ("spec", "limits"):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for k, v in node.value if k.value == key), None)
+    if isinstance(node, yaml.SequenceNode) and index < len(node.value):
+        return node.value[index].start_mark.line + 1
+    return None
 
 
 def _catalogue_for(path: Path) -> Catalogue:

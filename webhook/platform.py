@@ -54,6 +54,7 @@ class SharedForm:
     count_resource: str = ""
     core_resource: str = ""
     core_per_gpu: int = 100
+    count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
     replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
 
     def resource_names(self) -> frozenset[str]:

@@ -31,6 +31,7 @@ class ServerState:
     reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
     maps_signature: tuple = ()  # the cloud-map files the context was built from
     quota_gate: Any = None  # webhook.quota_gate.QuotaGate when gpuport has a cluster to watch
+    limit_gate: Any = None  # webhook.limit_gate.LimitGate, likewise
 
     @property
     def view(self):
@@ -82,22 +83,28 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         handle.__name__ = f"admission_{route}"
         return handle
 
+    def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
+        if state.limit_gate is not None and (refused := state.limit_gate.admit(review, context)):
+            return refused
+        return decide_mutation(review, context)
+
+    def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
+        decision = decide_validation(review, context)
+        for gate in (state.limit_gate, state.quota_gate):
+            if decision.allowed and gate is not None:
+                decision = gate.admit(review, context) or decision
+        return decision
+
     app.add_url_rule(
         "/mutate",
         view_func=admission_route(
             "mutate",
-            decide_mutation,
+            mutate_with_limits,
             # Fail open on the mutating path: the validating path and the in-server policy still hold.
             lambda: allow("internal-error", warnings=["gpuport: internal error, pod admitted unchanged"]),
         ),
         methods=["POST"],
     )
-
-    def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        decision = decide_validation(review, context)
-        if decision.allowed and state.quota_gate is not None:
-            return state.quota_gate.admit(review, context) or decision
-        return decision
 
     app.add_url_rule(
         "/validate",

@@ -273,7 +273,7 @@ def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> Placem
             ]
         )
     resources = {form.memory_resource: _memory_quantity(memory, form.memory_unit_bytes)}
-    if form.count_resource:
+    if form.count_resource and (ask.count != 1 or not form.count_optional):
         resources[form.count_resource] = str(ask.count)
     if form.core_resource and share.core_percent is not None:
         resources[form.core_resource] = str(math.ceil(share.core_percent * form.core_per_gpu / 100))
