@@ -6,7 +6,7 @@ DEV_CERTS := .dev-certs
 BIND ?= 127.0.0.1:8443
 CLOUD ?= generic
 
-.PHONY: run test lint format bench manifests clean
+.PHONY: run test lint format bench manifests e2e-kind clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ manifests: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/admission_bench.py
+
+# Needs Docker, kind and kubectl; the build machines have none of them (tests/e2e/kind.sh says more).
+e2e-kind: $(BIN)/.installed
+	bash tests/e2e/kind.sh
 
 clean:
 	rm -rf $(VENV) $(DEV_CERTS) .pytest_cache .ruff_cache .hypothesis

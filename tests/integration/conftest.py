@@ -23,10 +23,14 @@ import yaml
 from tests.server_process import RunningServer, free_port, make_certs
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
+# Set by tests/e2e/kind.sh: run the same scenarios against a cluster where gpuport is installed.
+E2E_KUBECONFIG = os.environ.get("GPUPORT_E2E_KUBECONFIG", "")
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
 
 def _missing() -> str:
+    if E2E_KUBECONFIG:
+        return ""
     if not ASSETS:
         return "KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)"
     for binary in ("kube-apiserver", "etcd"):
@@ -170,8 +174,23 @@ class ApiServer:
             log.close()
 
 
+class ExistingCluster:
+    """A cluster with gpuport installed (kind, via tests/e2e/kind.sh)."""
+
+    def __init__(self, kubeconfig: str):
+        self.kubeconfig = kubeconfig
+
+    def client(self):
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=self.kubeconfig)
+
+
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory):
+    if E2E_KUBECONFIG:
+        yield ExistingCluster(E2E_KUBECONFIG)
+        return
     server = ApiServer(tmp_path_factory.mktemp("apiserver"))
     yield server
     server.stop()
@@ -229,6 +248,8 @@ def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpupo
 @pytest.fixture(scope="module")
 def gpuport_eks(apiserver, tmp_path_factory):
     """gpuport serving as an EKS cluster's webhook (no cluster view), registered with the API server."""
+    if E2E_KUBECONFIG:
+        pytest.skip("the kind install serves the generic map with quota; these scenarios need an EKS gpuport")
     cert_dir = tmp_path_factory.mktemp("gpuport-tls")
     make_certs(cert_dir)
     server = RunningServer(cert_dir, workers=2, threads=4, cloud="eks")
@@ -308,7 +329,11 @@ class RoundRobinProxy:
 
 @pytest.fixture(scope="module")
 def gpuport_quota(apiserver, tmp_path_factory):
-    """Two gpuport processes watching the test cluster for quota, behind one address."""
+    """Two gpuport processes watching the test cluster for quota, behind one address (on kind: the
+    installed Deployment's two replicas behind its Service)."""
+    if E2E_KUBECONFIG:
+        yield []
+        return
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -346,9 +371,14 @@ def gpuport_quota(apiserver, tmp_path_factory):
 @pytest.fixture
 def namespace(apiserver):
     from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
     api = client.CoreV1Api(apiserver.client())
     name = f"team-{uuid.uuid4().hex[:8]}"
     api.create_namespace({"metadata": {"name": name}})
-    api.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    try:  # no controller manager here to create it; on kind it may already exist
+        api.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
     return name
