@@ -187,7 +187,13 @@ def test_rbac_is_least_privilege():
             if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-view":
                 # Read-only watches of what quota needs; no secrets, no writes.
                 assert rule["verbs"] == ["list", "watch"]
-                assert set(rule["resources"]) == {"pods", "resourcequotas", "limitranges", "namespaces"}
+                assert set(rule["resources"]) == {
+                    "pods",
+                    "resourcequotas",
+                    "limitranges",
+                    "namespaces",
+                    "nodes",
+                }
             elif doc["kind"] == "Role" and doc["metadata"]["name"] == "gpuport-reservations":
                 assert rule == {
                     "apiGroups": ["coordination.k8s.io"],

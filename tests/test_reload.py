@@ -29,7 +29,7 @@ def reload_count(result):
 
 def test_a_good_edit_is_swapped_in(tmp_path):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context(), maps_signature=directory_signature(maps))
+    state = ServerState(context=context(), maps_signature=(directory_signature(maps), 0))
     reloader = CloudMapReloader(state, maps, "generic")
     assert reloader.check_once() is False  # nothing changed yet
     before = reload_count("ok")
@@ -41,7 +41,7 @@ def test_a_good_edit_is_swapped_in(tmp_path):
 
 def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path, caplog):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context(), maps_signature=directory_signature(maps))
+    state = ServerState(context=context(), maps_signature=(directory_signature(maps), 0))
     good = state.context
     reloader = CloudMapReloader(state, maps, "generic")
     before = reload_count("error")
@@ -62,7 +62,7 @@ def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path
 
 def test_removing_the_active_map_is_refused(tmp_path):
     maps = copy_maps(tmp_path)
-    state = ServerState(context=context(), maps_signature=directory_signature(maps))
+    state = ServerState(context=context(), maps_signature=(directory_signature(maps), 0))
     reloader = CloudMapReloader(state, maps, "generic")
     (maps / "generic.yaml").unlink()
     assert reloader.check_once() is False

@@ -39,7 +39,7 @@ def build_app(
     namespace: str = "gpuport-system",
 ) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
-    signature = directory_signature(cloudmap_dir, inventory)
+    signature = (directory_signature(cloudmap_dir, inventory), 0)
     gate = quota_gate(cluster, namespace) if cluster else None
     state = ServerState(
         context=build_context(cloudmap_dir, cloud, inventory),

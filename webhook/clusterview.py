@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook import quantity
 from webhook.checks import is_extended_resource
+from webhook.inventory import CAPABILITY_ANNOTATION
 from webhook.quota import Quota
 
 log = logging.getLogger("gpuport.clusterview")
@@ -80,8 +81,11 @@ class ClusterView:
         self._quotas: dict[tuple[str, str], Quota] = {}
         self._namespaces: dict[str, dict[str, dict[str, str]]] = {}
         self._limitranges: dict[tuple[str, str], dict[str, Any]] = {}
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self.nodes_version = 0  # bumped on every node change the decisions care about
         self._synced = {
-            name: threading.Event() for name in ("pods", "resourcequotas", "namespaces", "limitranges")
+            name: threading.Event()
+            for name in ("pods", "resourcequotas", "namespaces", "limitranges", "nodes")
         }
         self._stop = threading.Event()
 
@@ -119,6 +123,18 @@ class ClusterView:
                 "annotations": dict(found.get("annotations", {})),
             }
 
+    def inventory(self):
+        """The nodes as an Inventory (labels, allocatable, taints, node-agent capability), or None."""
+        from webhook.inventory import InventoryError, parse_inventory
+
+        with self._lock:
+            nodes = list(self._nodes.values())
+        try:
+            return parse_inventory(nodes) if nodes else None
+        except InventoryError as exc:
+            log.warning("node inventory not usable: %s", exc)
+            return None
+
     def limitranges_in(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
             return [lr for (ns, _), lr in self._limitranges.items() if ns == namespace]
@@ -130,6 +146,7 @@ class ClusterView:
             ("resourcequotas", self.core.list_resource_quota_for_all_namespaces, self._apply_quota),
             ("namespaces", self.core.list_namespace, self._apply_namespace),
             ("limitranges", self.core.list_limit_range_for_all_namespaces, self._apply_limitrange),
+            ("nodes", self.core.list_node, self._apply_node),
         )
         for name, list_fn, apply in loops:
             threading.Thread(
@@ -212,6 +229,32 @@ class ClusterView:
                 self._namespaces.pop(obj["metadata"]["name"], None)
             else:
                 self._namespaces[obj["metadata"]["name"]] = keep(obj)
+
+    def _apply_node(self, kind: str, obj, listed) -> None:
+        def keep(o):
+            metadata = o.get("metadata") or {}
+            capability = (metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION)
+            return {
+                "kind": "Node",
+                "metadata": {
+                    "name": metadata.get("name"),
+                    "labels": metadata.get("labels") or {},
+                    "annotations": {CAPABILITY_ANNOTATION: capability} if capability else {},
+                },
+                "status": {"allocatable": (o.get("status") or {}).get("allocatable") or {}},
+                "spec": {"taints": (o.get("spec") or {}).get("taints") or []},
+            }
+
+        with self._lock:
+            before = dict(self._nodes)
+            if kind == "RELIST":
+                self._nodes = {o["metadata"]["name"]: keep(o) for o in listed["items"]}
+            elif kind == "DELETED":
+                self._nodes.pop(obj["metadata"]["name"], None)
+            else:
+                self._nodes[obj["metadata"]["name"]] = keep(obj)
+            if self._nodes != before:  # heartbeats change nothing kept: no rebuild for them
+                self.nodes_version += 1
 
     def _apply_limitrange(self, kind: str, obj, listed) -> None:
         def keep(o):

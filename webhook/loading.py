@@ -18,7 +18,10 @@ class StartupError(RuntimeError):
     pass
 
 
-def build_context(cloudmap_dir: Path, cloud: str, inventory_file: Path | None = None) -> Context:
+def build_context(
+    cloudmap_dir: Path, cloud: str, inventory_file: Path | None = None, inventory: Inventory | None = None
+) -> Context:
+    """The decision context; nodes come from `inventory_file`, else `inventory` (the cluster view)."""
     try:
         loaded = load_directory(cloudmap_dir)
     except CloudMapError as exc:
@@ -28,9 +31,10 @@ def build_context(cloudmap_dir: Path, cloud: str, inventory_file: Path | None = 
         raise StartupError(f"no cloud map named {cloud!r} in {cloudmap_dir} (found: {known})")
     dialects = Dialects(tuple(loaded.maps.values()), loaded.catalogue)
     target = loaded.maps[cloud]
-    if inventory_file is None:
+    if inventory_file is not None:
+        inventory = load_inventory(inventory_file)
+    if inventory is None:
         return Context(target=target, dialects=dialects)
-    inventory = load_inventory(inventory_file)
     present = models_present(inventory, target, loaded.catalogue)
     offered = tuple(m for m in target.models_offered(loaded.catalogue) if m in present)
     if offered:

@@ -29,12 +29,15 @@ class CloudMapReloader:
 
     def check_once(self) -> bool:
         """Reload if the files changed; True when a new context was swapped in."""
-        signature = directory_signature(self.directory, self.inventory)
+        view = getattr(self.state, "view", None)
+        # Node changes seen by the cluster view count as an edit too: present models and topology follow.
+        signature = (directory_signature(self.directory, self.inventory), view.nodes_version if view else 0)
         if signature == self.state.maps_signature:
             return False
         self.state.maps_signature = signature
         try:
-            context = build_context(self.directory, self.cloud, self.inventory)
+            nodes = view.inventory() if view is not None and self.inventory is None else None
+            context = build_context(self.directory, self.cloud, self.inventory, nodes)
         except StartupError as exc:
             self.state.reload_error = str(exc)
             metrics.CLOUDMAP_RELOADS.labels("error").inc()

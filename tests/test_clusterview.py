@@ -1,0 +1,138 @@
+"""The watch cache's bookkeeping, driven with the events a watch would deliver (no API server)."""
+
+import json
+from types import SimpleNamespace
+
+from tests.fakenvml import FakeNVML
+from tests.helpers import context
+from tests.translation_cases import pod
+from webhook.clusterview import ClusterView, compact_pod
+from webhook.nodeagent.gather import gather
+
+
+def view():
+    core = SimpleNamespace(api_client=SimpleNamespace(sanitize_for_serialization=lambda o: o))
+    return ClusterView(core)
+
+
+def gpu_pod(name, uid, phase="Pending", gpus="1"):
+    obj = pod({"nvidia.com/gpu": gpus}, name=name)
+    obj["metadata"]["uid"] = uid
+    obj["status"] = {"phase": phase}
+    return obj
+
+
+def test_only_gpu_pods_are_kept_and_only_what_quota_needs():
+    assert compact_pod(pod({"cpu": "1"})) is None
+    kept = compact_pod(
+        dict(gpu_pod("a", "u1"), spec={**gpu_pod("a", "u1")["spec"], "volumes": [{"name": "v"}]})
+    )
+    assert "volumes" not in kept["spec"]
+    assert kept["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_pods_relist_add_modify_delete_and_terminal_ones_do_not_count():
+    cache = view()
+    cache._apply_pod(
+        "RELIST",
+        None,
+        {
+            "items": [
+                gpu_pod("a", "u1"),
+                pod({"cpu": "1"}) | {"metadata": {"name": "cpu", "namespace": "team-a", "uid": "u0"}},
+            ]
+        },
+    )
+    assert [p["metadata"]["uid"] for p in cache.pods_in("team-a")] == ["u1"]
+    cache._apply_pod("ADDED", gpu_pod("b", "u2"), {})
+    cache._apply_pod("MODIFIED", gpu_pod("a", "u1", phase="Succeeded"), {})
+    assert [p["metadata"]["uid"] for p in cache.pods_in("team-a")] == ["u2"]
+    assert cache.has_pod("u1")  # still known, just not counted
+    cache._apply_pod("DELETED", gpu_pod("b", "u2"), {})
+    assert cache.pods_in("team-a") == [] and not cache.has_pod("u2")
+
+
+def test_quotas_limitranges_and_namespaces():
+    cache = view()
+    quota = {
+        "metadata": {"name": "gpus", "namespace": "team-a"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}, "scopes": ["NotTerminating"]},
+    }
+    cache._apply_quota("RELIST", None, {"items": [quota]})
+    (found,) = cache.quotas_in("team-a")
+    assert (found.name, int(found.hard["requests.nvidia.com/gpu"]), found.scopes) == (
+        "gpus",
+        8,
+        ("NotTerminating",),
+    )
+    cache._apply_quota("DELETED", quota, {})
+    assert cache.quotas_in("team-a") == []
+    cache._apply_namespace(
+        "ADDED",
+        {
+            "metadata": {
+                "name": "team-a",
+                "labels": {"a": "b"},
+                "annotations": {"gpuport.io/gpu-limits": "[]"},
+            }
+        },
+        {},
+    )
+    assert cache.namespace("team-a") == {"labels": {"a": "b"}, "annotations": {"gpuport.io/gpu-limits": "[]"}}
+    cache._apply_limitrange(
+        "ADDED", {"metadata": {"name": "lr", "namespace": "team-a"}, "spec": {"limits": []}}, {}
+    )
+    assert [lr["metadata"]["name"] for lr in cache.limitranges_in("team-a")] == ["lr"]
+
+
+def test_nodes_become_an_inventory_and_heartbeats_do_not_bump_the_version():
+    cache = view()
+    record = gather(FakeNVML.load("h100-sxm-8-nvswitch"), context().dialects.catalogue)
+    node = {
+        "metadata": {
+            "name": "n1",
+            "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "annotations": {"gpuport.io/capability": json.dumps(record), "other": "x"},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready"}]},
+    }
+    cache._apply_node("RELIST", None, {"items": [node]})
+    assert cache.nodes_version == 1
+    heartbeat = json.loads(json.dumps(node))
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "lastHeartbeatTime": "now"}]
+    cache._apply_node("MODIFIED", heartbeat, {})
+    assert cache.nodes_version == 1
+    inventory = cache.inventory()
+    assert inventory.nodes[0].capability["nvlink_domain_size"] == 8
+    assert "other" not in json.dumps(cache._nodes)  # only what decisions read is kept
+
+
+def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
+    import shutil
+
+    from webhook.cloudmap import default_directory, directory_signature
+    from webhook.reload import CloudMapReloader
+    from webhook.server import ServerState
+
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    cache = view()
+    state = ServerState(
+        context=context(),
+        maps_signature=(directory_signature(maps), 0),
+        quota_gate=SimpleNamespace(view=cache),
+    )
+    reloader = CloudMapReloader(state, maps, "generic")
+    assert reloader.check_once() is False
+    record = gather(FakeNVML.load("h100-sxm-8-nvswitch"), context().dialects.catalogue)
+    cache._apply_node(
+        "ADDED",
+        {
+            "metadata": {"name": "n1", "annotations": {"gpuport.io/capability": json.dumps(record)}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        },
+        {},
+    )
+    assert reloader.check_once() is True
+    assert state.context.target.offered_models == ("H100-80GB",)
+    assert state.context.mutations  # placement hints from the live nodes
