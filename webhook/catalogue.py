@@ -104,6 +104,16 @@ class Catalogue:
     def ids(self) -> tuple[str, ...]:
         return tuple(self.models)
 
+    def equivalent(self, model_id: str, offered: Iterable[str]) -> GpuModel | None:
+        """The offered model of the same vendor with the least memory that is still ≥ the source's."""
+        source = self.models[model_id]
+        fits = [
+            self.models[m]
+            for m in offered
+            if self.models[m].vendor == source.vendor and self.models[m].memory_gb >= source.memory_gb
+        ]
+        return min(fits, key=lambda g: (g.memory_gb, g.id)) if fits else None
+
 
 def parse_catalogue(data: Mapping) -> Catalogue:
     models = {}

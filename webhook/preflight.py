@@ -366,15 +366,8 @@ def _model_check(models: set[str], target: CloudMap, catalogue: Catalogue) -> tu
     if same:
         return 1.0, f"same model offered: {', '.join(same)}"
     for model_id in sorted(models):
-        source = catalogue.models[model_id]
-        fits = [
-            catalogue.models[m]
-            for m in offered
-            if catalogue.models[m].vendor == source.vendor
-            and catalogue.models[m].memory_gb >= source.memory_gb
-        ]
-        if fits:
-            best = min(fits, key=lambda g: (g.memory_gb, g.id))
+        best = catalogue.equivalent(model_id, offered)
+        if best is not None:
             return 0.7, f"{model_id} not offered; equivalent with ≥ memory: {best.id} ({best.memory_gb} GB)"
     return (
         0.0,

@@ -160,17 +160,7 @@ def _target_models(demand: PodDemand, target: CloudMap, catalogue: Catalogue, pr
     kept = tuple(sorted(m for m in wanted if m in offered))
     if kept:
         return kept, ""
-    substitutes = []
-    for model_id in sorted(wanted):
-        source = catalogue.get(model_id)
-        fits = [
-            catalogue.models[m]
-            for m in offered
-            if catalogue.models[m].vendor == source.vendor
-            and catalogue.models[m].memory_gb >= source.memory_gb
-        ]
-        if fits:
-            substitutes.append(min(fits, key=lambda g: (g.memory_gb, g.id)).id)
+    substitutes = [m.id for w in sorted(wanted) if (m := catalogue.equivalent(w, offered)) is not None]
     if not substitutes:
         problems.append(
             f"asks for {' or '.join(sorted(wanted))}; {target.name} offers no GPU with as much memory "
