@@ -143,10 +143,3 @@ def test_smallest_fit_across_models_prefers_the_smallest_slice():
     models = [CATALOGUE.get("H200"), CATALOGUE.get("A100-40GB")]
     model, profile = smallest_model_fit(models, MigProfile.parse("1g.5gb"))
     assert (model.id, profile.name) == ("A100-40GB", "1g.5gb")
-
-
-def test_gpu_fraction_of_a_slice():
-    from fractions import Fraction
-
-    assert CATALOGUE.get("A100-40GB").gpu_fraction(MigProfile.parse("1g.5gb")) == Fraction(1, 7)
-    assert CATALOGUE.get("A30").gpu_fraction(MigProfile.parse("1g.6gb")) == Fraction(1, 4)

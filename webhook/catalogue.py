@@ -3,7 +3,6 @@
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 PROFILE_PATTERN = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
@@ -59,10 +58,6 @@ class GpuModel:
 
     def mig_profiles(self) -> list[MigProfile]:
         return sorted(MigProfile.parse(name) for name in self.profiles)
-
-    def gpu_fraction(self, profile: MigProfile) -> Fraction:
-        """GPU-equivalents of one slice: compute slices over the model's total."""
-        return Fraction(profile.compute, self.compute_slices)
 
     def smallest_fit(self, wanted: MigProfile) -> MigProfile | None:
         """The project rule: the smallest profile with ≥ the compute and ≥ the memory asked for;

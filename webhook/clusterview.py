@@ -8,7 +8,6 @@ code reads plain copies; it never calls the API.
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -94,10 +93,6 @@ class ClusterView:
     def synced(self) -> bool:
         return all(event.is_set() for event in self._synced.values())
 
-    def wait_synced(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in self._synced.values())
-
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
             return [
@@ -105,10 +100,6 @@ class ClusterView:
                 for p in self._pods.values()
                 if p["metadata"]["namespace"] == namespace and p["status"]["phase"] not in TERMINAL
             ]
-
-    def has_pod(self, uid: str) -> bool:
-        with self._lock:
-            return uid in self._pods
 
     def quotas_in(self, namespace: str) -> list[Quota]:
         with self._lock:

@@ -26,7 +26,6 @@ from webhook.platform import CloudMap
 class PodGpuUse:
     equivalents: Fraction
     memory_mib: int  # GPU memory the pod can use, for the optional gpuport.io/gpu-memory budget
-    forms: tuple[str, ...]  # which forms were counted, for the denial message
 
 
 def ask_equivalents(
@@ -79,7 +78,6 @@ def pod_use(pod: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalog
     return PodGpuUse(
         equivalents=max(running[0], init[0]),
         memory_mib=max(running[1], init[1]),
-        forms=tuple(sorted({a.kind for a in demand.asks})),
     )
 
 

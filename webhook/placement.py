@@ -22,7 +22,6 @@ JOB_LABELS = (
     "jobset.sigs.k8s.io/jobset-name",
 )
 NVLINK_LABEL = "gpuport.io/nvlink-domain-size"
-NUMA_LABEL = "gpuport.io/gpus-per-numa-node"
 NUMA_HINT = "gpuport.io/numa-hint"
 NUMA_ANNOTATIONS = {
     "volcano": ("volcano.sh/numa-topology-policy", "single-numa-node"),
