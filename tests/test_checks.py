@@ -168,3 +168,15 @@ def test_cpu_and_memory_fractions_are_not_our_business(generic_context):
 )
 def test_extended_resource_rule_matches_kubernetes(name, extended):
     assert is_extended_resource(name) is extended
+
+
+def test_the_readme_shows_the_denial_the_server_really_gives(generic_context):
+    from tests.helpers import REPO
+
+    readme = (REPO / "README.md").read_text()
+    shown = readme.split("and the answer denies it with a message a user can act on:", 1)[1]
+    shown = shown.split("```", 2)[1]
+    decision = decide_mutation(
+        parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json")), generic_context
+    )
+    assert " ".join(shown.split()) == decision.message
