@@ -6,6 +6,7 @@ only the fields quota needs; quotas, limit ranges and namespace labels are small
 code reads plain copies; it never calls the API.
 """
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -73,7 +74,6 @@ def to_quota(obj: dict[str, Any]) -> Quota:
 class ClusterView:
     def __init__(self, core_api, backoff_max: float = 30.0):
         self.core = core_api
-        self.serialize = core_api.api_client.sanitize_for_serialization
         self.backoff_max = backoff_max
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, Any]] = {}  # uid → compact pod
@@ -156,21 +156,31 @@ class ClusterView:
         backoff = 0.5
         while not self._stop.is_set():
             try:
-                listed = list_fn()
-                items = [self.serialize(i) for i in listed.items]
-                apply("RELIST", None, {"items": items})
+                # Raw JSON, not the client's typed models: a relist of every pod in a large cluster
+                # through the models costs seconds and memory in every worker.
+                listed = json.loads(list_fn(_preload_content=False).data)
+                apply("RELIST", None, {"items": listed.get("items") or []})
                 self._synced[name].set()
-                version = listed.metadata.resource_version
+                version = listed["metadata"]["resourceVersion"]
                 backoff = 0.5
                 while not self._stop.is_set():
                     stream = watch.Watch().stream(
-                        list_fn, resource_version=version, timeout_seconds=240, allow_watch_bookmarks=True
+                        list_fn,
+                        resource_version=version,
+                        timeout_seconds=240,
+                        allow_watch_bookmarks=True,
+                        deserialize=False,
                     )
                     for event in stream:
-                        obj = self.serialize(event["object"])
+                        obj = event["object"]
                         version = (obj.get("metadata") or {}).get("resourceVersion", version)
                         if event["type"] != "BOOKMARK":
                             apply(event["type"], obj, {})
+            except KeyError as exc:
+                # kubernetes' Watch with deserialize=False reads an ERROR event (410 Gone: the version is
+                # too old) under a key raw JSON does not have; either way the answer is to list again.
+                log.info("%s watch ended with an error event (%s): listing again", name, exc)
+                continue
             except ApiException as exc:
                 if exc.status == 410:
                     log.info("%s watch expired (410 Gone): listing again", name)
