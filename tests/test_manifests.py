@@ -211,7 +211,7 @@ def test_rbac_is_least_privilege():
     bound = {
         (b["roleRef"]["name"], s["name"])
         for _, b in documents()
-        if b["kind"].endswith("Binding")
+        if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
         for s in b["subjects"]
     }
     assert bound == {
@@ -265,3 +265,33 @@ def test_node_agent_daemonset_runs_unprivileged_with_its_node_name():
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert "resources" in container and "nvidia.com/gpu" not in container["resources"].get("limits", {})
+
+
+def test_admission_policy_matches_the_cloud_maps_and_refuses_foreign_gpu_names():
+    from webhook.policy import render
+
+    text = (MANIFESTS / "validatingadmissionpolicy.yaml").read_text()
+    assert text == render("generic"), "run `make manifests`"
+    policy, binding = list(yaml.safe_load_all(text))
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    expressions = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]} in expressions
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(policy["spec"]["validations"][0]["expression"]))
+
+    def passes(resources, init=False):
+        pod = {
+            "spec": {"containers": [{"name": "c", "resources": {"limits": resources, "requests": resources}}]}
+        }
+        if init:
+            pod["spec"]["initContainers"] = pod["spec"].pop("containers")
+            pod["spec"]["containers"] = [{"name": "app"}]
+        return bool(program.evaluate({"object": celpy.json_to_cel(pod)}))
+
+    assert (
+        passes({"nvidia.com/gpu": "1"}) and passes({"nvidia.com/mig-1g.10gb": "1"}) and passes({"cpu": "1"})
+    )
+    assert not passes({"aliyun.com/gpu-mem": "8"})
+    assert not passes({"nvidia.com/gpumem": "8192"}, init=True)
+    assert passes({})
