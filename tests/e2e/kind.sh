@@ -29,5 +29,4 @@ kubectl -n gpuport-system wait --for=condition=complete job/gpuport-certs --time
 kubectl -n gpuport-system rollout status deployment/gpuport --timeout=180s
 
 make .venv/bin/.installed >/dev/null
-GPUPORT_E2E_KUBECONFIG=$KUBECONFIG_FILE .venv/bin/python -m pytest -v tests/integration/test_quota.py \
-  tests/integration/test_policy.py
+GPUPORT_E2E_KUBECONFIG=$KUBECONFIG_FILE .venv/bin/python -m pytest -v tests/integration/test_quota.py
