@@ -48,7 +48,7 @@ def test_pods_relist_add_modify_delete_and_terminal_ones_do_not_count():
     cache._apply_pod("MODIFIED", gpu_pod("a", "u1", phase="Succeeded"), {})
     assert [p["metadata"]["uid"] for p in cache.pods_in("team-a")] == ["u2"]
     cache._apply_pod("DELETED", gpu_pod("b", "u2"), {})
-    assert cache.pods_in("team-a") == [] and "u2" not in cache._pods
+    assert cache.pods_in("team-a") == [] and "u2" not in cache._pods["team-a"]
 
 
 def test_quotas_limitranges_and_namespaces():

@@ -333,3 +333,23 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
     gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Down(), "gpuport-system"))
     denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
     assert denied.reason == "quota-unavailable"
+
+
+def test_running_pods_are_recounted_when_the_maps_change():
+    from dataclasses import replace
+
+    running = dict(
+        pod({"nvidia.com/gpu.shared": "1"}), metadata={"name": "r", "namespace": "team-a", "uid": "r"}
+    )
+    gate = QuotaGate(
+        FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})], [running]),
+        MemoryLedger(),
+        clock=lambda: 0.0,
+    )
+    before = context("generic")
+    assert (
+        gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a", dry_run=True), before) is not None
+    )
+    target = replace(before.target, shared=replace(before.target.shared, replicas_per_gpu=4))
+    after = replace(before, target=target)  # an admin set replicas_per_gpu: the slot now counts 1/4
+    assert gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "b", dry_run=True), after) is None

@@ -76,7 +76,7 @@ class ClusterView:
         self.core = core_api
         self.backoff_max = backoff_max
         self._lock = threading.Lock()
-        self._pods: dict[str, dict[str, Any]] = {}  # uid → compact pod
+        self._pods: dict[str, dict[str, dict[str, Any]]] = {}  # namespace → uid → compact pod
         self._quotas: dict[tuple[str, str], Quota] = {}
         self._namespaces: dict[str, dict[str, dict[str, str]]] = {}
         self._limitranges: dict[tuple[str, str], dict[str, Any]] = {}
@@ -95,11 +95,7 @@ class ClusterView:
 
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
-            return [
-                p
-                for p in self._pods.values()
-                if p["metadata"]["namespace"] == namespace and p["status"]["phase"] not in TERMINAL
-            ]
+            return [p for p in self._pods.get(namespace, {}).values() if p["status"]["phase"] not in TERMINAL]
 
     def quotas_in(self, namespace: str) -> list[Quota]:
         with self._lock:
@@ -196,14 +192,19 @@ class ClusterView:
     def _apply_pod(self, kind: str, obj, listed) -> None:
         with self._lock:
             if kind == "RELIST":
-                self._pods = {p["metadata"]["uid"]: p for p in map(compact_pod, listed["items"]) if p}
+                self._pods = {}
+                for compact in filter(None, map(compact_pod, listed["items"])):
+                    self._pods.setdefault(compact["metadata"]["namespace"], {})[
+                        compact["metadata"]["uid"]
+                    ] = compact
                 return
-            uid = obj["metadata"]["uid"]
+            metadata = obj["metadata"]
+            in_namespace = self._pods.setdefault(metadata.get("namespace"), {})
             compact = compact_pod(obj) if kind != "DELETED" else None
             if compact is None:
-                self._pods.pop(uid, None)
+                in_namespace.pop(metadata["uid"], None)
             else:
-                self._pods[uid] = compact
+                in_namespace[metadata["uid"]] = compact
 
     def _apply_quota(self, kind: str, obj, listed) -> None:
         with self._lock:

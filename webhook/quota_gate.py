@@ -29,6 +29,9 @@ class QuotaGate:
         self.view = view
         self.ledger = ledger
         self.clock = clock
+        # Each running pod's usage, worked out once per context (maps reload → new context → recount).
+        self._usage: dict[str, tuple[Usage, object]] = {}
+        self._usage_context: Context | None = None  # held, so its identity cannot be reused
 
     def admit(self, request: AdmissionRequest, context: Context) -> Decision | None:
         """A denial, or None when quota has nothing against this request."""
@@ -54,11 +57,10 @@ class QuotaGate:
         snapshot = self.view.pods_in(request.namespace)
         counted = {str((p.get("metadata") or {}).get("uid")) for p in snapshot}
         for other in snapshot:
-            other_use = pod_use(other, read_demand(other, context.dialects), target, catalogue)
-            other_facts = pod_facts(other)
+            other_use, other_facts = self._counted(other, context)
             for quota in quotas:
                 if applies(quota, other_facts):
-                    used[quota.name] = used[quota.name] + Usage(other_use.equivalents, other_use.memory_mib)
+                    used[quota.name] = used[quota.name] + other_use
 
         def decide(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
@@ -68,6 +70,8 @@ class QuotaGate:
                     return message
             return None
 
+        if len(self._usage) > 4 * len(snapshot) + 1000:
+            self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         key = str((pod.get("metadata") or {}).get("uid") or request.uid)
         now = self.clock()
         reservation = Reservation(
@@ -87,3 +91,18 @@ class QuotaGate:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
+
+    def _counted(self, other: dict, context: Context):
+        """(Usage, PodFacts) of a running pod; a pod's spec never changes, so once per context is enough."""
+        if context is not self._usage_context:
+            self._usage.clear()
+            self._usage_context = context
+        key = str(other["metadata"].get("uid"))
+        found = self._usage.get(key)
+        if found is None:
+            use = pod_use(
+                other, read_demand(other, context.dialects), context.target, context.dialects.catalogue
+            )
+            found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
+            self._usage[key] = found
+        return found
