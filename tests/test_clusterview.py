@@ -33,22 +33,14 @@ def test_only_gpu_pods_are_kept_and_only_what_quota_needs():
 
 def test_pods_relist_add_modify_delete_and_terminal_ones_do_not_count():
     cache = view()
-    cache._apply_pod(
-        "RELIST",
-        None,
-        {
-            "items": [
-                gpu_pod("a", "u1"),
-                pod({"cpu": "1"}) | {"metadata": {"name": "cpu", "namespace": "team-a", "uid": "u0"}},
-            ]
-        },
-    )
+    cpu_pod = pod({"cpu": "1"}) | {"metadata": {"name": "cpu", "namespace": "team-a", "uid": "u0"}}
+    cache.apply("pods", "RELIST", items=[gpu_pod("a", "u1"), cpu_pod])
     assert [p["metadata"]["uid"] for p in cache.pods_in("team-a")] == ["u1"]
-    cache._apply_pod("ADDED", gpu_pod("b", "u2"), {})
-    cache._apply_pod("MODIFIED", gpu_pod("a", "u1", phase="Succeeded"), {})
+    cache.apply("pods", "ADDED", gpu_pod("b", "u2"))
+    cache.apply("pods", "MODIFIED", gpu_pod("a", "u1", phase="Succeeded"))
     assert [p["metadata"]["uid"] for p in cache.pods_in("team-a")] == ["u2"]
-    cache._apply_pod("DELETED", gpu_pod("b", "u2"), {})
-    assert cache.pods_in("team-a") == [] and "u2" not in cache._pods["team-a"]
+    cache.apply("pods", "DELETED", gpu_pod("b", "u2"))
+    assert cache.pods_in("team-a") == []
 
 
 def test_quotas_limitranges_and_namespaces():
@@ -57,16 +49,17 @@ def test_quotas_limitranges_and_namespaces():
         "metadata": {"name": "gpus", "namespace": "team-a"},
         "spec": {"hard": {"requests.nvidia.com/gpu": "8"}, "scopes": ["NotTerminating"]},
     }
-    cache._apply_quota("RELIST", None, {"items": [quota]})
+    cache.apply("resourcequotas", "RELIST", items=[quota])
     (found,) = cache.quotas_in("team-a")
     assert (found.name, int(found.hard["requests.nvidia.com/gpu"]), found.scopes) == (
         "gpus",
         8,
         ("NotTerminating",),
     )
-    cache._apply_quota("DELETED", quota, {})
+    cache.apply("resourcequotas", "DELETED", quota)
     assert cache.quotas_in("team-a") == []
-    cache._apply_namespace(
+    cache.apply(
+        "namespaces",
         "ADDED",
         {
             "metadata": {
@@ -75,11 +68,12 @@ def test_quotas_limitranges_and_namespaces():
                 "annotations": {"gpuport.io/gpu-limits": "[]"},
             }
         },
-        {},
     )
     assert cache.namespace("team-a") == {"labels": {"a": "b"}, "annotations": {"gpuport.io/gpu-limits": "[]"}}
-    cache._apply_limitrange(
-        "ADDED", {"metadata": {"name": "lr", "namespace": "team-a"}, "spec": {"limits": []}}, {}
+    cache.apply(
+        "limitranges",
+        "ADDED",
+        {"metadata": {"name": "lr", "namespace": "team-a"}, "spec": {"limits": []}},
     )
     assert [lr["metadata"]["name"] for lr in cache.limitranges_in("team-a")] == ["lr"]
 
@@ -95,15 +89,15 @@ def test_nodes_become_an_inventory_and_heartbeats_do_not_bump_the_version():
         },
         "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready"}]},
     }
-    cache._apply_node("RELIST", None, {"items": [node]})
+    cache.apply("nodes", "RELIST", items=[node])
     assert cache.nodes_version == 1
     heartbeat = json.loads(json.dumps(node))
     heartbeat["status"]["conditions"] = [{"type": "Ready", "lastHeartbeatTime": "now"}]
-    cache._apply_node("MODIFIED", heartbeat, {})
+    cache.apply("nodes", "MODIFIED", heartbeat)
     assert cache.nodes_version == 1
     inventory = cache.inventory()
     assert inventory.nodes[0].capability["nvlink_domain_size"] == 8
-    assert "other" not in json.dumps(cache._nodes)  # only what decisions read is kept
+    assert "other" not in json.dumps(cache._stores["nodes"].groups)  # only what decisions read is kept
 
 
 def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
@@ -124,13 +118,13 @@ def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     reloader = CloudMapReloader(state, maps, "generic")
     assert reloader.check_once() is False
     record = gather(FakeNVML.load("h100-sxm-8-nvswitch"), context().dialects.catalogue)
-    cache._apply_node(
+    cache.apply(
+        "nodes",
         "ADDED",
         {
             "metadata": {"name": "n1", "annotations": {"gpuport.io/capability": json.dumps(record)}},
             "status": {"allocatable": {"nvidia.com/gpu": "8"}},
         },
-        {},
     )
     assert reloader.check_once() is True
     assert state.context.target.offered_models == ("H100-80GB",)

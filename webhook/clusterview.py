@@ -71,21 +71,86 @@ def to_quota(obj: dict[str, Any]) -> Quota:
     )
 
 
+def keep_namespace(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
+    metadata = obj.get("metadata") or {}
+    return {"labels": metadata.get("labels") or {}, "annotations": metadata.get("annotations") or {}}
+
+
+def keep_limitrange(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace")},
+        "spec": obj.get("spec") or {},
+    }
+
+
+def keep_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """What placement reads: labels, allocatable, taints and the node agent's record; not the status
+    conditions, so kubelet heartbeats change nothing kept."""
+    metadata = obj.get("metadata") or {}
+    capability = (metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION)
+    return {
+        "kind": "Node",
+        "metadata": {
+            "name": metadata.get("name"),
+            "labels": metadata.get("labels") or {},
+            "annotations": {CAPABILITY_ANNOTATION: capability} if capability else {},
+        },
+        "status": {"allocatable": (obj.get("status") or {}).get("allocatable") or {}},
+        "spec": {"taints": (obj.get("spec") or {}).get("taints") or []},
+    }
+
+
+class _Store:
+    """One resource kind, relisted whole then kept current by watch events, grouped by namespace
+    ("" for cluster-scoped kinds) so a read touches one namespace only."""
+
+    def __init__(self, keep: Callable[[dict[str, Any]], Any], key: str = "name"):
+        self.keep = keep  # the compact value to hold, or None for objects not worth holding
+        self.key = key  # the metadata field that names an object within its group
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.version = 0  # bumped whenever what is held changes
+
+    def apply(self, kind: str, obj: dict[str, Any] | None, items: list[dict[str, Any]]) -> None:
+        if kind == "RELIST":
+            groups: dict[str, dict[str, Any]] = {}
+            for item in items:
+                value = self.keep(item)
+                if value is not None:
+                    groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
+            changed, self.groups = groups != self.groups, groups
+        else:
+            group = self.groups.setdefault(self._group(obj), {})
+            name = obj["metadata"][self.key]
+            value = self.keep(obj) if kind != "DELETED" else None
+            changed = group.get(name) != value
+            if value is None:
+                group.pop(name, None)
+            else:
+                group[name] = value
+        if changed:
+            self.version += 1
+
+    def in_group(self, group: str) -> list[Any]:
+        return list(self.groups.get(group, {}).values())
+
+    @staticmethod
+    def _group(obj: dict[str, Any]) -> str:
+        return (obj.get("metadata") or {}).get("namespace") or ""
+
+
 class ClusterView:
     def __init__(self, core_api, backoff_max: float = 30.0):
         self.core = core_api
         self.backoff_max = backoff_max
         self._lock = threading.Lock()
-        self._pods: dict[str, dict[str, dict[str, Any]]] = {}  # namespace → uid → compact pod
-        self._quotas: dict[tuple[str, str], Quota] = {}
-        self._namespaces: dict[str, dict[str, dict[str, str]]] = {}
-        self._limitranges: dict[tuple[str, str], dict[str, Any]] = {}
-        self._nodes: dict[str, dict[str, Any]] = {}
-        self.nodes_version = 0  # bumped on every node change the decisions care about
-        self._synced = {
-            name: threading.Event()
-            for name in ("pods", "resourcequotas", "namespaces", "limitranges", "nodes")
+        self._stores = {
+            "pods": _Store(compact_pod, key="uid"),
+            "resourcequotas": _Store(to_quota),
+            "namespaces": _Store(keep_namespace),
+            "limitranges": _Store(keep_limitrange),
+            "nodes": _Store(keep_node),
         }
+        self._synced = {name: threading.Event() for name in self._stores}
         self._stop = threading.Event()
 
     # -- reads, for the admission path --------------------------------------------------------
@@ -93,18 +158,28 @@ class ClusterView:
     def synced(self) -> bool:
         return all(event.is_set() for event in self._synced.values())
 
+    @property
+    def nodes_version(self) -> int:
+        """Changes whenever a node change the decisions would see arrives (not on heartbeats)."""
+        return self._stores["nodes"].version
+
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
-            return [p for p in self._pods.get(namespace, {}).values() if p["status"]["phase"] not in TERMINAL]
+            pods = self._stores["pods"].in_group(namespace)
+        return [p for p in pods if p["status"]["phase"] not in TERMINAL]
 
     def quotas_in(self, namespace: str) -> list[Quota]:
         with self._lock:
-            return [q for (ns, _), q in self._quotas.items() if ns == namespace]
+            return self._stores["resourcequotas"].in_group(namespace)
+
+    def limitranges_in(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return self._stores["limitranges"].in_group(namespace)
 
     def namespace(self, namespace: str) -> dict[str, dict[str, str]]:
         """Labels and annotations of a namespace (set by its admins, never by a pod)."""
         with self._lock:
-            found = self._namespaces.get(namespace, {})
+            found = self._stores["namespaces"].groups.get("", {}).get(namespace, {})
             return {
                 "labels": dict(found.get("labels", {})),
                 "annotations": dict(found.get("annotations", {})),
@@ -115,37 +190,36 @@ class ClusterView:
         from webhook.inventory import InventoryError, parse_inventory
 
         with self._lock:
-            nodes = list(self._nodes.values())
+            nodes = self._stores["nodes"].in_group("")
         try:
             return parse_inventory(nodes) if nodes else None
         except InventoryError as exc:
             log.warning("node inventory not usable: %s", exc)
             return None
 
-    def limitranges_in(self, namespace: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [lr for (ns, _), lr in self._limitranges.items() if ns == namespace]
-
     # -- the watch loops ------------------------------------------------------------------------
+    def apply(self, name: str, kind: str, obj: dict[str, Any] | None = None, items=()) -> None:
+        """One list result (kind RELIST) or watch event for the named resource kind."""
+        with self._lock:
+            self._stores[name].apply(kind, obj, list(items))
+
     def start(self) -> None:
-        loops = (
-            ("pods", self.core.list_pod_for_all_namespaces, self._apply_pod),
-            ("resourcequotas", self.core.list_resource_quota_for_all_namespaces, self._apply_quota),
-            ("namespaces", self.core.list_namespace, self._apply_namespace),
-            ("limitranges", self.core.list_limit_range_for_all_namespaces, self._apply_limitrange),
-            ("nodes", self.core.list_node, self._apply_node),
-        )
-        for name, list_fn, apply in loops:
+        lists = {
+            "pods": self.core.list_pod_for_all_namespaces,
+            "resourcequotas": self.core.list_resource_quota_for_all_namespaces,
+            "namespaces": self.core.list_namespace,
+            "limitranges": self.core.list_limit_range_for_all_namespaces,
+            "nodes": self.core.list_node,
+        }
+        for name, list_fn in lists.items():
             threading.Thread(
-                target=self._run, args=(name, list_fn, apply), name=f"watch-{name}", daemon=True
+                target=self._run, args=(name, list_fn), name=f"watch-{name}", daemon=True
             ).start()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _run(
-        self, name: str, list_fn: Callable, apply: Callable[[str, dict[str, Any] | None, dict], None]
-    ) -> None:
+    def _run(self, name: str, list_fn: Callable) -> None:
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
 
@@ -155,7 +229,7 @@ class ClusterView:
                 # Raw JSON, not the client's typed models: a relist of every pod in a large cluster
                 # through the models costs seconds and memory in every worker.
                 listed = json.loads(list_fn(_preload_content=False).data)
-                apply("RELIST", None, {"items": listed.get("items") or []})
+                self.apply(name, "RELIST", items=listed.get("items") or [])
                 self._synced[name].set()
                 version = listed["metadata"]["resourceVersion"]
                 backoff = 0.5
@@ -171,12 +245,13 @@ class ClusterView:
                         obj = event["object"]
                         version = (obj.get("metadata") or {}).get("resourceVersion", version)
                         if event["type"] != "BOOKMARK":
-                            apply(event["type"], obj, {})
+                            self.apply(name, event["type"], obj)
             except KeyError as exc:
                 # kubernetes' Watch with deserialize=False reads an ERROR event (410 Gone: the version is
                 # too old) under a key raw JSON does not have; either way the answer is to list again.
-                log.info("%s watch ended with an error event (%s): listing again", name, exc)
-                continue
+                log.info(
+                    "%s watch ended with an error event (%s): listing again in %.1fs", name, exc, backoff
+                )
             except ApiException as exc:
                 if exc.status == 410:
                     log.info("%s watch expired (410 Gone): listing again", name)
@@ -188,91 +263,3 @@ class ClusterView:
                 log.warning("%s watch broke (%s); listing again in %.1fs", name, exc, backoff)
             self._stop.wait(backoff)
             backoff = min(backoff * 2, self.backoff_max)
-
-    def _apply_pod(self, kind: str, obj, listed) -> None:
-        with self._lock:
-            if kind == "RELIST":
-                self._pods = {}
-                for compact in filter(None, map(compact_pod, listed["items"])):
-                    self._pods.setdefault(compact["metadata"]["namespace"], {})[
-                        compact["metadata"]["uid"]
-                    ] = compact
-                return
-            metadata = obj["metadata"]
-            in_namespace = self._pods.setdefault(metadata.get("namespace"), {})
-            compact = compact_pod(obj) if kind != "DELETED" else None
-            if compact is None:
-                in_namespace.pop(metadata["uid"], None)
-            else:
-                in_namespace[metadata["uid"]] = compact
-
-    def _apply_quota(self, kind: str, obj, listed) -> None:
-        with self._lock:
-            if kind == "RELIST":
-                self._quotas = {
-                    (o["metadata"]["namespace"], o["metadata"]["name"]): to_quota(o) for o in listed["items"]
-                }
-                return
-            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            if kind == "DELETED":
-                self._quotas.pop(key, None)
-            else:
-                self._quotas[key] = to_quota(obj)
-
-    def _apply_namespace(self, kind: str, obj, listed) -> None:
-        def keep(o):
-            metadata = o.get("metadata") or {}
-            return {"labels": metadata.get("labels") or {}, "annotations": metadata.get("annotations") or {}}
-
-        with self._lock:
-            if kind == "RELIST":
-                self._namespaces = {o["metadata"]["name"]: keep(o) for o in listed["items"]}
-            elif kind == "DELETED":
-                self._namespaces.pop(obj["metadata"]["name"], None)
-            else:
-                self._namespaces[obj["metadata"]["name"]] = keep(obj)
-
-    def _apply_node(self, kind: str, obj, listed) -> None:
-        def keep(o):
-            metadata = o.get("metadata") or {}
-            capability = (metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION)
-            return {
-                "kind": "Node",
-                "metadata": {
-                    "name": metadata.get("name"),
-                    "labels": metadata.get("labels") or {},
-                    "annotations": {CAPABILITY_ANNOTATION: capability} if capability else {},
-                },
-                "status": {"allocatable": (o.get("status") or {}).get("allocatable") or {}},
-                "spec": {"taints": (o.get("spec") or {}).get("taints") or []},
-            }
-
-        with self._lock:
-            before = dict(self._nodes)
-            if kind == "RELIST":
-                self._nodes = {o["metadata"]["name"]: keep(o) for o in listed["items"]}
-            elif kind == "DELETED":
-                self._nodes.pop(obj["metadata"]["name"], None)
-            else:
-                self._nodes[obj["metadata"]["name"]] = keep(obj)
-            if self._nodes != before:  # heartbeats change nothing kept: no rebuild for them
-                self.nodes_version += 1
-
-    def _apply_limitrange(self, kind: str, obj, listed) -> None:
-        def keep(o):
-            return {
-                "metadata": {k: o["metadata"].get(k) for k in ("name", "namespace")},
-                "spec": o.get("spec") or {},
-            }
-
-        with self._lock:
-            if kind == "RELIST":
-                self._limitranges = {
-                    (o["metadata"]["namespace"], o["metadata"]["name"]): keep(o) for o in listed["items"]
-                }
-                return
-            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            if kind == "DELETED":
-                self._limitranges.pop(key, None)
-            else:
-                self._limitranges[key] = keep(obj)
