@@ -10,7 +10,7 @@ from typing import Any
 
 from webhook.checks import Violation, check_pod_spec
 from webhook.decision import Decision, allow, deny
-from webhook.demand import read_demand, read_selection
+from webhook.demand import PodDemand, read_demand, read_selection
 from webhook.patch import diff_mutation
 from webhook.platform import CloudMap, Dialects
 from webhook.review import AdmissionRequest
@@ -32,24 +32,27 @@ class Context:
     present_models: frozenset[str] | None = None
 
 
-def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
-    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates)."""
+def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:
+    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates).
+    `demand` is the pod's, when the caller has already read it."""
     checked = _check(request, context)
     if checked is not None:
         return checked
-    if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
+    if not request.is_pod_create:
         return allow("checked")
     pod = request.object or {}
     try:
-        patch, warnings = rewrite_pod(pod, context)
+        patch, warnings = rewrite_pod(pod, context, demand)
     except Untranslatable as exc:
         return deny("untranslatable", untranslatable_message(request, context.target, exc))
     return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
 
 
-def rewrite_pod(pod: Mapping[str, Any], context: Context) -> tuple[list[dict[str, Any]], list[str]]:
+def rewrite_pod(
+    pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
-    demand = read_demand(pod, context.dialects)
+    demand = demand if demand is not None else read_demand(pod, context.dialects)
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
     if not wanted and (
         not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)

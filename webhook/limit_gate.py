@@ -6,7 +6,7 @@ import logging
 
 from webhook.core import Context
 from webhook.decision import Decision, deny
-from webhook.demand import read_demand
+from webhook.demand import PodDemand, read_demand
 from webhook.limits import (
     ANNOTATION,
     OPT_IN_LABEL,
@@ -26,8 +26,10 @@ class LimitGate:
     def __init__(self, view):
         self.view = view
 
-    def admit(self, request: AdmissionRequest, context: Context) -> Decision | None:
-        if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
+    def admit(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    ) -> Decision | None:
+        if not request.is_pod_create:
             return None
         pod = request.object or {}
         namespace = self.view.namespace(request.namespace)
@@ -40,7 +42,7 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
-        demand = read_demand(pod, context.dialects)
+        demand = demand if demand is not None else read_demand(pod, context.dialects)
         if not demand.asks:
             return None
         limits = []

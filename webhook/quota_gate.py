@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from webhook.core import Context
 from webhook.decision import Decision, deny
-from webhook.demand import read_demand
+from webhook.demand import PodDemand, read_demand
 from webhook.equivalents import pod_use
 from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation
 from webhook.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
@@ -33,13 +33,15 @@ class QuotaGate:
         self._usage: dict[str, tuple[Usage, object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
 
-    def admit(self, request: AdmissionRequest, context: Context) -> Decision | None:
+    def admit(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    ) -> Decision | None:
         """A denial, or None when quota has nothing against this request."""
-        if request.kind != "Pod" or request.group != "" or request.operation != "CREATE":
+        if not request.is_pod_create:
             return None
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        demand = read_demand(pod, context.dialects)
+        demand = demand if demand is not None else read_demand(pod, context.dialects)
         if not demand.asks:
             return None
         facts = pod_facts(pod)

@@ -37,6 +37,11 @@ class AdmissionRequest:
     object: Mapping[str, Any] | None
     old_object: Mapping[str, Any] | None
 
+    @property
+    def is_pod_create(self) -> bool:
+        """The only request gpuport rewrites, reserves quota for, or limits."""
+        return self.kind == "Pod" and self.group == "" and self.operation == "CREATE"
+
 
 def parse_review(body: bytes) -> AdmissionRequest:
     try:

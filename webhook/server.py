@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from webhook import metrics
 from webhook.core import Context, decide_mutation, decide_validation
 from webhook.decision import Decision, allow, deny
+from webhook.demand import read_demand
 from webhook.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
 
 log = logging.getLogger("gpuport.server")
@@ -83,16 +84,25 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         handle.__name__ = f"admission_{route}"
         return handle
 
+    # The pod's GPU asks are read once per request and shared by every step that needs them.
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        if state.limit_gate is not None and (refused := state.limit_gate.admit(review, context)):
-            return refused
-        return decide_mutation(review, context)
+        demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
+        if demand is not None and state.limit_gate is not None:
+            refused = state.limit_gate.admit(review, context, demand)
+            if refused:
+                return refused
+        return decide_mutation(review, context, demand)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
         decision = decide_validation(review, context)
-        for gate in (state.limit_gate, state.quota_gate):
-            if decision.allowed and gate is not None:
-                decision = gate.admit(review, context) or decision
+        gates = [g for g in (state.limit_gate, state.quota_gate) if g is not None]
+        if not (decision.allowed and gates and review.is_pod_create):
+            return decision
+        demand = read_demand(review.object or {}, context.dialects)
+        for gate in gates:
+            decision = gate.admit(review, context, demand) or decision
+            if not decision.allowed:
+                break
         return decision
 
     app.add_url_rule(
