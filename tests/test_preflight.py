@@ -406,3 +406,13 @@ def test_inventory_from_a_live_cluster_uses_the_same_parser():
     inventory = inventory_from_cluster(FakeCore())
     assert [(n.name, n.allocatable["nvidia.com/gpu"]) for n in inventory.nodes] == [("n1", Decimal(8))]
     assert inventory.quotas[0].hard == {"requests.nvidia.com/gpu": Decimal(4)}
+
+
+def test_preflight_quota_counts_mig_slices_like_the_webhook():
+    spec = pod({"nvidia.com/mig-1g.10gb": "1"})["spec"]
+    nodes = (gpu_node("n", {}, {"nvidia.com/mig-1g.10gb": "56"}),)
+    quota = Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+    seven = run([deployment("a", spec, replicas=7)], "generic", "generic", Inventory(nodes, (quota,)))
+    assert checks(seven)["quota"] == (1.0, "1 of 1 GPU-equivalents in ml")  # 7 × 1/7, exactly
+    eight = run([deployment("a", spec, replicas=8)], "generic", "generic", Inventory(nodes, (quota,)))
+    assert checks(eight)["quota"][0] == 0.0

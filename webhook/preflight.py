@@ -19,7 +19,8 @@ from webhook.catalogue import Catalogue
 from webhook.checks import check_pod_spec, is_extended_resource
 from webhook.core import Context, rewrite_pod
 from webhook.cuda import container_cuda, driver_runs, max_cuda_for, parse_version
-from webhook.demand import ContainerAsk, read_demand, required_expressions
+from webhook.demand import ContainerAsk, PodDemand, read_demand, required_expressions
+from webhook.equivalents import pod_use
 from webhook.inventory import Inventory, Node
 from webhook.packing import Replica, pack
 from webhook.platform import CloudMap
@@ -98,6 +99,7 @@ class _Template:
     replicas: int
     problems: list[str]
     needed_policy: str
+    demand: PodDemand  # the original template's GPU asks, read once
 
 
 def preflight(
@@ -117,7 +119,7 @@ def preflight(
         if not isinstance(doc, Mapping) or not list(pod_templates(doc)):
             continue
         report, templates = _workload(doc, context, inventory)
-        if not any(read_demand(t.original, context.dialects).asks for t in templates):
+        if not any(t.demand.asks for t in templates):
             continue  # CPU-only workloads are not part of a GPU migration
         workloads.append(report)
         templates_by_workload[report.key] = templates
@@ -175,7 +177,15 @@ def _workload(doc: Mapping[str, Any], context: Context, inventory: Inventory | N
         original.setdefault("metadata", {})
         translated, problems, needed = _translate(original, context)
         templates.append(
-            _Template(path, original, translated, _replica_count(doc, path, inventory), problems, needed)
+            _Template(
+                path,
+                original,
+                translated,
+                _replica_count(doc, path, inventory),
+                problems,
+                needed,
+                read_demand(original, context.dialects),
+            )
         )
     report = WorkloadReport(
         name=str(metadata.get("name", "?")),
@@ -283,26 +293,8 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
 
 
 def _gpu_equivalents(template: _Template, context: Context) -> Fraction:
-    """GPU-equivalents of one pod: whole GPUs count 1, a MIG slice its share of the compute, a shared
-    GPU its share of the memory when known (else a whole GPU, to stay on the safe side)."""
-    catalogue = context.dialects.catalogue
-    demand = read_demand(template.original, context.dialects)
-    total = Fraction(0)
-    for ask in demand.asks:
-        if ask.kind == "whole":
-            total += ask.count
-        elif ask.kind == "mig":
-            models = [m for m in catalogue.models.values() if ask.profile.name in m.profiles]
-            slices = min((m.compute_slices for m in models), default=7)
-            total += Fraction(ask.profile.compute, slices) * ask.count
-        elif ask.kind == "shared" and ask.share and ask.share.memory_mib and demand.selection.models:
-            memory = min(catalogue.models[m].memory_gb for m in demand.selection.models) * 1024
-            total += Fraction(ask.share.memory_mib, memory) * ask.count
-        elif ask.kind == "fraction":
-            total += ask.fraction
-        else:
-            total += ask.count
-    return total
+    """GPU-equivalents of one pod, by the same rule the webhook's quota counts with."""
+    return pod_use(template.original, template.demand, context.target, context.dialects.catalogue).equivalents
 
 
 def _checks(
@@ -317,10 +309,8 @@ def _checks(
 ) -> dict[str, tuple[float, str]]:
     target = context.target
     catalogue = context.dialects.catalogue
-    asks = [a for t in templates for a in read_demand(t.original, context.dialects).asks]
-    models = set()
-    for t in templates:
-        models |= set(read_demand(t.original, context.dialects).selection.models or ())
+    asks = [a for t in templates for a in t.demand.asks]
+    models = set().union(*(t.demand.selection.models or () for t in templates))
     results: dict[str, tuple[float, str]] = {}
 
     failed = [t for t in templates if t.translated is None]
