@@ -158,6 +158,8 @@ def test_bad_input_exits_2(tmp_path, capsys):
     assert main(["translate", "--to", "eks", str(tmp_path / "bad.yaml")]) == 2
     assert "not valid YAML" in capsys.readouterr().err
     assert main(["translate", "--to", "mars", str(tmp_path / "bad.yaml")]) == 2
+    assert main(["translate", "--from", "venus", "--to", "eks", str(tmp_path / "bad.yaml")]) == 2
+    assert "no cloud map named 'venus'" in capsys.readouterr().err
 
 
 def test_lint_passes_the_shipped_maps():

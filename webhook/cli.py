@@ -245,8 +245,6 @@ def _run_certs(args: argparse.Namespace) -> int:
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from webhook.cloudmap import default_directory
     from webhook.loading import StartupError, build_context
     from webhook.offline import (
@@ -257,15 +255,11 @@ def _run_translate(args: argparse.Namespace) -> int:
         translate_documents,
         unified_diff,
     )
-    from webhook.platform import Dialects
 
-    directory = args.cloudmap_dir or default_directory()
     try:
-        context = build_context(directory, args.to, args.inventory)
-        if args.source:
-            source = build_context(directory, args.source).target
-            maps = (source,) if source.name == args.to else (source, context.target)
-            context = replace(context, dialects=Dialects(maps, context.dialects.catalogue))
+        context = build_context(
+            args.cloudmap_dir or default_directory(), args.to, args.inventory, read_as=args.source
+        )
     except StartupError as exc:
         print(f"gpuport translate: {exc}", file=sys.stderr)
         return 2
@@ -296,26 +290,20 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _run_preflight(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     import yaml
 
     from webhook.cloudmap import default_directory
     from webhook.inventory import InventoryError, parse_inventory
     from webhook.loading import StartupError, build_context
-    from webhook.platform import Dialects
     from webhook.preflight import preflight
     from webhook.preflight_report import as_json, as_markdown, as_text
 
-    directory = args.cloudmap_dir or default_directory()
     try:
-        context = build_context(directory, args.to)
-        source = build_context(directory, args.source).target
+        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
     except StartupError as exc:
         print(f"gpuport preflight: {exc}", file=sys.stderr)
         return 2
-    maps = (source,) if source.name == context.target.name else (source, context.target)
-    context = replace(context, dialects=Dialects(maps, context.dialects.catalogue))
+    source = next(m for m in context.dialects.maps if m.name == args.source)
     try:
         documents = []
         for name in args.files:

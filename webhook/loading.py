@@ -19,17 +19,25 @@ class StartupError(RuntimeError):
 
 
 def build_context(
-    cloudmap_dir: Path, cloud: str, inventory_file: Path | None = None, inventory: Inventory | None = None
+    cloudmap_dir: Path,
+    cloud: str,
+    inventory_file: Path | None = None,
+    inventory: Inventory | None = None,
+    read_as: str | None = None,
 ) -> Context:
-    """The decision context; nodes come from `inventory_file`, else `inventory` (the cluster view)."""
+    """The decision context; nodes come from `inventory_file`, else `inventory` (the cluster view).
+    `read_as` restricts the dialects asks are read in to that one map (and the target's): the
+    offline commands' --from, for labels two clouds share with different meanings."""
     try:
         loaded = load_directory(cloudmap_dir)
     except CloudMapError as exc:
         raise StartupError(f"cloud map error: {exc}") from None
-    if cloud not in loaded.maps:
-        known = ", ".join(sorted(loaded.maps)) or "none"
-        raise StartupError(f"no cloud map named {cloud!r} in {cloudmap_dir} (found: {known})")
-    dialects = Dialects(tuple(loaded.maps.values()), loaded.catalogue)
+    for name in filter(None, (cloud, read_as)):
+        if name not in loaded.maps:
+            known = ", ".join(sorted(loaded.maps)) or "none"
+            raise StartupError(f"no cloud map named {name!r} in {cloudmap_dir} (found: {known})")
+    readable = [loaded.maps[read_as], loaded.maps[cloud]] if read_as else list(loaded.maps.values())
+    dialects = Dialects(tuple({m.name: m for m in readable}.values()), loaded.catalogue)
     target = loaded.maps[cloud]
     if inventory_file is not None:
         inventory = load_inventory(inventory_file)
