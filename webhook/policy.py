@@ -28,6 +28,13 @@ def foreign_names(cloud: str) -> list[str]:
     return sorted(n for n in known if not target.is_accelerator(n))
 
 
+def webhook_namespace_selector() -> dict:
+    """The namespaces gpuport's own webhooks skip (system ones, its own, opted out): one list, the
+    webhook manifest's, so the policy can never hold where the webhook would not."""
+    manifest = default_directory().parent / "manifests" / "validatingwebhookconfiguration.yaml"
+    return yaml.safe_load(manifest.read_text())["webhooks"][0]["namespaceSelector"]
+
+
 def render(cloud: str) -> str:
     names = foreign_names(cloud)
     listed = json.dumps(names)
@@ -79,18 +86,7 @@ def render(cloud: str) -> str:
         "spec": {
             "policyName": "gpuport-gpu-names",
             "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {
-                    "matchExpressions": [
-                        {
-                            "key": "kubernetes.io/metadata.name",
-                            "operator": "NotIn",
-                            "values": ["kube-system", "kube-node-lease", "gpuport-system"],
-                        },
-                        {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]},
-                    ]
-                }
-            },
+            "matchResources": {"namespaceSelector": webhook_namespace_selector()},
         },
     }
     return HEADER + yaml.safe_dump_all([policy, binding], sort_keys=False, width=4096)
