@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.translation_cases import TARGETS
 from webhook.cloudmap import (
     CloudMapError,
     default_directory,
@@ -24,21 +25,7 @@ model_labels:
     values:
       H100-80GB: h100
 """
-SHIPPED = {
-    "generic",
-    "generic-mig-single",
-    "gke",
-    "eks",
-    "aks",
-    "ack",
-    "tke",
-    "cce",
-    "oke",
-    "hami",
-    "volcano",
-    "koordinator",
-    "amd",
-}
+SHIPPED = set(TARGETS)
 
 
 @pytest.fixture(scope="module")

@@ -43,13 +43,22 @@ def test_a_name_not_in_the_certificate_is_refused(server):
         conn.request("GET", "/healthz")
 
 
-def test_server_context_refuses_tls_below_1_2_and_offers_only_http_1_1(tmp_path):
-    from webhook.tls import ALPN, build_context
+def test_server_context_refuses_tls_below_1_2(tmp_path):
+    from webhook.tls import build_context
 
     make_certs(tmp_path)
     context = build_context(tmp_path / "tls.crt", tmp_path / "tls.key")
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
-    assert ALPN == ["http/1.1"]
+
+
+def test_a_client_offering_only_h2_is_never_answered_with_h2(server):
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    context.set_alpn_protocols(["h2"])
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock,
+        context.wrap_socket(sock, server_hostname=SERVICE_NAME) as tls,
+    ):
+        assert tls.selected_alpn_protocol() is None  # no h2 agreed: the client falls back to HTTP/1.1
 
 
 def test_a_client_limited_to_tls_1_2_still_connects(server):

@@ -12,6 +12,7 @@ from webhook.cloudmap_configmap import render
 
 MANIFESTS = REPO / "manifests"
 EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease", "gpuport-system"}
+ADMITTED_RESOURCES = {"pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs"}
 
 
 def documents():
@@ -107,15 +108,7 @@ def test_webhooks_follow_the_good_practices(index):
     assert {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]} in expressions
     assert "objectSelector" not in hook  # a pod's own labels must not opt it out
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
-    assert resources <= {
-        "pods",
-        "deployments",
-        "statefulsets",
-        "daemonsets",
-        "replicasets",
-        "jobs",
-        "cronjobs",
-    }
+    assert resources <= ADMITTED_RESOURCES
     assert hook["matchConditions"]
 
 
@@ -124,15 +117,7 @@ def test_the_webhooks_cover_pods_and_every_workload_kind_on_both_paths():
         covered = {
             r for k, hook in webhooks() if k == kind for rule in hook["rules"] for r in rule["resources"]
         }
-        assert covered == {
-            "pods",
-            "deployments",
-            "statefulsets",
-            "daemonsets",
-            "replicasets",
-            "jobs",
-            "cronjobs",
-        }
+        assert covered == ADMITTED_RESOURCES
     pod_rules = [r for _, h in webhooks() for r in h["rules"] if "pods" in r["resources"]]
     assert all(r["operations"] == ["CREATE"] for r in pod_rules)
 

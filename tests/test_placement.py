@@ -196,3 +196,37 @@ def test_translation_uses_the_mig_profiles_the_nodes_offer(tmp_path):
     result, decision = admit(pod({"nvidia.com/mig-1g.10gb": "1"}), ctx)
     assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-2g.20gb": "1"}
     assert "(H100-80GB has no 1g.10gb; more compute)" in decision.warnings[0]
+
+
+def test_hints_skip_the_copy_for_pods_that_cannot_ask_for_several_gpus(tmp_path):
+    inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
+    hints = PlacementHints(context("generic").target, inventory)
+    assert not hints.wants(pod({"nvidia.com/gpu": "1"}))
+    assert hints.wants(pod({"nvidia.com/gpu": "2"}))
+    two_containers = pod({"nvidia.com/gpu": "1"})
+    two_containers["spec"]["containers"].append(
+        {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    )
+    assert hints.wants(two_containers)
+    assert hints.wants(pod({"cloud.google.com/gke-accelerator": "x", "nvidia.com/gpu": "8"}))
+
+
+def test_an_inventory_edit_reloads_the_context(tmp_path):
+    import shutil
+
+    from webhook.cloudmap import directory_signature
+    from webhook.reload import CloudMapReloader
+    from webhook.server import ServerState
+
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    path = write_inventory(tmp_path, agent_node("a100-a", "a100-pcie-8-two-numa"))
+    state = ServerState(
+        context=build_context(maps, "generic", path), maps_signature=(directory_signature(maps, path), 0)
+    )
+    assert state.context.target.offered_models == ("A100-40GB",)
+    reloader = CloudMapReloader(state, maps, "generic", inventory=path)
+    assert reloader.check_once() is False
+    write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
+    assert reloader.check_once() is True
+    assert state.context.target.offered_models == ("H100-80GB",)

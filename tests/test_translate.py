@@ -172,32 +172,33 @@ def test_an_unknown_model_label_value_is_denied_not_guessed():
     )
 
 
-def test_required_affinity_in_a_foreign_dialect_is_rewritten_and_other_terms_kept():
+def requiring(*expressions):
+    """A pod whose required node affinity has one term with these expressions."""
     source = pod({"nvidia.com/gpu": "1"})
     source["spec"]["affinity"] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {
-                                "key": "cloud.google.com/gke-accelerator",
-                                "operator": "In",
-                                "values": ["nvidia-tesla-a100", "nvidia-a100-80gb"],
-                            },
-                            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
-                        ]
-                    }
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": list(expressions)}]
             }
         }
     }
-    result, _, _ = translated(source, "eks")
+    return source
+
+
+def gke_accelerator(*values):
+    return {"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": list(values)}
+
+
+def test_required_affinity_in_a_foreign_dialect_is_rewritten_and_other_terms_kept():
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
+    result, _, _ = translated(
+        requiring(gke_accelerator("nvidia-tesla-a100", "nvidia-a100-80gb"), zone), "eks"
+    )
     (term,) = result["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
     assert term["matchExpressions"] == [
-        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+        zone,
         {
             "key": "node.kubernetes.io/instance-type",
             "operator": "In",
@@ -207,25 +208,7 @@ def test_required_affinity_in_a_foreign_dialect_is_rewritten_and_other_terms_kep
 
 
 def test_affinity_that_only_named_the_gpu_is_removed_whole():
-    source = pod({"nvidia.com/gpu": "1"})
-    source["spec"]["affinity"] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {
-                                "key": "cloud.google.com/gke-accelerator",
-                                "operator": "In",
-                                "values": ["nvidia-tesla-a100"],
-                            }
-                        ]
-                    }
-                ]
-            }
-        }
-    }
-    result, _, _ = translated(source, "eks")
+    result, _, _ = translated(requiring(gke_accelerator("nvidia-tesla-a100")), "eks")
     assert "affinity" not in result["spec"]
     assert result["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
 
