@@ -54,15 +54,15 @@ def rewrite_pod(
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
     demand = demand if demand is not None else read_demand(pod, context.dialects)
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
-    if not wanted and (
-        not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)
-    ):
+    native = not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)
+    if native and not wanted:
         return [], []  # the common case pays for no copy and no diff
     warnings: list[str] = []
 
     def mutate(view: dict[str, Any]) -> None:
-        warnings.extend(translate_pod(view, demand, context.target, context.dialects))
-        if context.present_models is not None:
+        if not native:
+            warnings.extend(translate_pod(view, demand, context.target, context.dialects))
+        if not native and context.present_models is not None:
             chosen = read_selection(view["spec"], context.dialects).models
             if chosen and not chosen & context.present_models:
                 warnings.append(

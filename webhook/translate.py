@@ -80,11 +80,10 @@ def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dial
 
 
 def translate_pod(view: dict[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> list[str]:
-    """Edit `view` (metadata + the editable spec fields) in place; return one warning per change."""
+    """Edit `view` (metadata + the editable spec fields) in place; return one warning per change.
+    The caller has found the pod not native (is_native), so there is something to translate."""
     catalogue = dialects.catalogue
-    if not demand.asks or is_native(view["spec"], demand, target, dialects):
-        return []
-    problems = [f"{p}" for p in demand.problems]
+    problems = list(demand.problems)
     if demand.selection.unknown:
         problems.append(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
@@ -97,11 +96,7 @@ def translate_pod(view: dict[str, Any], demand: PodDemand, target: CloudMap, dia
         except Untranslatable as exc:
             problems.extend(f"{ask.label} {m}" for m in exc.messages)
     needed = {m for p in placements.values() for m in p.models}
-    if (
-        len(needed) > 1
-        and any(p.models for p in placements.values())
-        and target.mig.form in ("single", "partition-label")
-    ):
+    if len(needed) > 1 and target.mig.form in ("single", "partition-label"):
         problems.append(f"containers need different GPU models on one node ({', '.join(sorted(needed))})")
     if problems:
         raise Untranslatable(problems)
