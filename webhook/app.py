@@ -14,20 +14,17 @@ from webhook.server import ServerState, create_app
 def quota_gate(cluster: str, namespace: str):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
-    from kubernetes import client, config
+    from kubernetes import client
 
     from webhook.clusterview import ClusterView
+    from webhook.kubeclient import api_client
     from webhook.ledger import LeaseLedger
     from webhook.quota_gate import QuotaGate
 
-    if cluster == "in-cluster":
-        config.load_incluster_config()
-    else:
-        config.load_kube_config(config_file=cluster)
-    api_client = client.ApiClient()
+    api = api_client(cluster)
     return QuotaGate(
-        ClusterView(client.CoreV1Api(api_client)),
-        LeaseLedger(client.CoordinationV1Api(api_client), namespace),
+        ClusterView(client.CoreV1Api(api)),
+        LeaseLedger(client.CoordinationV1Api(api), namespace),
     )
 
 

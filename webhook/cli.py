@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument(
         "--cloudmap-dir", type=Path, help="folder holding gpus.yaml (default: the shipped one)"
     )
+    agent.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="reach the API with this kubeconfig (default: the pod's service account)",
+    )
     agent.set_defaults(run=_run_node_agent)
 
     explain = commands.add_parser(
@@ -313,12 +318,12 @@ def _run_preflight(args: argparse.Namespace) -> int:
         if args.inventory:
             inventory = parse_inventory(list(yaml.safe_load_all(args.inventory.read_text(encoding="utf-8"))))
         elif args.kubeconfig:
-            from kubernetes import client, config
+            from kubernetes import client
 
             from webhook.inventory import inventory_from_cluster
+            from webhook.kubeclient import api_client
 
-            config.load_kube_config(config_file=str(args.kubeconfig))
-            inventory = inventory_from_cluster(client.CoreV1Api())
+            inventory = inventory_from_cluster(client.CoreV1Api(api_client(args.kubeconfig)))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
         print(f"gpuport preflight: {exc}", file=sys.stderr)
         return 2
@@ -352,10 +357,12 @@ def _run_node_agent(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kubernetes import client, config
+    from kubernetes import client
 
-    config.load_incluster_config()
-    agent = NodeAgent(pynvml, catalogue, client.CoreV1Api(), node_name, args.interval)
+    from webhook.kubeclient import IN_CLUSTER, api_client
+
+    core_api = client.CoreV1Api(api_client(args.kubeconfig or IN_CLUSTER))
+    agent = NodeAgent(pynvml, catalogue, core_api, node_name, args.interval)
     if args.once:
         agent.publish_once()
         return 0
@@ -412,13 +419,12 @@ def _run_lint(args: argparse.Namespace) -> int:
 
 
 def _kube_apis(args: argparse.Namespace) -> dict:
-    from kubernetes import client, config
+    from kubernetes import client
 
-    if args.in_cluster:
-        config.load_incluster_config()
-    else:
-        config.load_kube_config(config_file=str(args.kubeconfig))
-    return {"core": client.CoreV1Api(), "admission": client.AdmissionregistrationV1Api()}
+    from webhook.kubeclient import IN_CLUSTER, api_client
+
+    api = api_client(IN_CLUSTER if args.in_cluster else args.kubeconfig)
+    return {"core": client.CoreV1Api(api), "admission": client.AdmissionregistrationV1Api(api)}
 
 
 if __name__ == "__main__":
