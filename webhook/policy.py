@@ -56,15 +56,21 @@ def render(cloud: str) -> str:
         "metadata": {"name": "gpuport-gpu-names"},
         "spec": {
             "failurePolicy": "Fail",
+            # Written out with the API server's defaults: these structs are atomic for server-side apply,
+            # so a value the server would complete conflicts with a client-side apply made before it.
             "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
                 "resourceRules": [
                     {
                         "apiGroups": [""],
                         "apiVersions": ["v1"],
                         "operations": ["CREATE"],
                         "resources": ["pods"],
+                        "scope": "*",
                     }
-                ]
+                ],
             },
             "validations": [
                 {
@@ -86,7 +92,11 @@ def render(cloud: str) -> str:
         "spec": {
             "policyName": "gpuport-gpu-names",
             "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": webhook_namespace_selector()},
+            "matchResources": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": webhook_namespace_selector(),
+                "objectSelector": {},
+            },
         },
     }
     return HEADER + yaml.safe_dump_all([policy, binding], sort_keys=False, width=4096)
