@@ -32,7 +32,11 @@ def _missing() -> str:
     if E2E_KUBECONFIG:
         return ""
     if not ASSETS:
-        return "KUBEBUILDER_ASSETS is not set (a folder with kube-apiserver and etcd)"
+        return (
+            "KUBEBUILDER_ASSETS is not set: name a folder with kube-apiserver and etcd, e.g. "
+            "`export KUBEBUILDER_ASSETS=$(python3 ../shared/bin/assets.py)`, or any envtest asset "
+            "folder (setup-envtest use -p path)"
+        )
     for binary in ("kube-apiserver", "etcd"):
         if not (Path(ASSETS) / binary).exists() and not shutil.which(binary):
             return f"KUBEBUILDER_ASSETS={ASSETS} has no {binary}"
@@ -261,7 +265,8 @@ def gpuport_eks(apiserver, tmp_path_factory):
     server.stop()
 
 
-def kubeconfig(apiserver, path: Path) -> Path:
+def kubeconfig(apiserver, path: Path, token: str | None = None, user: str = "admin") -> Path:
+    """A kubeconfig for this API server: the admin by default, or whoever `token` belongs to."""
     path.write_text(
         yaml.safe_dump(
             {
@@ -277,8 +282,8 @@ def kubeconfig(apiserver, path: Path) -> Path:
                         },
                     }
                 ],
-                "users": [{"name": "admin", "user": {"token": apiserver.token}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+                "users": [{"name": user, "user": {"token": token or apiserver.token}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
             }
         )
     )
