@@ -47,6 +47,7 @@ class GpuModel:
     vendor: str
     family: str
     memory_gb: int
+    gpu_class: str = ""  # training | inference: what the model is bought for; "" unclassified
     names: tuple[str, ...] = ()
     pci_ids: tuple[str, ...] = ()
     compute_slices: int = 0
@@ -99,13 +100,16 @@ class Catalogue:
     def ids(self) -> tuple[str, ...]:
         return tuple(self.models)
 
-    def equivalent(self, model_id: str, offered: Iterable[str]) -> GpuModel | None:
-        """The offered model of the same vendor with the least memory that is still ≥ the source's."""
+    def equivalent(self, model_id: str, offered: Iterable[str], any_class: bool = False) -> GpuModel | None:
+        """The offered model of the same vendor (and class, unless `any_class`) with the least memory
+        that is still ≥ the source's: what the author could have meant, never a dearer kind of GPU."""
         source = self.models[model_id]
         fits = [
             self.models[m]
             for m in offered
-            if self.models[m].vendor == source.vendor and self.models[m].memory_gb >= source.memory_gb
+            if self.models[m].vendor == source.vendor
+            and self.models[m].memory_gb >= source.memory_gb
+            and (any_class or self.models[m].gpu_class == source.gpu_class)
         ]
         return min(fits, key=lambda g: (g.memory_gb, g.id)) if fits else None
 
@@ -118,6 +122,7 @@ def parse_catalogue(data: Mapping) -> Catalogue:
             id=model_id,
             vendor=entry["vendor"],
             family=entry["family"],
+            gpu_class=entry.get("class", ""),
             memory_gb=entry["memory_gb"],
             names=tuple(entry.get("names", ())),
             pci_ids=tuple(entry.get("pci_ids", ())),
