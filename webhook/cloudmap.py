@@ -14,7 +14,7 @@ import jsonschema
 import yaml
 
 from webhook.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
-from webhook.platform import CloudMap, MigForm, ModelLabel, SharedForm
+from webhook.platform import CloudMap, MigForm, ModelAnnotations, ModelLabel, NodeLabels, SharedForm
 
 CATALOGUE_FILE = "gpus.yaml"
 
@@ -32,6 +32,7 @@ _CATALOGUE_SCHEMA = {
                 "properties": {
                     "vendor": {"enum": ["nvidia", "amd"]},
                     "family": {"type": "string"},
+                    "class": {"enum": ["training", "inference"]},
                     "memory_gb": {"type": "integer", "minimum": 1},
                     "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
                     "names": {"type": "array", "items": {"type": "string"}},
@@ -139,7 +140,12 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
                         f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})",
                     )
                 expanded[model_id] = tuple(value) if isinstance(value, list) else (value,)
-        model_labels.append(ModelLabel(entry["label"], expanded))
+        named = {v for values_of_model in expanded.values() for v in values_of_model}
+        for value in entry.get("gpus", {}):
+            if value not in named:
+                line = _line_of(node, ["model_labels", index, "gpus", value])
+                raise CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
+        model_labels.append(ModelLabel(entry["label"], expanded, dict(entry.get("gpus", {}))))
     for index, model_id in enumerate(data.get("offered_models", [])):
         if model_id not in catalogue.models:
             line = _line_of(node, ["offered_models", index])
@@ -150,6 +156,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
     mig = res.get("mig", {"form": "none"})
     shared = res.get("shared", {"form": "none"})
     policy = data.get("policy", {})
+    node_labels = data.get("node_labels", {})
     return CloudMap(
         name=data["name"],
         description=data.get("description", ""),
@@ -160,6 +167,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             resource_prefix=mig.get("resource_prefix", ""),
             product_label=mig.get("product_label", ""),
             label=mig.get("label", ""),
+            annotations=dict(mig.get("annotations", {})),
         ),
         shared=SharedForm(
             form=shared["form"],
@@ -167,6 +175,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             label=shared.get("label", ""),
             values=tuple(shared.get("values", ())),
             memory_resource=shared.get("memory_resource", ""),
+            memory_percent_resource=shared.get("memory_percent_resource", ""),
+            max_per_container=shared.get("max_per_container", 0),
             memory_unit_bytes=shared.get("memory_unit_bytes", 0),
             count_resource=shared.get("count_resource", ""),
             core_resource=shared.get("core_resource", ""),
@@ -175,6 +185,12 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             count_optional=shared.get("count_optional", False),
         ),
         model_labels=tuple(model_labels),
+        model_annotations=ModelAnnotations(**data.get("model_annotations", {})),
+        node_labels=NodeLabels(
+            owned=tuple(node_labels.get("owned", ())),
+            spot=tuple((s["key"], s["value"]) for s in node_labels.get("spot", ())),
+            spot_tolerations=tuple(node_labels.get("spot_tolerations", ())),
+        ),
         offered_models=tuple(data.get("offered_models", ())),
         offered_profiles=tuple(data.get("offered_profiles", ())),
         tolerations=tuple(data.get("tolerations", ())),
@@ -182,6 +198,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         scheduler_name=data.get("scheduler_name", ""),
         fractional_policy=policy.get("fractional", "deny"),
         mig_to_whole=policy.get("mig_to_whole", "deny"),
+        substitution=policy.get("substitution", "same-class"),
         driver_version=str(data.get("driver_version", "")),
         topology_policy=policy.get("topology", "preferred"),
         numa_scheduler=data.get("numa_scheduler", ""),

@@ -13,17 +13,23 @@ class ModelLabel:
 
     label: str
     values: Mapping[str, tuple[str, ...]]
+    gpus: Mapping[str, int] = field(default_factory=dict)  # value → GPUs a node with it holds
 
     def models_for(self, value: str) -> frozenset[str]:
         return frozenset(model for model, values in self.values.items() if value in values)
 
+    def holds(self, value: str, gpus: int) -> bool:
+        """Whether a node with this value can hold a pod asking `gpus` GPUs (unknown counts: yes)."""
+        return self.gpus.get(value, gpus) >= gpus
+
 
 @dataclass(frozen=True)
 class MigForm:
-    form: str = "none"  # none | mixed | single | partition-label
+    form: str = "none"  # none | mixed | single | partition-label | by-memory
     resource_prefix: str = ""
     product_label: str = ""
     label: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)  # by-memory: "cut a MIG instance"
 
     def resource_for(self, profile: MigProfile) -> str:
         return self.resource_prefix + profile.name.replace("+", ".")
@@ -50,16 +56,50 @@ class SharedForm:
     label: str = ""
     values: tuple[str, ...] = ()
     memory_resource: str = ""
+    memory_percent_resource: str = ""  # memory as a percentage of one card
     memory_unit_bytes: int = 0
     count_resource: str = ""
     core_resource: str = ""
     core_per_gpu: int = 100
     count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
     replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
+    max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
 
     def resource_names(self) -> frozenset[str]:
-        names = {self.resource, self.memory_resource, self.count_resource, self.core_resource}
+        names = {
+            self.resource,
+            self.memory_resource,
+            self.memory_percent_resource,
+            self.count_resource,
+            self.core_resource,
+        }
         return frozenset(n for n in names if n)
+
+
+@dataclass(frozen=True)
+class ModelAnnotations:
+    """Pod annotations naming GPU models to use or avoid, comma-separated (HAMi's use-gputype)."""
+
+    use: str = ""
+    avoid: str = ""
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.use, self.avoid) if k)
+
+
+@dataclass(frozen=True)
+class NodeLabels:
+    """A platform's own node labels beyond GPUs: what a pod moving elsewhere must not keep."""
+
+    owned: tuple[str, ...] = ()  # key prefixes ending in "/", or exact keys
+    spot: tuple[tuple[str, str], ...] = ()  # (key, value) marking spot nodes; the first is written
+    spot_tolerations: tuple[Mapping[str, str], ...] = ()  # what a pod needs on those nodes
+
+    def owns(self, key: str) -> bool:
+        return any(key.startswith(p) if p.endswith("/") else key == p for p in self.owned)
+
+    def is_spot(self, key: str, value: str) -> bool:
+        return (key, value) in self.spot
 
 
 @dataclass(frozen=True)
@@ -71,6 +111,8 @@ class CloudMap:
     mig: MigForm = field(default_factory=MigForm)
     shared: SharedForm = field(default_factory=SharedForm)
     model_labels: tuple[ModelLabel, ...] = ()
+    model_annotations: ModelAnnotations = field(default_factory=ModelAnnotations)
+    node_labels: NodeLabels = field(default_factory=NodeLabels)
     offered_models: tuple[str, ...] = ()
     offered_profiles: tuple[str, ...] = ()  # MIG profiles the cluster's layout has; empty: all
     tolerations: tuple[Mapping[str, str], ...] = ()
@@ -78,6 +120,7 @@ class CloudMap:
     scheduler_name: str = ""
     fractional_policy: str = "deny"  # deny | mig | shared
     mig_to_whole: str = "deny"
+    substitution: str = "same-class"  # same-class | any: which models may replace one the map lacks
     topology_policy: str = "preferred"  # preferred | required: how hard NVLink affinity is
     numa_scheduler: str = ""  # volcano | koordinator: which NUMA annotation to write
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
