@@ -160,9 +160,30 @@ def test_translation_picks_the_models_the_cluster_has(tmp_path):
     inventory = write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
     ctx = build_context(default_directory(), "generic", inventory)
     assert ctx.target.offered_models == ("H100-80GB",)
-    source = pod({"nvidia.com/mig-1g.5gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
-    result, _ = admit(source, ctx)
+    written_for_gke = pod(
+        {"nvidia.com/gpu": "1"},
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+            "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+        },
+    )
+    result, decision = admit(written_for_gke, ctx)
     assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert "gpuport: no A100-40GB here: using H100-80GB" in decision.warnings
+
+
+def test_a_pod_already_in_this_cluster_s_words_is_never_changed_by_node_data(tmp_path):
+    # An A100 slice written for this very cluster, which has only H100 nodes now: said, not moved
+    # (an autoscaler may add the A100 node; a silent move to other hardware would defeat it).
+    inventory = write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
+    ctx = build_context(default_directory(), "generic", inventory)
+    native = pod({"nvidia.com/mig-1g.5gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    decision = decide_mutation(parsed(review_of(native)), ctx)
+    assert decision.allowed and decision.patch == ()
+    assert decision.warnings == (
+        "gpuport: no node has A100-40GB now; the pod waits for one",
+        "gpuport: no node offers nvidia.com/mig-1g.5gb now; the pod waits for one",
+    )
 
 
 def test_a_model_no_node_has_is_still_translated_with_a_warning(tmp_path):
@@ -193,9 +214,16 @@ def test_translation_uses_the_mig_profiles_the_nodes_offer(tmp_path):
     node["status"]["allocatable"] = {"nvidia.com/mig-2g.20gb": "24"}
     ctx = build_context(default_directory(), "generic", write_inventory(tmp_path, node))
     assert ctx.target.offered_profiles == ("2g.20gb",)
-    result, decision = admit(pod({"nvidia.com/mig-1g.10gb": "1"}), ctx)
+    written_for_eks = pod(
+        {"nvidia.com/mig-1g.10gb": "1"}, {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    )
+    result, decision = admit(written_for_eks, ctx)
     assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-2g.20gb": "1"}
     assert "(H100-80GB has no 1g.10gb; more compute)" in decision.warnings[0]
+    # Written for this cluster, the same ask stays as it is, with the reason it may wait.
+    _, native = admit(pod({"nvidia.com/mig-1g.10gb": "1"}), ctx)
+    assert native.patch == ()
+    assert native.warnings == ("gpuport: no node offers nvidia.com/mig-1g.10gb now; the pod waits for one",)
 
 
 def test_hints_skip_the_copy_for_pods_that_cannot_ask_for_several_gpus(tmp_path):

@@ -84,11 +84,11 @@ def test_a_clean_move_scores_zero_risk_where_everything_is_known():
 
 
 def test_model_not_offered_gets_partial_credit_and_names_the_equivalent():
-    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})["spec"]
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-v100"})["spec"]
     report = run([deployment("d", spec)], target="aks")
     compat, why = checks(report)["gpu_model"]
     assert compat == 0.7
-    assert why == "T4 not offered; equivalent with ≥ memory: A100-40GB (40 GB)"
+    assert why == "V100-16GB not offered; equivalent with ≥ memory: A100-40GB (40 GB)"
 
 
 def test_model_with_no_equivalent_scores_zero_and_translation_fails():
@@ -96,7 +96,7 @@ def test_model_with_no_equivalent_scores_zero_and_translation_fails():
     result = checks(run([deployment("d", spec)], target="aks"))
     assert result["gpu_model"][0] == 0.0
     assert result["resource_names"][0] == 0.0
-    assert "aks offers no GPU with as much memory" in result["resource_names"][1]
+    assert "aks offers no GPU of the same class with as much memory" in result["resource_names"][1]
 
 
 def test_mig_on_a_cloud_without_mig_scores_zero_or_half_by_policy():
@@ -302,6 +302,7 @@ def test_cli_json_output_and_exit_codes():
         "max_risk",
         "passed",
         "inventory_nodes",
+        "unread",
         "workloads",
         "pending",
         "waves",

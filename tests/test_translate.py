@@ -7,7 +7,7 @@ import jsonpatch
 import pytest
 
 from tests.helpers import context, parsed, review_of
-from tests.translation_cases import EXPECTED, SOURCES, TARGETS, pod, summarize
+from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
 from webhook.core import decide_mutation
 from webhook.demand import read_demand
 from webhook.translate import TRANSLATED_FROM
@@ -34,10 +34,18 @@ MATRIX = [(source, target) for source in SOURCES for target in TARGETS]
 @pytest.mark.parametrize(("source", "target"), MATRIX, ids=[f"{s}->{t}" for s, t in MATRIX])
 def test_dialect_to_target(source, target):
     ask_class, source_pod, native_on = SOURCES[source]
-    expected = EXPECTED[ask_class][target]
+    expected = EXPECTED_FOR_SOURCE.get((source, target), EXPECTED[ask_class][target])
     decision, _ = admit(source_pod, target)
     if target in native_on:
-        assert decision.allowed and decision.patch == (), "a native pod must be left byte-for-byte alone"
+        assert decision.allowed
+        tolerations = [dict(t) for t in CONTEXTS[target].target.tolerations]
+        if not tolerations:
+            assert decision.patch == (), "a native pod must be left byte-for-byte alone"
+            return
+        # Only what it needs to schedule at all: the map's tolerations for its GPU nodes' taints.
+        expected = copy.deepcopy(source_pod)
+        expected["spec"]["tolerations"] = tolerations
+        assert jsonpatch.apply_patch(source_pod, list(decision.patch)) == expected
         return
     if "denied" in expected:
         assert not decision.allowed
@@ -149,7 +157,13 @@ def test_a_slice_no_target_gpu_can_cover_is_denied_with_what_is_offered():
 def test_a_model_the_target_lacks_is_replaced_by_one_with_as_much_memory():
     source = pod({"nvidia.com/gpu": "2"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
     result, decision, _ = translated(source, "eks", offered_models=("A10G", "H100-80GB"))
-    assert summarize(result)["requires"]["node.kubernetes.io/instance-type"][0] == "g5.xlarge"
+    # An inference T4 becomes an inference A10G, never the training H100; and only the sizes that
+    # hold two GPUs.
+    assert summarize(result)["requires"]["node.kubernetes.io/instance-type"] == [
+        "g5.12xlarge",
+        "g5.24xlarge",
+        "g5.48xlarge",
+    ]
     assert "gpuport: no T4 here: using A10G" in decision.warnings
 
 
@@ -157,8 +171,8 @@ def test_a_model_with_no_equivalent_is_denied_listing_the_offer():
     source = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})
     decision, _ = admit(source, "aks")
     assert decision.message == (
-        'Pod "work" cannot run on this cluster (aks): asks for H200; aks offers no GPU with as much memory '
-        "(it offers A100-40GB, A100-80GB, H100-80GB)"
+        'Pod "work" cannot run on this cluster (aks): asks for H200; aks offers no GPU of the same class '
+        "with as much memory (it offers A100-40GB, A100-80GB, H100-80GB, T4)"
     )
 
 

@@ -21,9 +21,16 @@ TARGETS = [
     "oke",
     "hami",
     "volcano",
+    "volcano-gpushare",
     "koordinator",
     "amd",
 ]
+# A whole GPU on GKE must not land on a MIG partition or a time-shared GPU: both are nvidia.com/gpu there.
+ABSENT = "absent"
+GKE_WHOLE = {
+    "cloud.google.com/gke-gpu-partition-size": ABSENT,
+    "cloud.google.com/gke-gpu-sharing-strategy": ABSENT,
+}
 AKS_TOLERATION = [{"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
 
 
@@ -52,7 +59,7 @@ SOURCES = {
     "generic-whole": (
         "W1",
         pod({"nvidia.com/gpu": "1"}, {PRODUCT: "NVIDIA-A100-SXM4-40GB"}),
-        {"generic", "generic-mig-single", "tke", "hami", "volcano"},
+        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare"},
     ),
     "gke-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {GKE_ACC: "nvidia-tesla-a100"}), {"gke"}),
     "eks-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {INSTANCE: "p4d.24xlarge"}), {"eks"}),
@@ -67,7 +74,7 @@ SOURCES = {
     "generic-8": (
         "W8",
         pod({"nvidia.com/gpu": "8"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
-        {"generic", "generic-mig-single", "tke", "hami", "volcano"},
+        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare"},
     ),
     "gke-8": ("W8", pod({"nvidia.com/gpu": "8"}, {GKE_ACC: "nvidia-h100-80gb"}), {"gke"}),
     "eks-8": ("W8", pod({"nvidia.com/gpu": "8"}, {INSTANCE: "p5.48xlarge"}), {"eks"}),
@@ -105,6 +112,11 @@ SOURCES = {
         pod({"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8192"}),
         {"volcano"},
     ),
+    "volcano-legacy-shared": (
+        "S8",
+        pod({"volcano.sh/gpu-number": "1", "volcano.sh/gpu-memory": "8192"}),
+        {"volcano-gpushare"},
+    ),
     "koordinator-shared": (
         "S8",
         pod({"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8Gi"}),
@@ -135,7 +147,7 @@ EXPECTED = {
     "W1": {
         "generic": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT),
         "generic-mig-single": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT),
-        "gke": ok({"nvidia.com/gpu": "1"}, {GKE_ACC: ["nvidia-tesla-a100"]}),
+        "gke": ok({"nvidia.com/gpu": "1"}, {GKE_ACC: ["nvidia-tesla-a100"], **GKE_WHOLE}),
         "eks": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["p4d.24xlarge"]}),
         "aks": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["Standard_ND96asr_v4"]}, tolerations=AKS_TOLERATION),
         "ack": ok({"nvidia.com/gpu": "1"}, {"aliyun.accelerator/nvidia_name": ["NVIDIA-A100-SXM4-40GB"]}),
@@ -144,6 +156,7 @@ EXPECTED = {
         "oke": ok({"nvidia.com/gpu": "1"}, {INSTANCE: ["BM.GPU4.8"]}),
         "hami": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "hami-scheduler"),
         "volcano": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "volcano"),
+        "volcano-gpushare": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "volcano"),
         "koordinator": ok(
             {"nvidia.com/gpu": "1"}, {"node.koordinator.sh/gpu-model": A100_40}, "koord-scheduler"
         ),
@@ -152,7 +165,9 @@ EXPECTED = {
     "W8": {
         "generic": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
         "generic-mig-single": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
-        "gke": ok({"nvidia.com/gpu": "8"}, {GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"]}),
+        "gke": ok(
+            {"nvidia.com/gpu": "8"}, {GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"], **GKE_WHOLE}
+        ),
         "eks": ok({"nvidia.com/gpu": "8"}, {INSTANCE: ["p5.48xlarge"]}),
         "aks": ok(
             {"nvidia.com/gpu": "8"}, {INSTANCE: ["Standard_ND96isr_H100_v5"]}, tolerations=AKS_TOLERATION
@@ -164,6 +179,7 @@ EXPECTED = {
         "oke": ok({"nvidia.com/gpu": "8"}, {INSTANCE: ["BM.GPU.H100.8"]}),
         "hami": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "hami-scheduler"),
         "volcano": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
+        "volcano-gpushare": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
         "koordinator": ok(
             {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
         ),
@@ -185,9 +201,11 @@ EXPECTED = {
             {INSTANCE: ["Standard_ND96isr_H100_v5"]},
             tolerations=AKS_TOLERATION,
         ),
+        # HAMi's dynamic MIG cuts an instance with at least the memory asked for.
+        "hami": ok({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}, W8_PRODUCT, "hami-scheduler"),
         **{
             t: denied(f"{t} offers no MIG slices")
-            for t in ("ack", "tke", "cce", "oke", "hami", "volcano", "koordinator")
+            for t in ("ack", "tke", "cce", "oke", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
     },
@@ -200,7 +218,7 @@ EXPECTED = {
         "oke": denied("oke offers no GPU sharing"),
         **{
             t: denied("shared GPU without a memory size")
-            for t in ("ack", "tke", "cce", "hami", "volcano", "koordinator")
+            for t in ("ack", "tke", "cce", "hami", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
     },
@@ -216,6 +234,9 @@ EXPECTED = {
         "cce": ok({"volcano.sh/gpu-mem.128Mi": "64"}),
         "hami": ok({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"}, scheduler="hami-scheduler"),
         "volcano": ok({"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "8192"}, scheduler="volcano"),
+        "volcano-gpushare": ok(
+            {"volcano.sh/gpu-number": "1", "volcano.sh/gpu-memory": "8192"}, scheduler="volcano"
+        ),
         "koordinator": ok(
             {"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8192Mi"},
             scheduler="koord-scheduler",
@@ -230,6 +251,14 @@ EXPECTED = {
         },
         "amd": ok({"amd.com/gpu": "1"}),
     },
+}
+
+
+# Where one source differs from its ask class: the product label it wrote is HAMi's own, so it stays.
+EXPECTED_FOR_SOURCE = {
+    ("generic-mig", "hami"): ok(
+        {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}, {PRODUCT: H100[:1]}, "hami-scheduler"
+    ),
 }
 
 
@@ -248,8 +277,9 @@ def summarize(pod_obj):
     ).get("nodeSelectorTerms") or []
     for term in terms:
         for expression in term.get("matchExpressions") or []:
-            assert expression["operator"] == "In"
-            requires[expression["key"]] = expression["values"]
+            assert expression["operator"] in ("In", "DoesNotExist")
+            absent = expression["operator"] == "DoesNotExist"
+            requires[expression["key"]] = ABSENT if absent else expression["values"]
     return {
         "resources": dict(limits),
         "requires": requires,

@@ -14,8 +14,14 @@ from webhook.demand import PodDemand, read_demand, read_selection
 from webhook.patch import diff_mutation
 from webhook.platform import CloudMap, Dialects
 from webhook.review import AdmissionRequest
-from webhook.translate import Untranslatable, is_native, translate_pod
-from webhook.workloads import find_pod_spec, pod_spec_path
+from webhook.translate import (
+    Untranslatable,
+    add_tolerations,
+    is_native,
+    missing_tolerations,
+    translate_pod,
+)
+from webhook.workloads import containers, find_pod_spec, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
 # It also receives the whole original Pod, read-only, for context it may not edit.
@@ -30,6 +36,15 @@ class Context:
     mutations: tuple[Mutation, ...] = ()
     # GPU models some node has now (from the inventory); None when gpuport has no view of the cluster.
     present_models: frozenset[str] | None = None
+    # Extended resources some node has allocatable now; None without a view of the cluster.
+    present_resources: frozenset[str] | None = None
+    # The map as written, when `target` was narrowed to what the nodes have: whether a pod is
+    # already in this cluster's words is decided on it, never on the nodes of the moment.
+    declared: CloudMap | None = None
+
+    @property
+    def as_declared(self) -> CloudMap:
+        return self.declared or self.target
 
 
 def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:
@@ -49,29 +64,54 @@ def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDema
 
 
 def rewrite_pod(
-    pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None
+    pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None, hints: bool = True
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings."""
+    """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
+    A pod already in the target's words changes only where it could not schedule as written (the
+    map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files)."""
     demand = demand if demand is not None else read_demand(pod, context.dialects)
+    spec = pod.get("spec") or {}
+    native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
-    native = not demand.asks or is_native(pod.get("spec") or {}, demand, context.target, context.dialects)
-    if native and not wanted:
-        return [], []  # the common case pays for no copy and no diff
+    if native and not hints:
+        wanted = []
+    tolerate = bool(demand.asks) and missing_tolerations(spec, context.target)
+    if native and not wanted and not tolerate:
+        return [], _absent(spec, context, demand) if demand.asks else []  # no copy, no diff
     warnings: list[str] = []
 
     def mutate(view: dict[str, Any]) -> None:
-        if not native:
-            warnings.extend(translate_pod(view, demand, context.target, context.dialects))
-        if not native and context.present_models is not None:
-            chosen = read_selection(view["spec"], context.dialects).models
-            if chosen and not chosen & context.present_models:
-                warnings.append(
-                    f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one"
-                )
+        if native:
+            warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
+        else:
+            warnings.extend(
+                translate_pod(view, demand, context.target, context.dialects, context.as_declared)
+            )
+        warnings.extend(_absent(view["spec"], context, demand))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
     return diff_mutation(pod, mutate), warnings
+
+
+def _absent(spec: Mapping[str, Any], context: Context, demand: PodDemand) -> list[str]:
+    """What the pod now asks for that no node has at the moment: said, never changed (an autoscaler
+    may add the node; gpuport does not second-guess a pod written for this cluster)."""
+    warnings = []
+    if context.present_models is not None:
+        chosen = read_selection(spec, context.dialects).models
+        if chosen and not chosen & context.present_models:
+            warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
+    if context.present_resources is not None:
+        for name in sorted({n for c in containers(spec, ("spec",)) for n in _gpu_names(c, context)}):
+            if name not in context.present_resources:
+                warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
+    return warnings
+
+
+def _gpu_names(container, context: Context) -> set[str]:
+    names = {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
+    return {name for name in names if context.target.is_accelerator(name)}
 
 
 def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:

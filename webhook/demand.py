@@ -6,7 +6,7 @@ model only, so N platforms need N maps rather than N² rules.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -24,6 +24,7 @@ MIB = 1024 * 1024
 class SharedAsk:
     memory_mib: int | None = None
     core_percent: int | None = None
+    memory_percent: int | None = None  # of one card's memory, when asked that way
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Selection:
     shared: bool = False  # a sharing label (time-sharing, MPS, -SHARED product)
     keys: frozenset[str] = frozenset()  # every GPU-meaning label key the pod used
     unknown: tuple[str, ...] = ()  # label values that name no known model
+    annotations: frozenset[str] = frozenset()  # model-choosing annotation keys the pod used
+    avoid: frozenset[str] = frozenset()  # models the pod refuses (HAMi's nouse-gputype)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ class PodDemand:
 
 def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    selection = read_selection(spec, dialects)
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), Mapping) else {}
+    selection = with_model_annotations(read_selection(spec, dialects), annotations, dialects)
     asks: list[ContainerAsk] = []
     problems: list[str] = []
     for container in containers(spec, ("spec",)):
@@ -128,6 +133,46 @@ def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:
     return Selection(models, profile, shared, frozenset(k for k, _ in constraints), tuple(unknown))
 
 
+def with_model_annotations(
+    selection: Selection, annotations: Mapping[str, Any], dialects: Dialects
+) -> Selection:
+    """Narrow the acceptable models by annotations such as HAMi's nvidia.com/use-gputype: "A100,H100"
+    and nvidia.com/nouse-gputype: "T4" (comma-separated, matched as words of the model's names)."""
+    models = selection.models
+    avoid: frozenset[str] = frozenset()
+    used: set[str] = set()
+    unknown = list(selection.unknown)
+    for cloud_map in dialects.maps:
+        named_by = cloud_map.model_annotations
+        for key, keep in ((named_by.use, True), (named_by.avoid, False)):
+            value = annotations.get(key) if key else None
+            if not isinstance(value, str) or key in used:
+                continue
+            used.add(key)
+            named = _models_named(value, dialects)
+            if keep and not named:
+                unknown.append(f"{key}={value}")
+            if keep:
+                models = named if models is None else models & named
+            else:
+                avoid |= named
+    if not used:
+        return selection
+    if models is not None:
+        models -= avoid
+    return replace(selection, models=models, unknown=tuple(unknown), annotations=frozenset(used), avoid=avoid)
+
+
+def _models_named(value: str, dialects: Dialects) -> frozenset[str]:
+    tokens = [t.strip().upper() for t in value.split(",") if t.strip()]
+    return frozenset(
+        model.id
+        for model in dialects.catalogue.models.values()
+        for token in tokens
+        if any(token in name.upper() for name in (model.id, *model.names))
+    )
+
+
 def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     terms = (
         (
@@ -179,19 +224,11 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
         own_count = form.count_resource and form.count_resource != cloud_map.whole_gpu
         if form.form == "memory" and (
             form.memory_resource in amounts
+            or (form.memory_percent_resource and form.memory_percent_resource in amounts)
             or (form.core_resource and form.core_resource in amounts)
             or (own_count and form.count_resource in amounts)
         ):
-            memory = amounts.get(form.memory_resource)
-            core = amounts.get(form.core_resource) if form.core_resource else None
-            count = amounts.get(form.count_resource, Decimal(1)) if form.count_resource else Decimal(1)
-            share = SharedAsk(
-                memory_mib=int(memory * form.memory_unit_bytes / MIB) if memory is not None else None,
-                core_percent=int(core * 100 / form.core_per_gpu) if core is not None else None,
-            )
-            return ContainerAsk(
-                kind="shared", count=int(count), share=share, vendor=cloud_map.vendor, **base
-            ), ""
+            return _read_share(form, cloud_map.vendor, amounts, base, where)
 
     kinds = []
     for name, amount in amounts.items():
@@ -220,6 +257,29 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
             f"{where} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); ask for one",
         )
     return kinds[0], ""
+
+
+def _read_share(form, vendor: str, amounts: Mapping[str, Decimal], base: dict, where: str):
+    memory = amounts.get(form.memory_resource)
+    percent = amounts.get(form.memory_percent_resource) if form.memory_percent_resource else None
+    core = amounts.get(form.core_resource) if form.core_resource else None
+    count = amounts.get(form.count_resource, Decimal(1)) if form.count_resource else Decimal(1)
+    core_percent = int(core * 100 / form.core_per_gpu) if core is not None else None
+    if percent is not None and memory is None and percent >= 100:
+        # All of a card's memory is no share at all: an exclusive GPU (HAMi gpumem-percentage: 100
+        # with gpucores 100 or unset; Koordinator gpu-memory-ratio: 200 is two whole cards).
+        cards, rest = divmod(int(percent), 100)
+        if rest:
+            return None, f"{where} asks for {percent}% of a GPU's memory; ask for whole GPUs or at most 100%"
+        if core_percent is None or core_percent >= 100 * cards:
+            whole = int(count) if form.count_resource in amounts else cards
+            return ContainerAsk(kind="whole", count=whole, vendor=vendor, **base), ""
+    share = SharedAsk(
+        memory_mib=int(memory * form.memory_unit_bytes / MIB) if memory is not None else None,
+        core_percent=core_percent,
+        memory_percent=int(percent) if percent is not None else None,
+    )
+    return ContainerAsk(kind="shared", count=int(count), share=share, vendor=vendor, **base), ""
 
 
 def _whole(amount: Decimal, vendor: str, selection: Selection, base: dict) -> ContainerAsk:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import yaml
 
-from webhook.catalogue import Catalogue
 from webhook.cloudmap import CloudMapError, load_directory
 from webhook.core import Context
 from webhook.inventory import Inventory, InventoryError, parse_inventory
 from webhook.placement import PlacementHints
 from webhook.platform import CloudMap, Dialects
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
 
 
 class StartupError(RuntimeError):
@@ -43,7 +44,8 @@ def build_context(
         inventory = load_inventory(inventory_file)
     if inventory is None:
         return Context(target=target, dialects=dialects)
-    present = models_present(inventory, target, loaded.catalogue)
+    declared = target
+    present = models_present(inventory, dialects)
     offered = tuple(m for m in target.models_offered(loaded.catalogue) if m in present)
     if offered:
         # Translation picks among the models the cluster really has, not all the cloud sells.
@@ -56,6 +58,8 @@ def build_context(
         dialects=dialects,
         mutations=(PlacementHints(target, inventory),),
         present_models=frozenset(present),
+        present_resources=resources_present(inventory),
+        declared=declared,
     )
 
 
@@ -81,8 +85,12 @@ def profiles_present(inventory: Inventory, target: CloudMap) -> set[str]:
     return found
 
 
-def models_present(inventory: Inventory, target: CloudMap, catalogue: Catalogue) -> set[str]:
-    """GPU models with at least one healthy GPU: from the node agent's record, else the node's labels."""
+def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
+    """GPU models with at least one healthy GPU: from the node agent's record, else from every label
+    form a node may carry: any platform's model labels, and GFD product names (MIG-single and
+    shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
+    catalogue = dialects.catalogue
+    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
     present: set[str] = set()
     for node in inventory.nodes:
         gpus = node.capability.get("gpus") if node.capability else None
@@ -91,8 +99,16 @@ def models_present(inventory: Inventory, target: CloudMap, catalogue: Catalogue)
                 g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
             }
             continue
-        for label in target.model_labels:
+        for label in labels:
             value = node.labels.get(label.label)
             if value is not None:
                 present |= label.models_for(value)
+        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
+        if found is not None:
+            present.add(found[0].id)
     return {m for m in present if m in catalogue.models}
+
+
+def resources_present(inventory: Inventory) -> frozenset[str]:
+    """Extended resources some node has allocatable now (MIG slices, shared GPUs, whole GPUs)."""
+    return frozenset(name for node in inventory.nodes for name, n in node.allocatable.items() if n > 0)

@@ -1,7 +1,7 @@
 """Best-fit-decreasing placement of pod replicas onto nodes: what fits, where, and what stays Pending."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from webhook.checks import is_extended_resource
@@ -16,6 +16,7 @@ class Replica:
     resources: Mapping[str, Decimal]  # extended resources one replica asks for
     requires: Mapping[str, tuple[str, ...]]  # node label → acceptable values
     tolerations: tuple[Mapping[str, str], ...] = ()
+    excludes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # label → refused values; (): any
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ def tolerates(tolerations: tuple[Mapping[str, str], ...], taint: Mapping[str, st
 def feasible(replica: Replica, node: Node, free: Mapping[str, Decimal]) -> bool:
     if any(node.labels.get(key) not in values for key, values in replica.requires.items()):
         return False
+    for key, refused in replica.excludes.items():
+        if key in node.labels and (not refused or node.labels[key] in refused):
+            return False
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(replica.tolerations, taint):
             return False

@@ -24,7 +24,7 @@ from webhook.equivalents import pod_use
 from webhook.inventory import Inventory, Node
 from webhook.packing import Replica, pack
 from webhook.platform import CloudMap
-from webhook.templates import pod_templates
+from webhook.templates import pod_templates, unread_reason
 from webhook.translate import Untranslatable
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -84,11 +84,13 @@ class Report:
     workloads: list[WorkloadReport]
     waves: list[list[str]]
     inventory_nodes: int | None
+    unread: list[str] = field(default_factory=list)  # GPU workloads gpuport could not look into
 
     @property
     def passed(self) -> bool:
-        """Every workload under the risk limit, and none left Pending: not fitting is a fact, not a risk."""
-        return all(w.risk <= self.max_risk and not w.pending for w in self.workloads)
+        """Every workload under the risk limit, and none left Pending: not fitting is a fact, not a risk.
+        A GPU workload gpuport could not read is no pass either: nothing about it is known."""
+        return not self.unread and all(w.risk <= self.max_risk and not w.pending for w in self.workloads)
 
 
 @dataclass
@@ -115,8 +117,17 @@ def preflight(
     total = sum(weights.values())
     workloads: list[WorkloadReport] = []
     templates_by_workload: dict[str, list[_Template]] = {}
+    unread: list[str] = []
     for doc in documents:
-        if not isinstance(doc, Mapping) or not list(pod_templates(doc)):
+        if not isinstance(doc, Mapping):
+            continue
+        reason = unread_reason(doc, lambda name: name in context.dialects)
+        if reason:
+            metadata = doc.get("metadata") or {}
+            unread.append(
+                f"{doc.get('kind')}/{metadata.get('namespace', 'default')}/{metadata.get('name')}: {reason}"
+            )
+        if not list(pod_templates(doc)):
             continue
         report, templates = _workload(doc, context, inventory)
         if not any(t.demand.asks for t in templates):
@@ -155,6 +166,7 @@ def preflight(
         workloads=sorted(workloads, key=lambda w: (-w.risk, w.key)),
         waves=waves,
         inventory_nodes=len(inventory.nodes) if inventory else None,
+        unread=unread,
     )
 
 
@@ -239,7 +251,22 @@ def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | Non
         return int(job.get("replicas", 1)) * int(
             ((job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
         )
-    return 1
+    return _nearest_replicas(doc, path)
+
+
+def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
+    """The `replicas` of the closest object holding the template (a Ray worker group, a replica type,
+    a Volcano task, the LeaderWorkerSet itself); 1 when none says."""
+    replicas, node = 1, doc
+    for part in path.strip("/").split("/")[:-1]:
+        node = (
+            node.get(part.replace("~1", "/").replace("~0", "~"))
+            if isinstance(node, Mapping)
+            else (node[int(part)] if isinstance(node, list) else None)
+        )
+        if isinstance(node, Mapping) and isinstance(node.get("replicas"), int):
+            replicas = node["replicas"]
+    return replicas
 
 
 def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -269,6 +296,15 @@ def _requires(template: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     return requires
 
 
+def _excludes(template: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Label values a node must not have (NotIn), or () for a label it must not carry at all."""
+    excludes: dict[str, tuple[str, ...]] = {}
+    for expression in required_expressions(template.get("spec") or {}):
+        if expression.get("operator") in ("NotIn", "DoesNotExist"):
+            excludes[expression["key"]] = tuple(map(str, expression.get("values") or ()))
+    return excludes
+
+
 def _replicas(workload: WorkloadReport, templates: list[_Template], context: Context) -> list[Replica]:
     replicas = []
     index = 0
@@ -286,6 +322,7 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
                     resources,
                     _requires(template.translated),
                     tuple((template.translated.get("spec") or {}).get("tolerations") or ()),
+                    _excludes(template.translated),
                 )
             )
             index += 1

@@ -14,6 +14,7 @@ def as_json(report: Report) -> str:
             "max_risk": report.max_risk,
             "passed": report.passed,
             "inventory_nodes": report.inventory_nodes,
+            "unread": report.unread,
             "workloads": [
                 {
                     "workload": w.key,
@@ -104,6 +105,11 @@ def _summary(report: Report, bullet: str) -> list[str]:
         lines += [f"{bullet}{w.key}: {w.pending} of {w.replicas} replica(s)" for w in pending]
     else:
         lines.append(f"Capacity: everything fits on the {report.inventory_nodes} inventory node(s).")
+    if report.unread:
+        lines.append(
+            "Not looked into (no risk can be given; the preflight fails until they are moved by hand):"
+        )
+        lines += [f"{bullet}{line}" for line in report.unread]
     lines.append("Wave plan (stateless first, then training, then stateful; lowest risk first):")
     lines += [f"{bullet}wave {n}: {', '.join(wave)}" for n, wave in enumerate(report.waves, 1)]
     return lines
