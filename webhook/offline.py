@@ -5,19 +5,18 @@ the resulting JSON Patch is applied to the round-trip YAML so comments and key o
 """
 
 import difflib
-import io
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jsonpatch
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from webhook.checks import check_pod_spec
 from webhook.core import Context, rewrite_pod
-from webhook.templates import pod_templates
+from webhook.templates import pod_templates, unread_reason
 from webhook.translate import Untranslatable
+from webhook.yamledit import BOM, edit_document, round_trip, split_documents
 
 
 class ManifestError(ValueError):
@@ -37,71 +36,58 @@ class TemplateResult:
 
 
 @dataclass
+class Document:
+    """One YAML document: its text as written, a parse kept untouched for positions, and a parse the
+    translation edits."""
+
+    text: str
+    original: Any
+    edited: Any
+    changed: list[str] = field(default_factory=list)  # JSON Pointers of the templates translated
+
+
+@dataclass
 class Manifest:
-    """Parsed documents and the indentation the author used, so the output reads like the input."""
-
-    docs: list[Any]
-    mapping_indent: int = 2
-    sequence_dash_offset: int = 0
-
-
-def _yaml(manifest: Manifest | None = None) -> YAML:
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    if manifest is not None:
-        offset = manifest.sequence_dash_offset
-        yaml.indent(mapping=manifest.mapping_indent, sequence=manifest.mapping_indent + offset, offset=offset)
-    return yaml
+    documents: list[Document]
+    bom: str = ""
 
 
 def load_documents(text: str, source: str) -> Manifest:
-    try:
-        docs = [d for d in _yaml().load_all(text) if d is not None]
-    except YAMLError as exc:
-        raise ManifestError(f"{source}: not valid YAML: {exc}") from None
-    return Manifest(docs, *_guess_indent(text))
+    bom = BOM if text.startswith(BOM) else ""
+    documents, line = [], 1
+    for chunk in split_documents(text.removeprefix(BOM)):
+        try:
+            original, edited = round_trip().load(chunk), round_trip().load(chunk)
+        except YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {line + mark.line}" if mark else ""
+            raise ManifestError(f"{source}:{where}: not valid YAML: {exc}") from None
+        documents.append(Document(chunk, original, edited))
+        line += chunk.count("\n")
+    return Manifest(documents, bom)
 
 
 def dump_documents(manifest: Manifest) -> str:
-    out = io.StringIO()
-    _yaml(manifest).dump_all(manifest.docs, out)
-    return out.getvalue()
-
-
-def _guess_indent(text: str) -> tuple[int, int]:
-    """(mapping indent, offset of "- " under its parent key) from the first nested lines."""
-    mapping, offset = 2, 0
-    previous = None
-    for line in text.splitlines():
-        stripped = line.lstrip()
-        if not stripped or stripped.startswith("#") or stripped.startswith("---"):
-            continue
-        indent = len(line) - len(stripped)
-        if previous is not None and previous[1].endswith(":") and indent > previous[0]:
-            if stripped.startswith("- "):
-                offset = indent - previous[0]
-                break
-            mapping = indent - previous[0]
-        previous = (indent, stripped.split("#")[0].rstrip())
-    return mapping, offset
+    """Every document as written, but for the entries translation changed."""
+    return manifest.bom + "".join(
+        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text
+        for d in manifest.documents
+    )
 
 
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
     results = []
-    for number, doc in enumerate(manifest.docs):
+    for number, document in enumerate(manifest.documents):
+        doc = document.edited
         if not hasattr(doc, "get"):
             continue
         kind = str(doc.get("kind", "?"))
         name = str((doc.get("metadata") or {}).get("name", ""))
+        reason = unread_reason(doc, lambda name: name in context.dialects)
+        if reason:
+            results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
         for path, template in list(pod_templates(doc)):
-            if template.get("metadata") is None:
-                # Where a reader expects it: before the spec.
-                if hasattr(template, "insert"):
-                    template.insert(0, "metadata", {})
-                else:
-                    template["metadata"] = {}
             plain = json.loads(json.dumps(template, default=str))
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
             violations = check_pod_spec(plain["spec"], ("spec",), context.target, context.dialects)
@@ -110,12 +96,15 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                 result.messages = [v.message for v in violations]
             else:
                 try:
-                    result.patch, result.warnings = rewrite_pod(plain, context)
+                    result.patch, result.warnings = rewrite_pod(plain, context, hints=False)
                 except Untranslatable as exc:
                     result.allowed = False
                     result.messages = list(exc.messages)
                 if result.patch:
+                    if template.get("metadata") is None and hasattr(template, "insert"):
+                        template.insert(0, "metadata", {})  # where a reader expects it: before the spec
                     jsonpatch.apply_patch(template, result.patch, in_place=True)
+                    document.changed.append(path)
             results.append(result)
     return results
 
