@@ -16,7 +16,7 @@ from webhook.checks import check_pod_spec
 from webhook.core import Context, rewrite_pod
 from webhook.templates import pod_templates, unread_reason
 from webhook.translate import Untranslatable
-from webhook.yamledit import BOM, edit_document, round_trip, split_documents
+from webhook.yamledit import BOM, edit_document, round_trip, set_units, split_documents
 
 
 class ManifestError(ValueError):
@@ -103,10 +103,19 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                 if result.patch:
                     if template.get("metadata") is None and hasattr(template, "insert"):
                         template.insert(0, "metadata", {})  # where a reader expects it: before the spec
-                    jsonpatch.apply_patch(template, result.patch, in_place=True)
+                    _apply(template, plain, result.patch)
                     document.changed.append(path)
             results.append(result)
     return results
+
+
+def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:
+    """Apply the webhook's patch to the round-trip template in place (comments and quotes inside the
+    edited entries survive); where anchors make two entries one node, set the entries instead."""
+    try:
+        jsonpatch.apply_patch(template, patch, in_place=True)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        set_units(template, jsonpatch.apply_patch({"metadata": {}, **plain}, patch))
 
 
 def unified_diff(before: str, after: str, source: str) -> str:

@@ -9,6 +9,7 @@ parsed again and compared with the intended object; when a splice cannot be made
 is re-dumped whole instead (and checked the same way), never printed wrong.
 """
 
+import copy
 import io
 import itertools
 import json
@@ -80,6 +81,24 @@ def units(template: Any) -> Iterator[tuple[str | int, ...]]:
         items = spec.get(list_name) if isinstance(spec, CommentedMap) else None
         for index in range(len(items) if isinstance(items, CommentedSeq) else 0):
             yield ("spec", list_name, index, "resources")
+
+
+def set_units(template: Any, wanted: dict) -> None:
+    """Make each translatable entry of a round-trip template equal to `wanted`'s, by assignment.
+    For templates whose nodes are shared through anchors, where patching in place edits an alias
+    twice; an entry that came from a merge key becomes the template's own."""
+    for unit in units(template):
+        value = _get(wanted, unit)
+        parent = _get(template, unit[:-1])
+        if parent is MISSING:
+            continue
+        if value is MISSING:
+            if isinstance(parent, dict) and unit[-1] in parent:
+                del parent[unit[-1]]
+        elif plain(_get(template, unit)) != value:
+            parent[unit[-1]] = copy.deepcopy(value)
+    if plain(template) != wanted:
+        raise Unfaithful("the translated template could not be written back")
 
 
 def edit_document(text: str, original: Any, edited: Any, templates: list[str]) -> str:
@@ -180,12 +199,19 @@ def _get(node: Any, path: tuple) -> Any:
 
 def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[int, int, list[str]]]:
     old, new = _get(before, unit), _get(after, unit)
-    if old is not MISSING and new is not MISSING and plain(old) == plain(new):
+    if old is new is MISSING or (MISSING not in (old, new) and plain(old) == plain(new)):
         return []
     parent_path, key = unit[:-1], unit[-1]
     parent = _get(before, parent_path)
-    if not isinstance(parent, CommentedMap) or parent.fa.flow_style():
-        raise CannotSplice(f"{'/'.join(map(str, unit))} sits in a flow or missing mapping")
+    if _in_flow(before, unit):
+        # A flow collection is rewritten whole: from the nearest block entry or item holding it.
+        while _in_flow(before, unit):
+            unit = unit[:-1]
+        return _unit_edit(lines, before, after, unit, newline)
+    if isinstance(parent, CommentedSeq):
+        return _item_edit(lines, parent, key, new, newline)
+    if not isinstance(parent, CommentedMap):
+        raise CannotSplice(f"{'/'.join(map(str, unit))} has no mapping to go in")
     if old is not MISSING and key not in parent.keys() - _merged(parent):
         raise CannotSplice(f"{key} comes from a merge key")
     if old is not MISSING:
@@ -200,17 +226,61 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[in
         raise CannotSplice(f"cannot place {key}")
     first = next(iter(parent))
     column = parent.lc.key(first)[1]
+    after_parent = _get(after, parent_path)
+    gone = [k for k in parent if k in SPEC_KEYS and k not in after_parent]
     if key == "metadata" and "spec" in parent:
         at = parent.lc.key("spec")[0]  # where a reader expects it: before the spec
+    elif key in SPEC_KEYS and gone:
+        at = parent.lc.key(gone[0])[0]  # where the selector it replaces stood
     else:
         at = _entry_span(lines, parent, list(parent)[-1])[1]
     style = guess_indent("".join(lines))
     return [(at, at, render_entry(key, new, column, style, newline))]
 
 
+def _in_flow(root: Any, unit: tuple) -> bool:
+    """Whether `unit` is written inside a flow collection ({...} or [...]), at any depth."""
+    node = root
+    for part in unit[:-1]:
+        node = _get(node, (part,))
+        if isinstance(node, CommentedMap | CommentedSeq) and node.fa.flow_style():
+            return True
+    return False
+
+
+def _item_edit(lines, sequence: CommentedSeq, index: int, new: Any, newline: str):
+    """Rewrite one item of a block sequence (its content is a flow collection)."""
+    if new is MISSING:
+        raise CannotSplice("an item translation removed")
+    start, content_column = sequence.lc.item(index)
+    dash = lines[start].rfind("-", 0, content_column)
+    if dash < 0 or lines[start][:dash].strip():
+        raise CannotSplice("the item does not start its line")
+    end = start + 1
+    while end < len(lines) and (
+        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip(" ")) > dash
+    ):
+        end += 1
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    item = CommentedSeq([new])
+    yaml = round_trip()
+    _set_indent(yaml, (2, 0))
+    out = io.StringIO()
+    yaml.dump(item, out)
+    pad = " " * dash
+    return [
+        (
+            start,
+            end,
+            [(pad + line if line.strip() else line) + newline for line in out.getvalue().splitlines()],
+        )
+    ]
+
+
 def _merged(mapping: CommentedMap) -> set:
-    merged = getattr(mapping, "merge", None) or []
-    return {k for _, source in merged for k in source}
+    """Keys a mapping only inherits through `<<:` (written elsewhere, so not splice-able here)."""
+    return set(mapping) - set(mapping.lc.data or {})
 
 
 def _entry_span(lines: list[str], parent: CommentedMap, key: Any) -> tuple[int, int]:

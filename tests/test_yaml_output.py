@@ -1,0 +1,278 @@
+"""`gpuport translate` output as a reviewer sees it in a pull request: documents it does not change are
+byte for byte the input, changed ones differ only in the lines of GPU entries, and every output parses
+to exactly the object the webhook would produce."""
+
+import copy
+import difflib
+import json
+from pathlib import Path
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from tests.helpers import context
+from webhook.checks import check_pod_spec
+from webhook.core import rewrite_pod
+from webhook.offline import dump_documents, load_documents, translate_documents
+from webhook.templates import pod_templates
+from webhook.yamledit import BOM, _entry_span, plain, round_trip, split_documents, units
+
+CORPUS = sorted((Path(__file__).parent / "manifests").glob("*.yaml"))
+TARGETS = ["generic", "generic-mig-single", "gke", "eks", "aks", "hami"]
+CONTEXTS = {name: context(name) for name in TARGETS}
+
+
+def translate_text(text: str, target: str) -> str:
+    manifest = load_documents(text, "test")
+    translate_documents(manifest, CONTEXTS[target])
+    return dump_documents(manifest)
+
+
+def webhook_result(document, target):
+    """What the webhook's core makes of each pod template, applied to a plain copy of the document."""
+    expected = copy.deepcopy(document)
+    for path, template in pod_templates(expected):
+        ctx = CONTEXTS[target]
+        if check_pod_spec(template["spec"], ("spec",), ctx.target, ctx.dialects):
+            continue
+        try:
+            patch, _ = rewrite_pod(copy.deepcopy(template), ctx, hints=False)
+        except Exception:  # denied: the document is printed as it was
+            continue
+        if patch:
+            template.setdefault("metadata", {})  # a Pod made from the template always has metadata
+        translated = jsonpatch.apply_patch(template, patch)
+        if path:
+            parent = jsonpatch.JsonPointer(path).to_last(expected)
+            parent[0][parent[1]] = translated
+        else:
+            expected = translated
+    return expected
+
+
+def changed_lines_are_gpu_entries(before: str, after: str) -> None:
+    """Every line the diff removes lies in a GPU entry of the input; every line it adds, in one of the
+    output (or is the `metadata:` line a template without metadata needed)."""
+    removed, added = set(), set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed |= set(range(i1, i2))
+            added |= set(range(j1, j2))
+    assert removed <= gpu_entry_lines(before), (removed - gpu_entry_lines(before), before)
+    assert added <= gpu_entry_lines(after), (added - gpu_entry_lines(after), after)
+
+
+def gpu_entry_lines(text: str) -> set[int]:
+    lines = text.splitlines(keepends=True)
+    found, offset = set(), 0
+    for chunk in split_documents(text.removeprefix(BOM)):
+        doc = round_trip().load(chunk)
+        chunk_lines = chunk.splitlines(keepends=True)
+        for _, template in pod_templates(doc) if hasattr(doc, "get") else ():
+            for unit in units(template):
+                node = template
+                for part in unit[:-1]:
+                    node = node[part] if part in node or isinstance(part, int) else None
+                    if node is None:
+                        break
+                own = isinstance(node, CommentedMap) and unit[-1] in (node.lc.data or {})
+                if own and not node.fa.flow_style():
+                    start, end = _entry_span(chunk_lines, node, unit[-1])
+                    found |= {offset + n for n in range(start, end)}
+                elif isinstance(node, CommentedMap) and node.fa.flow_style():
+                    line = node.lc.line
+                    found |= {offset + line}
+            metadata = template.get("metadata")
+            if isinstance(metadata, CommentedMap) and list(metadata) == ["annotations"]:
+                found.add(offset + template.lc.key("metadata")[0])  # a metadata gpuport had to add
+            for list_name in ("containers", "initContainers"):
+                for item in template["spec"].get(list_name) or []:
+                    if isinstance(item, CommentedMap) and item.fa.flow_style():
+                        found.add(offset + item.lc.line)
+        offset += len(chunk_lines)
+    assert offset == len(lines)
+    return found
+
+
+def documents_of(text: str) -> list:
+    return [round_trip().load(chunk) for chunk in split_documents(text.removeprefix(BOM))]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_corpus_output_is_the_input_but_for_gpu_lines_and_parses_to_the_webhook_s_object(path, target):
+    text = path.read_text(encoding="utf-8")
+    output = translate_text(text, target)
+    assert output.startswith(BOM) == text.startswith(BOM)
+    changed_lines_are_gpu_entries(text, output)
+    before_chunks, after_chunks = (
+        split_documents(text.removeprefix(BOM)),
+        split_documents(output.removeprefix(BOM)),
+    )
+    assert len(before_chunks) == len(after_chunks)
+    for before, after in zip(before_chunks, after_chunks, strict=True):
+        document = round_trip().load(before)
+        try:
+            as_plain = plain(document)
+        except (TypeError, ValueError):
+            assert after == before  # a document JSON cannot hold (a {{template}} key) is never edited
+            continue
+        expected = webhook_result(as_plain, target) if isinstance(as_plain, dict) else as_plain
+        if expected == as_plain:
+            assert after == before, "a document gpuport does not change is printed byte for byte"
+        else:
+            assert plain(round_trip().load(after)) == expected
+            assert ("\r\n" in after) == ("\r\n" in before)
+
+
+def test_the_corpus_has_forty_manifests_in_varied_styles():
+    assert len(CORPUS) >= 40
+    texts = [p.read_bytes() for p in CORPUS]
+    assert any(t.startswith(BOM.encode()) for t in texts)
+    assert any(b"\r\n" in t for t in texts)
+    assert any(b"\n - name" in t or b"\n   - name" in t for t in texts)  # odd indents
+
+
+def test_a_template_placeholder_secret_comes_back_as_written():
+    text = (Path(__file__).parent / "manifests" / "secret-and-deployment.yaml").read_text()
+    output = translate_text(text, "eks")
+    assert "HF_TOKEN: {{HF_TOKEN}}\n" in output
+    assert output.split("---")[1] == text.split("---")[1]
+
+
+def test_diff_shows_only_the_changed_lines(tmp_path, capsys):
+    from webhook.cli import main
+
+    path = tmp_path / "pod.yaml"
+    path.write_text((Path(__file__).parent / "manifests" / "comments-everywhere.yaml").read_text())
+    assert main(["translate", "--to", "eks", "--diff", str(path)]) == 0
+    diff = capsys.readouterr().out
+    changes = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changes == [
+        "+  annotations:",
+        '+    gpuport.io/translated-from: \'{"containers[0]":{"nvidia.com/gpu":"1"},"nodeSelector":'
+        '{"cloud.google.com/gke-accelerator":"nvidia-tesla-a100"}}\'',
+        "-    cloud.google.com/gke-accelerator: nvidia-tesla-a100  # A2 machines",
+        "+    node.kubernetes.io/instance-type: p4d.24xlarge",
+    ]
+
+
+# Hypothesis: the same pods written in many styles.
+
+STYLE = st.fixed_dictionaries(
+    {
+        "indent": st.integers(1, 4),
+        "dash": st.integers(0, 4),
+        "flow": st.sets(st.sampled_from(["nodeSelector", "limits", "labels", "container"])),
+        "comments": st.booleans(),
+        "crlf": st.booleans(),
+        "bom": st.booleans(),
+        "anchor": st.booleans(),
+        "preamble": st.booleans(),
+        "source": st.sampled_from(
+            [
+                ({"nvidia.com/gpu": 2}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}),
+                ({"nvidia.com/gpu": 1}, {"node.kubernetes.io/instance-type": "p5.48xlarge"}),
+                ({"nvidia.com/mig-1g.10gb": 1}, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+                ({"aliyun.com/gpu-mem": 8}, {}),
+                ({"nvidia.com/gpu": 1}, {}),
+            ]
+        ),
+        "target": st.sampled_from(TARGETS),
+    }
+)
+
+
+def styled_manifest(style) -> str:
+    resources, selector = style["source"]
+    limits = CommentedMap(resources)
+    container = CommentedMap(name="main", image="nvidia/cuda:12.4.0-base-ubuntu22.04")
+    container["resources"] = CommentedMap(limits=limits)
+    spec = CommentedMap()
+    if selector:
+        spec["nodeSelector"] = CommentedMap(selector)
+    spec["containers"] = CommentedSeq([container])
+    labels = CommentedMap(app="work")
+    pod = CommentedMap(apiVersion="v1", kind="Pod")
+    pod["metadata"] = CommentedMap(name="work", labels=labels)
+    pod["spec"] = spec
+    for name, node in (("nodeSelector", spec.get("nodeSelector")), ("limits", limits), ("labels", labels)):
+        if name in style["flow"] and node is not None:
+            node.fa.set_flow_style()
+    if "container" in style["flow"]:
+        container.fa.set_flow_style()
+    if style["comments"]:
+        pod.yaml_add_eol_comment("# the pod", "kind")
+        container.yaml_add_eol_comment("# its image", "image") if "container" not in style["flow"] else None
+        if "nodeSelector" in spec and "nodeSelector" not in style["flow"]:
+            spec["nodeSelector"].yaml_add_eol_comment("# where", next(iter(spec["nodeSelector"])))
+    if style["anchor"]:
+        env = CommentedSeq([CommentedMap(name="MODE", value="train")])
+        env.yaml_set_anchor("env", always_dump=True)
+        container["env"] = env
+    yaml = round_trip()
+    indent, dash = style["indent"], min(style["dash"], style["indent"])
+    yaml.indent(mapping=indent, sequence=dash + 2, offset=dash)
+    import io
+
+    out = io.StringIO()
+    documents = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}},
+        pod,
+    ]
+    yaml.dump_all(documents, out)
+    text = out.getvalue()
+    if style["preamble"]:
+        text = "# generated for the test\n---\n" + text
+    if style["crlf"]:
+        text = text.replace("\n", "\r\n")
+    return (BOM if style["bom"] else "") + text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STYLE)
+def test_any_style_round_trips_to_the_webhook_s_object_with_only_gpu_lines_changed(style):
+    text = styled_manifest(style)
+    output = translate_text(text, style["target"])
+    changed_lines_are_gpu_entries(text, output)
+    before_chunks, after_chunks = (
+        split_documents(text.removeprefix(BOM)),
+        split_documents(output.removeprefix(BOM)),
+    )
+    for before, after in zip(before_chunks, after_chunks, strict=True):
+        document = plain(round_trip().load(before))
+        expected = webhook_result(document, style["target"]) if isinstance(document, dict) else document
+        if expected == document:
+            assert after == before
+        else:
+            assert plain(round_trip().load(after)) == expected
+    json.dumps(plain(documents_of(output)))  # every document parses
+
+
+def test_corpus_needs_no_whole_document_re_dump(monkeypatch):
+    import webhook.yamledit
+
+    def refuse(text, edited):
+        raise AssertionError(f"re-dumped:\n{text}")
+
+    monkeypatch.setattr(webhook.yamledit, "redump", refuse)
+    for path in CORPUS:
+        for target in TARGETS:
+            translate_text(path.read_text(encoding="utf-8"), target)
+
+
+def test_a_change_the_splice_cannot_place_is_re_dumped_and_still_exact():
+    # Container b inherits its resources through a merge key: the ask it changes is not written in b.
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: merged\nspec:\n  containers:\n"
+        "  - &a\n    name: a\n    image: x\n    resources:\n      limits:\n        aliyun.com/gpu-mem: 8\n"
+        "  - <<: *a\n    name: b\n"
+    )
+    output = translate_text(text, "eks")
+    expected = webhook_result(plain(round_trip().load(text)), "eks")
+    assert plain(round_trip().load(output)) == expected
+    assert expected["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/gpu.shared": "1"}
