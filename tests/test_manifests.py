@@ -152,6 +152,21 @@ def test_match_condition_skips_pods_without_extended_resources():
     assert _matches(_condition("pods"), pod)
 
 
+def test_every_pod_webhook_is_called_for_a_gpu_share_asked_by_annotation():
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    pod["spec"]["containers"][0]["resources"] = {}
+    pod_hooks = [h for _, h in webhooks() if any("pods" in r["resources"] for r in h["rules"])]
+    assert len(pod_hooks) == 2
+    for hook in pod_hooks:
+        (condition,) = hook["matchConditions"]
+        environment = celpy.Environment()
+        program = environment.program(environment.compile(condition["expression"]))
+        assert not _matches(program, pod)
+        pod["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+        assert _matches(program, pod)
+        del pod["metadata"]["annotations"]
+
+
 def test_match_conditions_find_gpus_in_workload_templates():
     spec = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}
     cpu_only = {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}

@@ -3,6 +3,7 @@ project, in tests/manifests/), judged as the target platform's engineer would: w
 there, on the hardware the author meant, and is anything lost without a word?"""
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,7 @@ def test_a_hami_memory_percentage_leaves_nothing_hami_behind(capsys):
     ]
     assert "nvidia.com/use-gputype" not in pod["metadata"]["annotations"]
     assert "memory limit not enforced by time-slicing" in err
-    assert "annotation nvidia.com/use-gputype → node selector" in err
+    assert "annotation nvidia.com/use-gputype removed: generic does not read it" in err
 
 
 def test_a_memory_percentage_of_a_known_model_becomes_gib_on_ack(capsys):
@@ -450,3 +451,39 @@ def test_a_kind_carrying_gpus_that_is_not_read_is_said_on_stderr(capsys, name, r
     assert code == 0
     assert "not looked into: " in err
     assert reason in err
+
+
+# The KAI scheduler's annotation shares are a dialect like any other.
+
+
+def test_a_kai_fraction_becomes_the_target_s_share_and_its_words_leave(capsys):
+    code, [pod], err = translate(capsys, "kai-fraction.yaml", "hami")
+    assert code == 0
+    assert limits(pod["spec"]) == {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert "gpu-fraction" not in pod["metadata"]["annotations"]
+    code, [pod], err = translate(capsys, "kai-fraction.yaml", "generic")
+    assert limits(pod["spec"]) == {"nvidia.com/gpu.shared": "1"}
+    assert "schedulerName" not in pod["spec"]
+    assert "schedulerName kai-scheduler removed: generic does not run it" in err
+
+
+def test_a_share_by_memory_becomes_a_kai_annotation(capsys):
+    code, [pod], _ = translate(capsys, "volcano-gpushare-legacy.yaml", "kai")
+    assert code == 0
+    assert pod["metadata"]["annotations"]["gpu-memory"] == "1024"
+    assert "resources" not in pod["spec"]["containers"][0]
+    assert pod["spec"]["schedulerName"] == "kai-scheduler"
+
+
+def test_a_kai_share_counts_in_gpu_quota():
+    from tests.helpers import context
+    from webhook.demand import read_demand
+    from webhook.equivalents import pod_use
+
+    pod = yaml.safe_load(corpus("kai-fraction.yaml"))
+    ctx = context("kai")
+    use = pod_use(pod, read_demand(pod, ctx.dialects), ctx.target, ctx.dialects.catalogue)
+    assert use.equivalents == Fraction(1, 2)
+    pod["spec"]["schedulerName"] = "default-scheduler"  # the annotation means nothing to others
+    assert read_demand(pod, ctx.dialects).asks == ()

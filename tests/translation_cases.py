@@ -23,6 +23,7 @@ TARGETS = [
     "volcano",
     "volcano-gpushare",
     "koordinator",
+    "kai",
     "amd",
 ]
 # A whole GPU on GKE must not land on a MIG partition or a time-shared GPU: both are nvidia.com/gpu there.
@@ -54,12 +55,21 @@ def pod(resources, selector=None, name="work"):
     }
 
 
+def kai_pod(annotations):
+    """KAI asks for a share by annotation, for pods its scheduler schedules; no GPU resource."""
+    body = pod({})
+    del body["spec"]["containers"][0]["resources"]
+    body["metadata"]["annotations"] = dict(annotations)
+    body["spec"]["schedulerName"] = "kai-scheduler"
+    return body
+
+
 # name → (ask class, pod, targets on which it is already native and must stay byte-for-byte)
 SOURCES = {
     "generic-whole": (
         "W1",
         pod({"nvidia.com/gpu": "1"}, {PRODUCT: "NVIDIA-A100-SXM4-40GB"}),
-        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare"},
+        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare", "kai"},
     ),
     "gke-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {GKE_ACC: "nvidia-tesla-a100"}), {"gke"}),
     "eks-whole": ("W1", pod({"nvidia.com/gpu": "1"}, {INSTANCE: "p4d.24xlarge"}), {"eks"}),
@@ -74,14 +84,14 @@ SOURCES = {
     "generic-8": (
         "W8",
         pod({"nvidia.com/gpu": "8"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
-        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare"},
+        {"generic", "generic-mig-single", "tke", "hami", "volcano", "volcano-gpushare", "kai"},
     ),
     "gke-8": ("W8", pod({"nvidia.com/gpu": "8"}, {GKE_ACC: "nvidia-h100-80gb"}), {"gke"}),
     "eks-8": ("W8", pod({"nvidia.com/gpu": "8"}, {INSTANCE: "p5.48xlarge"}), {"eks"}),
     "generic-mig": (
         "M",
         pod({"nvidia.com/mig-1g.10gb": "1"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
-        {"generic"},
+        {"generic", "kai"},
     ),
     "mig-single": (
         "M",
@@ -117,6 +127,7 @@ SOURCES = {
         pod({"volcano.sh/gpu-number": "1", "volcano.sh/gpu-memory": "8192"}),
         {"volcano-gpushare"},
     ),
+    "kai-shared": ("S8", kai_pod({"gpu-memory": "8192"}), {"kai"}),
     "koordinator-shared": (
         "S8",
         pod({"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8Gi"}),
@@ -157,6 +168,7 @@ EXPECTED = {
         "hami": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "hami-scheduler"),
         "volcano": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "volcano"),
         "volcano-gpushare": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "volcano"),
+        "kai": ok({"nvidia.com/gpu": "1"}, W1_PRODUCT, "kai-scheduler"),
         "koordinator": ok(
             {"nvidia.com/gpu": "1"}, {"node.koordinator.sh/gpu-model": A100_40}, "koord-scheduler"
         ),
@@ -180,6 +192,7 @@ EXPECTED = {
         "hami": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "hami-scheduler"),
         "volcano": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
         "volcano-gpushare": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
+        "kai": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "kai-scheduler"),
         "koordinator": ok(
             {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
         ),
@@ -201,6 +214,7 @@ EXPECTED = {
             {INSTANCE: ["Standard_ND96isr_H100_v5"]},
             tolerations=AKS_TOLERATION,
         ),
+        "kai": ok({"nvidia.com/mig-1g.10gb": "1"}, W8_PRODUCT, "kai-scheduler"),
         # HAMi's dynamic MIG cuts an instance with at least the memory asked for.
         "hami": ok({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}, W8_PRODUCT, "hami-scheduler"),
         **{
@@ -216,6 +230,7 @@ EXPECTED = {
         "eks": ok({"nvidia.com/gpu.shared": "1"}),
         "aks": denied("aks offers no GPU sharing"),
         "oke": denied("oke offers no GPU sharing"),
+        "kai": denied("kai shares GPUs by gpu-fraction or gpu-memory (MiB)"),
         **{
             t: denied("shared GPU without a memory size")
             for t in ("ack", "tke", "cce", "hami", "volcano", "volcano-gpushare", "koordinator")
@@ -237,6 +252,7 @@ EXPECTED = {
         "volcano-gpushare": ok(
             {"volcano.sh/gpu-number": "1", "volcano.sh/gpu-memory": "8192"}, scheduler="volcano"
         ),
+        "kai": ok({}, scheduler="kai-scheduler"),  # the share is the gpu-memory annotation
         "koordinator": ok(
             {"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8192Mi"},
             scheduler="koord-scheduler",
@@ -265,9 +281,9 @@ EXPECTED_FOR_SOURCE = {
 def summarize(pod_obj):
     """The GPU-relevant outcome of a translated pod, in the shape EXPECTED uses."""
     spec = pod_obj["spec"]
-    container = spec["containers"][0]
-    limits = container["resources"]["limits"]
-    assert container["resources"]["requests"] == limits, "requests must equal limits for extended resources"
+    resources = spec["containers"][0].get("resources") or {}
+    limits = resources.get("limits", {})
+    assert resources.get("requests", limits) == limits, "requests must equal limits for extended resources"
     requires = {k: [v] for k, v in (spec.get("nodeSelector") or {}).items()}
     terms = (
         ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(

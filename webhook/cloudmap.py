@@ -177,6 +177,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             memory_resource=shared.get("memory_resource", ""),
             memory_percent_resource=shared.get("memory_percent_resource", ""),
             max_per_container=shared.get("max_per_container", 0),
+            fraction_annotation=shared.get("fraction_annotation", ""),
+            memory_annotation=shared.get("memory_annotation", ""),
             memory_unit_bytes=shared.get("memory_unit_bytes", 0),
             count_resource=shared.get("count_resource", ""),
             core_resource=shared.get("core_resource", ""),

@@ -81,7 +81,45 @@ def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
             asks.append(ask)
         if problem:
             problems.append(problem)
+    shared, problem = _annotation_share(spec, annotations, dialects)
+    if shared is not None:
+        if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
+            problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
+        else:
+            asks.append(shared)
+            selection = replace(selection, annotations=selection.annotations | set(shared.written))
+    if problem:
+        problems.append(problem)
     return PodDemand(tuple(asks), selection, tuple(problems))
+
+
+def _annotation_share(spec, annotations: Mapping[str, Any], dialects: Dialects):
+    """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
+    gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
+    for cloud_map in dialects.maps:
+        form = cloud_map.shared
+        if form.form != "annotation" or spec.get("schedulerName") != cloud_map.scheduler_name:
+            continue
+        written = {k: str(annotations[k]) for k in form.annotation_names() if k in annotations}
+        first = next((c for c in containers(spec, ("spec",)) if c.list_name == "containers"), None)
+        if not written or first is None:
+            continue
+        where = f'containers[{first.index}] "{first.name}"'
+        try:
+            fraction = (
+                Decimal(written[form.fraction_annotation]) if form.fraction_annotation in written else None
+            )
+            memory = int(written[form.memory_annotation]) if form.memory_annotation in written else None
+        except (ArithmeticError, ValueError):
+            return None, f"{where}: GPU share annotations {written} are not numbers"
+        if fraction is not None and not 0 < fraction < 1:
+            return None, f"{where}: {form.fraction_annotation} is {fraction}; a share is between 0 and 1"
+        share = SharedAsk(
+            memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
+        )
+        base = {"list_name": "containers", "index": first.index, "name": first.name, "written": written}
+        return ContainerAsk(kind="shared", count=1, share=share, vendor=cloud_map.vendor, **base), ""
+    return None, ""
 
 
 def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:

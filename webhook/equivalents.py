@@ -4,9 +4,10 @@
 - A MIG slice counts its compute slices over the GPU's total: 1g on a 7-slice GPU is 1/7, on an A30 1/4.
   The GPU is the model the pod pins; if it pins none, the model with that profile that makes the slice
   count most (never undercount).
-- A shared GPU counts its share: memory over the GPU's memory, or compute percent over 100, whichever is
-  larger; the GPU is the pinned model, else the smallest the cluster offers. A shared slot that names
-  neither (time-slicing) counts 1/replicas of the platform map (`shared.replicas_per_gpu`), else 1.
+- A shared GPU counts its share: memory over the GPU's memory, or a memory or compute percentage
+  over 100, whichever is larger; the GPU is the pinned model, else the smallest the cluster offers.
+  A shared slot that names neither (time-slicing) counts 1/replicas of the platform map
+  (`shared.replicas_per_gpu`), else 1.
 - A pod counts like Kubernetes counts requests: the larger of its largest init container and the sum of
   its app containers plus restartable init containers ("sidecars").
 Exact fractions throughout: seven 1g slices sum to exactly one GPU.
@@ -52,6 +53,8 @@ def ask_equivalents(
         parts.append(Fraction(share.memory_mib, gpu_mib))
     if share and share.core_percent:
         parts.append(Fraction(share.core_percent, 100))
+    if share and share.memory_percent:
+        parts.append(Fraction(share.memory_percent, 100))
     if not parts:
         parts.append(Fraction(1, target.shared.replicas_per_gpu or 1))
     memory = share.memory_mib if share and share.memory_mib else int(gpu_mib * max(parts))

@@ -51,7 +51,7 @@ class MigForm:
 
 @dataclass(frozen=True)
 class SharedForm:
-    form: str = "none"  # none | resource | label | memory
+    form: str = "none"  # none | resource | label | memory | annotation
     resource: str = ""
     label: str = ""
     values: tuple[str, ...] = ()
@@ -64,6 +64,11 @@ class SharedForm:
     count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
     replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
     max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
+    fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
+    memory_annotation: str = ""  # annotation form: GPU memory in MiB
+
+    def annotation_names(self) -> tuple[str, ...]:
+        return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
 
     def resource_names(self) -> frozenset[str]:
         names = {
@@ -130,6 +135,12 @@ class CloudMap:
     def resource_names(self) -> frozenset[str]:
         """Exact resource names pods on this platform ask for (MIG names of the mixed form aside)."""
         return frozenset({self.whole_gpu} | self.shared.resource_names())
+
+    def annotation_keys(self) -> frozenset[str]:
+        """Pod annotations that carry GPU meaning on this platform."""
+        return frozenset(
+            (*self.model_annotations.keys(), *self.shared.annotation_names(), *self.mig.annotations)
+        )
 
     def is_accelerator(self, resource: str) -> bool:
         return resource in self.resource_names() or self.mig.profile_of(resource) is not None

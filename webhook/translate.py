@@ -111,7 +111,7 @@ def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Diale
 
 
 def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
-    return demand.selection.annotations - set(target.model_annotations.keys())
+    return demand.selection.annotations - target.annotation_keys()
 
 
 def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
@@ -126,7 +126,8 @@ def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dial
         return False
     models = tuple(sorted(demand.selection.models & set(offered))) if demand.selection.models else ()
     for ask in demand.asks:
-        if ask.kind == "fraction" or not all(target.is_accelerator(name) for name in ask.written):
+        written_here = (target.is_accelerator(n) or n in target.annotation_keys() for n in ask.written)
+        if ask.kind == "fraction" or not all(written_here):
             return False
         if ask.kind == "mig" and not any(
             ask.profile.name in m.profiles for m in _candidates(models, target, catalogue)
@@ -238,7 +239,7 @@ def translate_pod(
     annotations = view["metadata"].setdefault("annotations", {})
     for key in sorted(foreign_annotations(demand, target)):
         original.setdefault("annotations", {})[key] = annotations.pop(key, None)
-        warnings.append(f"gpuport: annotation {key} → node selector")
+        warnings.append(f"gpuport: annotation {key} removed: {target.name} does not read it")
     for placement in placements.values():
         for key, value in placement.annotations.items():
             if annotations.get(key) != value:
@@ -427,6 +428,8 @@ def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> Placem
     lost = " (memory limit not enforced by time-slicing)" if share.memory_mib or share.memory_percent else ""
     if form.form == "resource":
         return Placement({form.resource: str(ask.count)}, {}, (), lost)
+    if form.form == "annotation":
+        return _place_annotation_share(ask, share, target)
     if form.form == "label":
         if form.max_per_container and ask.count > form.max_per_container:
             raise Untranslatable(
@@ -449,6 +452,30 @@ def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> Placem
     if form.core_resource and share.core_percent is not None:
         resources[form.core_resource] = str(math.ceil(share.core_percent * form.core_per_gpu / 100))
     return Placement(resources, {}, (), "")
+
+
+def _place_annotation_share(ask, share: SharedAsk, target: CloudMap) -> Placement:
+    """KAI: one share of a GPU per pod, for its first container, by annotation; no GPU resource."""
+    form = target.shared
+    if ask.count != 1 or ask.list_name != "containers":
+        raise Untranslatable(
+            [
+                f"asks for {ask.count} shared GPUs; {target.name} gives one share per pod, "
+                "to its first container"
+            ]
+        )
+    if share.memory_mib is not None:
+        annotation = {form.memory_annotation: str(share.memory_mib)}
+    elif (percent := share.memory_percent or share.core_percent) is not None:
+        annotation = {form.fraction_annotation: f"{percent / 100:g}"}
+    else:
+        raise Untranslatable(
+            [
+                f"asks for a shared GPU without a size; {target.name} shares GPUs by "
+                f"{form.fraction_annotation} or {form.memory_annotation} (MiB): ask with one of them"
+            ]
+        )
+    return Placement({}, {}, (), "", annotation)
 
 
 def _share_memory_mib(share: SharedAsk, models, catalogue: Catalogue) -> int | None:
@@ -529,6 +556,13 @@ def _offer(target: CloudMap) -> str:
 def _rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, str]) -> None:
     container = spec[ask.list_name][ask.index]
     resources = container.setdefault("resources", {})
+    if new and not any(
+        isinstance(resources.get(s), dict) and any(n in resources[s] for n in ask.written)
+        for s in ("limits", "requests")
+    ):
+        # Asked by annotation (KAI): the resources are new, and limits alone ask for them.
+        resources.setdefault("limits", {}).update(new)
+        return
     for section in ("limits", "requests"):
         values = resources.get(section)
         if not isinstance(values, dict) or not any(name in values for name in ask.written):
@@ -536,10 +570,14 @@ def _rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, s
         for name in ask.written:
             if name not in new:
                 values.pop(name, None)
+        if not values and not new:
+            del resources[section]  # the ask moved to annotations (KAI): no empty section left
         for name, amount in new.items():
             # Keep the value as written when it means the same (a YAML 1 stays 1, not "1").
             if str(values.get(name)) != amount:
                 values[name] = amount
+    if not new and not resources:
+        del container["resources"]
 
 
 def _remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
