@@ -141,3 +141,29 @@ def test_bench_baseline_route_exists_only_when_asked_for(state):
     body = json.dumps(fixture("pod-create-gpu-limit-1.json"))
     response = bench.post("/bench/allow-all", data=body).get_json()["response"]
     assert response == {"uid": "04270726-6f33-46f6-9e65-8341217e7394", "allowed": True}
+
+
+def _review_with(obj_text: str) -> bytes:
+    return (
+        '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",'
+        '"kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":' + obj_text + "}}"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("obj_text", "reason"),
+    [
+        ('{"metadata":' + "[" * 990 + "]" * 990 + "}", "nested too deeply"),
+        ('{"metadata":{"name":"x"},"spec":' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"metadata":{"name":"x"},"spec":{"priority":' + "9" * 100_000 + "}}", "number too large"),
+        ('{"metadata":[],"spec":{}}', "request.object.metadata must be an object"),
+        ('{"metadata":{"annotations":{"a":1}},"spec":{}}', "annotations must map strings to strings"),
+        ('{"metadata":{},"spec":"x"}', "request.object.spec must be an object"),
+    ],
+    ids=["990-levels", "100k-levels", "100k-digits", "metadata-list", "annotation-int", "spec-string"],
+)
+def test_malformed_but_parseable_reviews_are_400_never_500(client, obj_text, reason):
+    for route in ("/mutate", "/validate"):
+        response = client.post(route, data=_review_with(obj_text), content_type="application/json")
+        assert response.status_code == 400, response.get_data(as_text=True)
+        assert reason in response.get_data(as_text=True)

@@ -48,6 +48,10 @@ def parse_review(body: bytes) -> AdmissionRequest:
         review = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReviewError(f"body is not JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        raise ReviewError(f"body holds a number too large to read: {str(exc)[:80]}") from None
+    except RecursionError:
+        raise ReviewError("body is nested too deeply to read") from None
     if not isinstance(review, dict):
         raise ReviewError("body is not a JSON object")
     if review.get("apiVersion") != API_VERSION:
@@ -68,6 +72,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise ReviewError(f"request.operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
     obj = _optional_object(request, "object")
     old = _optional_object(request, "oldObject")
+    for name, value in (("object", obj), ("oldObject", old)):
+        _check_object_shape(name, value)
     if operation in ("CREATE", "UPDATE") and obj is None:
         raise ReviewError(f"request.object is required on {operation}")
     dry_run = request.get("dryRun", False)
@@ -100,6 +106,25 @@ def build_response(uid: str, decision: Decision) -> dict[str, Any]:
     if decision.audit_annotations:
         response["auditAnnotations"] = dict(decision.audit_annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def _check_object_shape(name: str, obj: Mapping[str, Any] | None) -> None:
+    """The API server decodes objects into their types before calling webhooks, so metadata is an
+    object and labels and annotations map strings to strings; a body where they are not did not come
+    from it, and gpuport would compute edits for a shape no API server would apply them to."""
+    if obj is None:
+        return
+    metadata = obj.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ReviewError(f"request.{name}.metadata must be an object")
+    for field in ("labels", "annotations"):
+        values = (metadata or {}).get(field)
+        if values is not None and not (
+            isinstance(values, dict) and all(isinstance(v, str) for v in values.values())
+        ):
+            raise ReviewError(f"request.{name}.metadata.{field} must map strings to strings")
+    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
+        raise ReviewError(f"request.{name}.spec must be an object")
 
 
 def _optional_object(request: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:

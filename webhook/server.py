@@ -56,7 +56,13 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     def admission_route(route: str, decide: Decide, on_error: Callable[[], Decision]):
         def handle() -> Response:
             started = time.perf_counter()
-            body = request.get_data(cache=False)
+            try:
+                body = request.get_data(cache=False)
+            except HTTPException:
+                raise  # 413 and friends have their own answer
+            except Exception as exc:  # a broken chunked encoding, a body shorter than announced
+                metrics.REQUESTS.labels(route, "bad-request", "unreadable-body").inc()
+                return _text(400, f"request body could not be read: {type(exc).__name__}")
             try:
                 review = parse_review(body)
             except ReviewError as exc:
@@ -65,6 +71,11 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
             try:
                 decision = decide(review, state.context)
                 result = "allowed" if decision.allowed else "denied"
+            except RecursionError:
+                # Nesting Python's reader accepted but the decision's own walk cannot: still the
+                # client's malformed input, not gpuport's failure.
+                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                return _text(400, "malformed AdmissionReview: the object is nested too deeply")
             except Exception:
                 # Never a 500: the API server would show the user an opaque failure (or, with a
                 # Fail policy, block every pod). Answer the review and leave the trace in the log.
