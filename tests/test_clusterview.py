@@ -129,3 +129,50 @@ def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     assert reloader.check_once() is True
     assert state.context.target.offered_models == ("H100-80GB",)
     assert state.context.mutations  # placement hints from the live nodes
+
+
+class PagedPods:
+    """A list_pod_for_all_namespaces that serves pages and then one watch that breaks, like a real API
+    server whose connection drops: what the view asks for is recorded."""
+
+    def __init__(self, pods, page_size):
+        self.pods, self.page_size = pods, page_size
+        self.calls = []
+
+    def __call__(self, **kwargs):
+        self.calls.append(kwargs)
+        if kwargs.get("watch"):
+            raise ConnectionResetError("the stream broke")
+        start = int(kwargs.get("_continue") or 0)
+        end = start + kwargs["limit"]
+        metadata = {"resourceVersion": "42"}
+        if end < len(self.pods):
+            metadata["continue"] = str(end)
+        page = {"items": self.pods[start:end], "metadata": metadata}
+        return SimpleNamespace(data=json.dumps(page).encode())
+
+
+def test_pods_are_listed_in_pages_and_a_broken_watch_resumes_instead_of_listing_again(monkeypatch):
+    import threading
+    import time
+
+    from webhook import clusterview
+
+    monkeypatch.setattr(clusterview, "PAGE_SIZE", 2)
+    pods = [gpu_pod(f"p{n}", f"u{n}") for n in range(5)]
+    list_fn = PagedPods(pods, 2)
+    cache = view()
+    cache.backoff_max = 0.01
+    runner = threading.Thread(target=cache._run, args=("pods", list_fn), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 5
+    while sum(1 for c in list_fn.calls if c.get("watch")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cache.stop()
+    runner.join(5)
+    lists = [c for c in list_fn.calls if not c.get("watch")]
+    watches = [c for c in list_fn.calls if c.get("watch")]
+    assert [(c["limit"], c["_continue"]) for c in lists] == [(2, None), (2, "2"), (2, "4")]
+    assert len(watches) >= 3 and all(w["resource_version"] == "42" for w in watches)
+    assert sorted(p["metadata"]["uid"] for p in cache.pods_in("team-a")) == [f"u{n}" for n in range(5)]
+    assert cache.has_synced("pods") and not cache.has_synced("nodes")

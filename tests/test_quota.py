@@ -153,7 +153,14 @@ class FakeView:
     def __init__(self, quotas=(), pods=()):
         self.quotas = list(quotas)
         self.pods = list(pods)
-        self.synced = True
+        self.listed = {"pods", "resourcequotas", "namespaces", "limitranges", "nodes"}
+
+    @property
+    def synced(self):
+        return len(self.listed) == 5
+
+    def has_synced(self, *names):
+        return set(names) <= self.listed
 
     def quotas_in(self, namespace):
         return self.quotas
@@ -272,8 +279,10 @@ class FakeCoordination:
         self.ns = SimpleNamespace
         self.leases = {}
         self.conflicts = conflicts
+        self.timeouts = []  # the _request_timeout of every call
 
-    def read_namespaced_lease(self, name, namespace):
+    def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+        self.timeouts.append(_request_timeout)
         from kubernetes.client.exceptions import ApiException
 
         if name not in self.leases:
@@ -283,16 +292,18 @@ class FakeCoordination:
             metadata=self.ns(annotations=dict(annotations), resource_version=str(version), labels={})
         )
 
-    def create_namespaced_lease(self, namespace, body):
+    def create_namespaced_lease(self, namespace, body, _request_timeout=None):
         from kubernetes.client.exceptions import ApiException
 
+        self.timeouts.append(_request_timeout)
         if body["metadata"]["name"] in self.leases:
             raise ApiException(status=409)
         self.leases[body["metadata"]["name"]] = (1, body["metadata"]["annotations"])
 
-    def replace_namespaced_lease(self, name, namespace, body):
+    def replace_namespaced_lease(self, name, namespace, body, _request_timeout=None):
         from kubernetes.client.exceptions import ApiException
 
+        self.timeouts.append(_request_timeout)
         version, _ = self.leases[name]
         if self.conflicts:
             self.conflicts -= 1
@@ -319,7 +330,7 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
     from webhook.ledger import LedgerUnavailable
 
     class Down:
-        def read_namespaced_lease(self, name, namespace):
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
             raise ApiException(status=503, reason="Service Unavailable")
 
     with pytest.raises(LedgerUnavailable, match="503"):
@@ -353,3 +364,85 @@ def test_running_pods_are_recounted_when_the_maps_change():
     target = replace(before.target, shared=replace(before.target.shared, replicas_per_gpu=4))
     after = replace(before, target=target)  # an admin set replicas_per_gpu: the slot now counts 1/4
     assert gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "b", dry_run=True), after) is None
+
+
+def test_quota_is_never_decided_on_a_view_still_loading():
+    running = dict(pod({"nvidia.com/gpu": "8"}), metadata={"name": "r", "namespace": "team-a", "uid": "r"})
+    view = FakeView([QUOTA], [running])
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    ctx = context("generic")
+    view.listed = set()  # a worker just started: it knows neither quotas nor pods
+    refused = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx)
+    assert refused.reason == "quota-view-loading"
+    assert "still loading its view of the cluster" in refused.message and "retry shortly" in refused.message
+    view.listed = {"resourcequotas"}  # quotas known, pods not yet: an empty view would admit over quota
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx).reason == "quota-view-loading"
+    no_quota = QuotaGate(FakeView([], []), MemoryLedger(), clock=lambda: 1000.0)
+    no_quota.view.listed = {"resourcequotas"}
+    assert no_quota.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # no GPU quota here
+    view.listed |= {"pods"}
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx).reason == "quota-exceeded"
+    assert gate.admit(request_for(pod({"cpu": "1"}), "e"), ctx) is None  # never for pods asking no GPU
+
+
+def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
+    from webhook.ledger import CALL_TIMEOUT, DEADLINE_SECONDS
+
+    api = FakeCoordination(conflicts=1)
+    ledger = LeaseLedger(api, "gpuport-system")
+    for key in ("a", "b"):
+        ledger.reserve(
+            "team-a", Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0), lambda c: None, 0.0, str
+        )
+    assert api.timeouts and all(t == CALL_TIMEOUT for t in api.timeouts)
+    assert sum(CALL_TIMEOUT) <= DEADLINE_SECONDS < 5  # the API server's limit for a webhook call
+
+
+def test_a_frozen_api_server_gets_a_quick_refusal_not_a_late_admission(monkeypatch):
+    import threading
+
+    from webhook import ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "DEADLINE_SECONDS", 0.3)
+    thawed = threading.Event()
+
+    class Frozen(FakeCoordination):
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+            thawed.wait(0.5)  # the first call hangs past the deadline (a real one would time out)
+            return super().read_namespaced_lease(name, namespace, _request_timeout)
+
+    gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Frozen(), "gpuport-system"))
+    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
+    assert denied is not None and denied.reason == "quota-unavailable"
+    assert "retry shortly" in denied.message
+
+
+def test_admissions_waiting_on_the_api_server_never_take_every_thread():
+    import threading
+
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    class Slow(MemoryLedger):
+        def reserve(self, *args, **kwargs):
+            entered.release()
+            release.wait(5)
+            return super().reserve(*args, **kwargs)
+
+    gate = QuotaGate(FakeView([QUOTA]), Slow(), clock=lambda: 0.0, max_waiting=2, wait_for_slot=0.05)
+    ctx = context("generic")
+    waiting = [
+        threading.Thread(target=gate.admit, args=(request_for(pod({"nvidia.com/gpu": "1"}), f"w{n}"), ctx))
+        for n in range(2)
+    ]
+    for thread in waiting:
+        thread.start()
+    assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+    busy = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "third"), ctx)
+    assert busy.reason == "quota-busy"
+    assert "retry shortly" in busy.message
+    no_quota = QuotaGate(FakeView([]), Slow(), max_waiting=2)
+    assert no_quota.admit(request_for(pod({"nvidia.com/gpu": "1"}), "elsewhere"), ctx) is None
+    release.set()
+    for thread in waiting:
+        thread.join(5)

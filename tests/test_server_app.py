@@ -153,14 +153,23 @@ def _review_with(obj_text: str) -> bytes:
 @pytest.mark.parametrize(
     ("obj_text", "reason"),
     [
-        ('{"metadata":' + "[" * 990 + "]" * 990 + "}", "nested too deeply"),
+        ('{"metadata":{},"spec":{"containers":' + "[" * 500 + "]" * 500 + "}}", "nested deeper than 100"),
+        ('{"metadata":{},"spec":{"containers":' + "[" * 990 + "]" * 990 + "}}", "nested"),
         ('{"metadata":{"name":"x"},"spec":' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
         ('{"metadata":{"name":"x"},"spec":{"priority":' + "9" * 100_000 + "}}", "number too large"),
         ('{"metadata":[],"spec":{}}', "request.object.metadata must be an object"),
         ('{"metadata":{"annotations":{"a":1}},"spec":{}}', "annotations must map strings to strings"),
         ('{"metadata":{},"spec":"x"}', "request.object.spec must be an object"),
     ],
-    ids=["990-levels", "100k-levels", "100k-digits", "metadata-list", "annotation-int", "spec-string"],
+    ids=[
+        "500-levels",
+        "990-levels",
+        "100k-levels",
+        "100k-digits",
+        "metadata-list",
+        "annotation-int",
+        "spec-string",
+    ],
 )
 def test_malformed_but_parseable_reviews_are_400_never_500(client, obj_text, reason):
     for route in ("/mutate", "/validate"):

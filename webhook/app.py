@@ -11,7 +11,7 @@ from webhook.loading import build_context
 from webhook.server import ServerState, create_app
 
 
-def quota_gate(cluster: str, namespace: str):
+def quota_gate(cluster: str, namespace: str, threads: int = 8):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
@@ -25,6 +25,7 @@ def quota_gate(cluster: str, namespace: str):
     return QuotaGate(
         ClusterView(client.CoreV1Api(api)),
         LeaseLedger(client.CoordinationV1Api(api), namespace),
+        max_waiting=max(threads - 1, 1),  # one thread always left for everything else
     )
 
 
@@ -34,10 +35,11 @@ def build_app(
     inventory: Path | None = None,
     cluster: str = "",
     namespace: str = "gpuport-system",
+    threads: int = 8,
 ) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(cloudmap_dir, inventory), 0)
-    gate = quota_gate(cluster, namespace) if cluster else None
+    gate = quota_gate(cluster, namespace, threads) if cluster else None
     state = ServerState(
         context=build_context(cloudmap_dir, cloud, inventory),
         maps_signature=signature,

@@ -1,15 +1,17 @@
 """The cluster view: a watch cache of what GPU decisions need, and nothing more.
 
-List, then watch from the list's resourceVersion; on 410 Gone or a broken stream, list again, with
-backoff while the API server is away. Pods are kept only when they ask for an extended resource, and
-only the fields quota needs; quotas, limit ranges and namespace labels are small already. The decision
-code reads plain copies; it never calls the API.
+List in pages, then watch from the list's resourceVersion; a watch that ends or breaks resumes from
+the last version it saw, and only 410 Gone (that version is no longer kept) lists again; backoff while
+the API server is away. Pods are kept only when they ask for an extended resource, and only the fields
+quota needs; quotas, limit ranges and namespace labels are small already. A page is parsed, compacted
+and dropped before the next is read, so a large cluster never sits in memory as JSON and no request
+thread waits long on one parse. The decision code reads plain copies; it never calls the API.
 """
 
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from webhook import quantity
@@ -19,6 +21,10 @@ from webhook.quota import Quota
 
 log = logging.getLogger("gpuport.clusterview")
 TERMINAL = ("Succeeded", "Failed")
+PAGE_SIZE = 500
+# (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
+LIST_TIMEOUT = (5, 60)
+WATCH_SECONDS = 240
 
 
 def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -110,7 +116,7 @@ class _Store:
         self.groups: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever what is held changes
 
-    def apply(self, kind: str, obj: dict[str, Any] | None, items: list[dict[str, Any]]) -> None:
+    def apply(self, kind: str, obj: dict[str, Any] | None, items: Iterable[dict[str, Any]]) -> None:
         if kind == "RELIST":
             groups: dict[str, dict[str, Any]] = {}
             for item in items:
@@ -158,6 +164,14 @@ class ClusterView:
     def synced(self) -> bool:
         return all(event.is_set() for event in self._synced.values())
 
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until every kind has been listed once (or the timeout passes); True when synced."""
+        return all(event.wait(timeout) for event in self._synced.values())
+
+    def has_synced(self, *names: str) -> bool:
+        """Whether these kinds have been listed at least once: before that, the view knows nothing."""
+        return all(self._synced[name].is_set() for name in names)
+
     @property
     def nodes_version(self) -> int:
         """Changes whenever a node change the decisions would see arrives (not on heartbeats)."""
@@ -200,8 +214,18 @@ class ClusterView:
     # -- the watch loops ------------------------------------------------------------------------
     def apply(self, name: str, kind: str, obj: dict[str, Any] | None = None, items=()) -> None:
         """One list result (kind RELIST) or watch event for the named resource kind."""
+        if kind == "RELIST":
+            # Compacted outside the lock, page by page; only the swap holds it.
+            fresh = _Store(self._stores[name].keep, self._stores[name].key)
+            fresh.apply("RELIST", None, items)
+            with self._lock:
+                store = self._stores[name]
+                if fresh.groups != store.groups:
+                    store.groups = fresh.groups
+                    store.version += 1
+            return
         with self._lock:
-            self._stores[name].apply(kind, obj, list(items))
+            self._stores[name].apply(kind, obj, ())
 
     def start(self) -> None:
         lists = {
@@ -224,42 +248,72 @@ class ClusterView:
         from kubernetes.client.exceptions import ApiException
 
         backoff = 0.5
+        version: str | None = None
         while not self._stop.is_set():
             try:
-                # Raw JSON, not the client's typed models: a relist of every pod in a large cluster
-                # through the models costs seconds and memory in every worker.
-                listed = json.loads(list_fn(_preload_content=False).data)
-                self.apply(name, "RELIST", items=listed.get("items") or [])
-                self._synced[name].set()
-                version = listed["metadata"]["resourceVersion"]
+                if version is None:
+                    listing = _Listing(list_fn)
+                    self.apply(name, "RELIST", items=listing.items())
+                    self._synced[name].set()
+                    version = listing.version
+                    backoff = 0.5
+                stream = watch.Watch().stream(
+                    list_fn,
+                    resource_version=version,
+                    timeout_seconds=WATCH_SECONDS,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                    _request_timeout=(LIST_TIMEOUT[0], WATCH_SECONDS + 30),
+                )
+                for event in stream:
+                    obj = event["object"]
+                    version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                    if event["type"] != "BOOKMARK":
+                        self.apply(name, event["type"], obj)
                 backoff = 0.5
-                while not self._stop.is_set():
-                    stream = watch.Watch().stream(
-                        list_fn,
-                        resource_version=version,
-                        timeout_seconds=240,
-                        allow_watch_bookmarks=True,
-                        deserialize=False,
-                    )
-                    for event in stream:
-                        obj = event["object"]
-                        version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                        if event["type"] != "BOOKMARK":
-                            self.apply(name, event["type"], obj)
+                continue  # the server ended the watch on time: resume from where it stood
             except KeyError as exc:
                 # kubernetes' Watch with deserialize=False reads an ERROR event (410 Gone: the version is
                 # too old) under a key raw JSON does not have; either way the answer is to list again.
-                log.info(
-                    "%s watch ended with an error event (%s): listing again in %.1fs", name, exc, backoff
-                )
+                log.info("%s watch ended with an error event (%s): listing again", name, exc)
+                version = None
             except ApiException as exc:
                 if exc.status == 410:
                     log.info("%s watch expired (410 Gone): listing again", name)
+                    version = None
                     continue
                 log.warning(
-                    "%s watch failed (%s %s); listing again in %.1fs", name, exc.status, exc.reason, backoff
+                    "%s watch failed (%s %s); retrying in %.1fs", name, exc.status, exc.reason, backoff
                 )
             except Exception as exc:  # a broken stream or an unreachable API server
-                log.warning("%s watch broke (%s); listing again in %.1fs", name, exc, backoff)
+                log.warning("%s watch broke (%s); resuming in %.1fs", name, exc, backoff)
             self._stop.wait(backoff)
             backoff = min(backoff * 2, self.backoff_max)
+
+
+class _Listing:
+    """A list in pages of PAGE_SIZE, as raw JSON (not the client's typed models, which cost seconds
+    and memory for every pod of a large cluster); `version` is the list's resourceVersion once all
+    pages are read."""
+
+    def __init__(self, list_fn: Callable):
+        self.list_fn = list_fn
+        self.version = ""
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        token = None
+        while True:
+            page = json.loads(
+                self.list_fn(
+                    limit=PAGE_SIZE,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=LIST_TIMEOUT,
+                ).data
+            )
+            yield from page.get("items") or []
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                self.version = metadata["resourceVersion"]
+                return

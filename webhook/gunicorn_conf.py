@@ -5,9 +5,12 @@ sync worker would close each one and pay a TLS handshake per admission.
 """
 
 import logging
+import os
 import signal
+import threading
 
 from webhook import metrics
+from webhook.readiness import WorkerReadiness
 from webhook.reload import CloudMapReloader
 from webhook.settings import Settings
 from webhook.tls import ReloadingContext
@@ -52,7 +55,13 @@ def post_worker_init(worker):
     _log_to_stderr(_settings.log_level)
     state = worker.wsgi.extensions["gpuport"]
     if state.view is not None:
+        readiness = WorkerReadiness(_settings.state_dir, _settings.workers)
+        state.all_workers_ready = readiness.ready
         state.view.start()
+        pid = os.getpid()
+        threading.Thread(
+            target=lambda: state.view.wait_synced() and readiness.mark(pid), name="mark-synced", daemon=True
+        ).start()
     CloudMapReloader(
         state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
     ).start()
@@ -79,3 +88,4 @@ def _log_to_stderr(level: str) -> None:
 
 def child_exit(server, worker):
     metrics.worker_exited(worker.pid)
+    WorkerReadiness(_settings.state_dir, _settings.workers).clear(worker.pid)

@@ -24,6 +24,10 @@ from webhook.quota import Usage
 
 TTL_SECONDS = 30.0
 MAX_ATTEMPTS = 20
+# The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
+# the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
+CALL_TIMEOUT = (1.0, 2.0)
+DEADLINE_SECONDS = 3.0
 
 
 class LedgerUnavailable(RuntimeError):
@@ -132,20 +136,29 @@ class LeaseLedger:
         return f"gpuport-quota-{namespace}"[:253]
 
     def reserve(self, namespace, reservation, decide, now, settled, write=True):
+        deadline = time.monotonic() + DEADLINE_SECONDS
         with self._locks_guard:
             lock = self._locks.setdefault(namespace, threading.Lock())
-        with lock:
-            return self._reserve(namespace, reservation, decide, now, settled, write)
+        if not lock.acquire(timeout=DEADLINE_SECONDS):
+            raise LedgerUnavailable("reservation store: too many admissions waiting for this namespace")
+        try:
+            return self._reserve(namespace, reservation, decide, now, settled, write, deadline)
+        finally:
+            lock.release()
 
-    def _reserve(self, namespace, reservation, decide, now, settled, write):
+    def _reserve(self, namespace, reservation, decide, now, settled, write, deadline):
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
         name = self._name(namespace)
         for _ in range(MAX_ATTEMPTS):
+            if time.monotonic() > deadline:
+                raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
             try:
                 try:
-                    lease = self.api.read_namespaced_lease(name, self.namespace)
+                    lease = self.api.read_namespaced_lease(
+                        name, self.namespace, _request_timeout=CALL_TIMEOUT
+                    )
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
@@ -155,13 +168,18 @@ class LeaseLedger:
                 denial = decide(uncounted(current, settled))
                 if denial is not None or not write:
                     return denial
+                if time.monotonic() > deadline:
+                    # Too late to answer in time: write nothing, so no reservation outlives a call
+                    # the API server has already given up on.
+                    raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
                 body_annotations = {
                     ANNOTATION: encode([r for r in current if r.key != reservation.key] + [reservation])
                 }
                 if lease is None:
                     self.api.create_namespaced_lease(
                         self.namespace,
-                        {
+                        _request_timeout=CALL_TIMEOUT,
+                        body={
                             "metadata": {
                                 "name": name,
                                 "annotations": body_annotations,
@@ -174,7 +192,8 @@ class LeaseLedger:
                     self.api.replace_namespaced_lease(
                         name,
                         self.namespace,
-                        {
+                        _request_timeout=CALL_TIMEOUT,
+                        body={
                             "metadata": {
                                 "name": name,
                                 "resourceVersion": lease.metadata.resource_version,

@@ -10,6 +10,7 @@ GPU quotas are never affected.
 """
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,10 +26,22 @@ log = logging.getLogger("gpuport.quota")
 
 
 class QuotaGate:
-    def __init__(self, view, ledger: Ledger, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        view,
+        ledger: Ledger,
+        clock: Callable[[], float] = time.time,
+        max_waiting: int = 7,
+        wait_for_slot: float = 0.5,
+    ):
         self.view = view
         self.ledger = ledger
         self.clock = clock
+        # At most this many of a worker's threads wait on the reservation store at once (set it below
+        # the worker's thread count): a slow or frozen API server then delays quota'd GPU pods only,
+        # never the reviews of everything else.
+        self._slots = threading.BoundedSemaphore(max_waiting)
+        self.wait_for_slot = wait_for_slot
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
         self._usage: dict[str, tuple[Usage, object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
@@ -44,6 +57,10 @@ class QuotaGate:
         demand = demand if demand is not None else read_demand(pod, context.dialects)
         if not demand.asks:
             return None
+        # Never on a view that is still loading: an empty view would count nothing as used. Until the
+        # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
+        if not self.view.has_synced("resourcequotas"):
+            return _loading(request)
         facts = pod_facts(pod)
         quotas = [
             q
@@ -52,6 +69,8 @@ class QuotaGate:
         ]
         if not quotas:
             return None
+        if not self.view.has_synced("pods"):
+            return _loading(request)
         asked = pod_use(pod, demand, target, catalogue)
         used = {q.name: Usage() for q in quotas}
         # One snapshot for both: a pod the view counts must also be the pod whose reservation is skipped,
@@ -79,6 +98,13 @@ class QuotaGate:
         reservation = Reservation(
             key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
         )
+        if not self._slots.acquire(timeout=self.wait_for_slot):
+            log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
+            return deny(
+                "quota-busy",
+                f"gpuport is waiting on the API server for other GPU pods and cannot check the GPU quota "
+                f"of {request.namespace} now; retry shortly",
+            )
         try:
             denial = self.ledger.reserve(
                 request.namespace, reservation, decide, now, counted.__contains__, write=not request.dry_run
@@ -89,6 +115,8 @@ class QuotaGate:
                 "quota-unavailable",
                 f"gpuport could not check the GPU quota of {request.namespace} ({exc}); retry shortly",
             )
+        finally:
+            self._slots.release()
         if denial:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
@@ -108,3 +136,14 @@ class QuotaGate:
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
             self._usage[key] = found
         return found
+
+
+def _loading(request: AdmissionRequest) -> Decision:
+    log.warning(
+        "GPU quota not checked for %s/%s: cluster view still loading", request.namespace, request.name
+    )
+    return deny(
+        "quota-view-loading",
+        f"gpuport is still loading its view of the cluster and cannot check the GPU quota of "
+        f"{request.namespace} yet; retry shortly",
+    )

@@ -18,6 +18,8 @@ OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # Large enough for any real Pod or workload (the API server caps objects near 1.5 MiB in etcd),
 # small enough that a hostile body cannot tie up a worker.
 MAX_BODY_BYTES = 3 * 1024 * 1024
+# A Pod is about a dozen levels deep (affinity is the deepest part); far deeper is not a Pod.
+MAX_DEPTH = 100
 
 
 class ReviewError(ValueError):
@@ -52,6 +54,10 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise ReviewError(f"body holds a number too large to read: {str(exc)[:80]}") from None
     except RecursionError:
         raise ReviewError("body is nested too deeply to read") from None
+    # Only a body with more brackets than the limit can be nested past it: counting them is C-speed,
+    # so ordinary reviews pay nothing for the walk.
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(review, MAX_DEPTH):
+        raise ReviewError(f"body is nested deeper than {MAX_DEPTH} levels")
     if not isinstance(review, dict):
         raise ReviewError("body is not a JSON object")
     if review.get("apiVersion") != API_VERSION:
@@ -106,6 +112,19 @@ def build_response(uid: str, decision: Decision) -> dict[str, Any]:
     if decision.audit_annotations:
         response["auditAnnotations"] = dict(decision.audit_annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+    return False
 
 
 def _check_object_shape(name: str, obj: Mapping[str, Any] | None) -> None:

@@ -3,6 +3,8 @@
 import os
 import sys
 import tempfile
+from dataclasses import replace
+from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
 
@@ -25,7 +27,7 @@ class _GunicornApp(BaseApplication):
         from webhook.app import build_app
 
         s = self.settings
-        return build_app(s.cloudmap_dir, s.cloud, s.inventory, s.cluster, s.namespace)
+        return build_app(s.cloudmap_dir, s.cloud, s.inventory, s.cluster, s.namespace, s.threads)
 
 
 def serve(settings: Settings) -> int:
@@ -45,6 +47,9 @@ def serve(settings: Settings) -> int:
     except StartupError as exc:
         print(f"gpuport serve: {exc}", file=sys.stderr)
         return 2
+    if "GPUPORT_STATE_DIR" not in os.environ:
+        # Fresh for every server: markers of an earlier run's workers must not count as ready.
+        settings = replace(settings, state_dir=Path(tempfile.mkdtemp(prefix="gpuport-state-")))
     os.environ.update(settings.to_env())
     # Workers are processes: metrics go through files so any worker can report the sum. This must be
     # set before anything imports prometheus_client, which picks its storage at import time.

@@ -33,6 +33,8 @@ class ServerState:
     maps_signature: tuple = ()  # the cloud-map files the context was built from
     quota_gate: Any = None  # webhook.quota_gate.QuotaGate when gpuport has a cluster to watch
     limit_gate: Any = None  # webhook.limit_gate.LimitGate, likewise
+    # Every worker's view, not only this one's (webhook.readiness.WorkerReadiness.ready); None: one process.
+    all_workers_ready: Callable[[], tuple[bool, str]] | None = None
 
     @property
     def view(self):
@@ -43,6 +45,10 @@ class ServerState:
             return False, "shutting down"
         if self.view is not None and not self.view.synced:
             return False, "cluster view not synced yet"
+        if self.view is not None and self.all_workers_ready is not None:
+            ready, why = self.all_workers_ready()
+            if not ready:
+                return False, why
         if self.reload_error:
             # Still ready: the last good maps serve. Say why the new ones are not in force.
             return True, f"ok; cloud maps not reloaded: {self.reload_error}"

@@ -20,6 +20,7 @@ class Settings:
     inventory: Path | None = None  # nodes (kubectl get nodes -o yaml) for placement and present models
     cluster: str = ""  # "": no cluster view; "in-cluster"; or a kubeconfig path
     namespace: str = "gpuport-system"  # where quota reservations (Leases) live
+    state_dir: Path = Path("/tmp/gpuport-state")  # noqa: S108 - workers' readiness markers, per pod
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
@@ -36,6 +37,7 @@ class Settings:
             inventory=Path(environ["GPUPORT_INVENTORY"]) if environ.get("GPUPORT_INVENTORY") else None,
             cluster=environ.get("GPUPORT_CLUSTER", defaults.cluster),
             namespace=environ.get("GPUPORT_NAMESPACE", defaults.namespace),
+            state_dir=Path(environ.get("GPUPORT_STATE_DIR", defaults.state_dir)),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -52,6 +54,7 @@ class Settings:
             "GPUPORT_INVENTORY": str(self.inventory or ""),
             "GPUPORT_CLUSTER": self.cluster,
             "GPUPORT_NAMESPACE": self.namespace,
+            "GPUPORT_STATE_DIR": str(self.state_dir),
         }
 
     @property

@@ -1,0 +1,46 @@
+"""Readiness is the server's, not the answering worker's: every worker's view must have synced."""
+
+import os
+import subprocess
+import sys
+
+from tests.helpers import context
+from webhook.readiness import WorkerReadiness
+from webhook.server import ServerState
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_ready_only_when_every_expected_worker_has_synced(tmp_path):
+    readiness = WorkerReadiness(tmp_path / "state", workers=2)
+    assert readiness.ready() == (False, "cluster view synced in 0 of 2 workers")
+    readiness.mark(os.getpid())
+    assert readiness.ready() == (False, "cluster view synced in 1 of 2 workers")
+    readiness.mark(dead_pid())  # a worker that died after syncing does not count
+    assert readiness.ready()[0] is False
+    parent = os.getppid()
+    readiness.mark(parent)
+    assert readiness.ready() == (True, "ok")
+    readiness.clear(parent)  # gunicorn's child_exit
+    assert readiness.ready()[0] is False
+
+
+class SyncedView:
+    synced = True
+
+
+class Gate:
+    view = SyncedView()
+
+
+def test_readyz_waits_for_the_other_workers_too(tmp_path):
+    readiness = WorkerReadiness(tmp_path, workers=2)
+    state = ServerState(context=context(), quota_gate=Gate(), all_workers_ready=readiness.ready)
+    readiness.mark(os.getpid())
+    assert state.readiness() == (False, "cluster view synced in 1 of 2 workers")
+    readiness.mark(os.getppid())
+    assert state.readiness() == (True, "ok")
