@@ -18,7 +18,10 @@ from webhook.tls import ReloadingContext
 _settings = Settings.from_env()
 
 bind = [_settings.bind]
-worker_class = "gthread"
+# gthread with request deadlines: slow or idle clients cannot hold the threads (deadline_worker.py).
+worker_class = "webhook.deadline_worker.DeadlineThreadWorker"
+# Connections one worker holds open at once; the API server keeps a small pool per instance.
+worker_connections = 256
 workers = _settings.workers
 threads = _settings.threads
 # Longer than the API server's idle-connection timeout (90 s), so the client, not us, closes idle
