@@ -296,3 +296,15 @@ def test_admission_policy_matches_the_cloud_maps_and_refuses_foreign_gpu_names()
     assert not passes({"aliyun.com/gpu-mem": "8"})
     assert not passes({"nvidia.com/gpumem": "8192"}, init=True)
     assert passes({})
+
+
+def test_the_optional_network_policy_admits_the_webhook_port_of_the_deployment_s_pods():
+    policy = yaml.safe_load((MANIFESTS / "optional" / "networkpolicy.yaml").read_text())
+    deployment = yaml.safe_load((MANIFESTS / "deployment.yaml").read_text())
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["containerPort"] for p in container["ports"]}
+    assert all(port["port"] in ports for rule in policy["spec"]["ingress"] for port in rule["ports"])
+    namespace = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["namespace"]
+    assert policy["metadata"]["namespace"] == namespace

@@ -117,6 +117,11 @@ def test_server_side_apply_accepts_every_object_too(admin, client_side_apply):
     assert applied_objects(result.stdout, "serverside-applied") == rendered_objects(admin)
 
 
+def test_the_optional_network_policy_is_accepted(admin, client_side_apply):
+    result = admin("apply", "--dry-run=server", "-f", str(MANIFESTS / "optional" / "networkpolicy.yaml"))
+    assert "networkpolicy.networking.k8s.io/gpuport-webhook created (server dry run)" in result.stdout
+
+
 def token_kubeconfig(admin, cluster, directory: Path, service_account: str) -> Path:
     """A kubeconfig holding a fresh token of one of the manifests' ServiceAccounts."""
     token = admin("create", "token", service_account, "-n", NAMESPACE, "--duration", "1h").stdout.strip()
