@@ -35,6 +35,9 @@ class StaticView:
     def quotas_in(self, namespace):
         return self.quotas
 
+    def pods_version(self, namespace):
+        return 0
+
     def pods_in(self, namespace):
         return []
 

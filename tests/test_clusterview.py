@@ -176,3 +176,16 @@ def test_pods_are_listed_in_pages_and_a_broken_watch_resumes_instead_of_listing_
     assert len(watches) >= 3 and all(w["resource_version"] == "42" for w in watches)
     assert sorted(p["metadata"]["uid"] for p in cache.pods_in("team-a")) == [f"u{n}" for n in range(5)]
     assert cache.has_synced("pods") and not cache.has_synced("nodes")
+
+
+def test_a_namespace_s_pod_version_changes_only_with_its_gpu_pods():
+    cache = view()
+    cache.apply("pods", "RELIST", items=[gpu_pod("a", "u1")])
+    before = cache.pods_version("team-a")
+    cache.apply("pods", "MODIFIED", gpu_pod("a", "u1"))  # a status heartbeat: nothing kept changed
+    other = gpu_pod("b", "u2")
+    other["metadata"]["namespace"] = "team-b"
+    cache.apply("pods", "ADDED", other)
+    assert cache.pods_version("team-a") == before
+    cache.apply("pods", "ADDED", gpu_pod("c", "u3"))
+    assert cache.pods_version("team-a") != before

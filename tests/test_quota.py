@@ -165,6 +165,9 @@ class FakeView:
     def quotas_in(self, namespace):
         return self.quotas
 
+    def pods_version(self, namespace):
+        return tuple(id(p) for p in self.pods)  # changes whenever a test adds or removes a pod
+
     def pods_in(self, namespace):
         return self.pods
 
@@ -446,3 +449,23 @@ def test_admissions_waiting_on_the_api_server_never_take_every_thread():
     release.set()
     for thread in waiting:
         thread.join(5)
+
+
+def test_a_namespace_s_usage_is_summed_once_until_its_pods_change():
+    running = [
+        dict(pod({"nvidia.com/gpu": "1"}), metadata={"name": f"r{n}", "namespace": "team-a", "uid": f"r{n}"})
+        for n in range(3)
+    ]
+    view = FakeView([QUOTA], running)
+    reads = []
+    view.pods_in = lambda namespace: reads.append(namespace) or view.pods
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    ctx = context("generic")
+    for n in range(3):
+        assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), f"a{n}", dry_run=True), ctx) is None
+    assert len(reads) == 1
+    view.pods.append(
+        dict(pod({"nvidia.com/gpu": "4"}), metadata={"name": "big", "namespace": "team-a", "uid": "big"})
+    )
+    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "b", dry_run=True), ctx)
+    assert len(reads) == 2 and denied.reason == "quota-exceeded"  # 3 + 4 + 2 > 8: the new pod counted

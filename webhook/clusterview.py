@@ -115,6 +115,7 @@ class _Store:
         self.key = key  # the metadata field that names an object within its group
         self.groups: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever what is held changes
+        self.group_versions: dict[str, int] = {}  # likewise, per group (namespace)
 
     def apply(self, kind: str, obj: dict[str, Any] | None, items: Iterable[dict[str, Any]]) -> None:
         if kind == "RELIST":
@@ -123,12 +124,18 @@ class _Store:
                 value = self.keep(item)
                 if value is not None:
                     groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
+            for name in set(groups) | set(self.groups):
+                if groups.get(name) != self.groups.get(name):
+                    self.group_versions[name] = self.group_versions.get(name, 0) + 1
             changed, self.groups = groups != self.groups, groups
         else:
             group = self.groups.setdefault(self._group(obj), {})
             name = obj["metadata"][self.key]
             value = self.keep(obj) if kind != "DELETED" else None
             changed = group.get(name) != value
+            if changed:
+                key = self._group(obj)
+                self.group_versions[key] = self.group_versions.get(key, 0) + 1
             if value is None:
                 group.pop(name, None)
             else:
@@ -177,6 +184,11 @@ class ClusterView:
         """Changes whenever a node change the decisions would see arrives (not on heartbeats)."""
         return self._stores["nodes"].version
 
+    def pods_version(self, namespace: str) -> int:
+        """Changes whenever a GPU pod of the namespace is added, changed or removed."""
+        with self._lock:
+            return self._stores["pods"].group_versions.get(namespace, 0)
+
     def pods_in(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
             pods = self._stores["pods"].in_group(namespace)
@@ -220,6 +232,9 @@ class ClusterView:
             fresh.apply("RELIST", None, items)
             with self._lock:
                 store = self._stores[name]
+                for group in set(fresh.groups) | set(store.groups):
+                    if fresh.groups.get(group) != store.groups.get(group):
+                        store.group_versions[group] = store.group_versions.get(group, 0) + 1
                 if fresh.groups != store.groups:
                     store.groups = fresh.groups
                     store.version += 1

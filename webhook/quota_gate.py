@@ -45,6 +45,8 @@ class QuotaGate:
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
         self._usage: dict[str, tuple[Usage, object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
+        # namespace → (key, usage per quota, counted UIDs, context) of its last snapshot
+        self._by_namespace: dict[str, tuple] = {}
 
     def admit(
         self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
@@ -72,16 +74,7 @@ class QuotaGate:
         if not self.view.has_synced("pods"):
             return _loading(request)
         asked = pod_use(pod, demand, target, catalogue)
-        used = {q.name: Usage() for q in quotas}
-        # One snapshot for both: a pod the view counts must also be the pod whose reservation is skipped,
-        # or a pod that lands between the two reads would be counted nowhere.
-        snapshot = self.view.pods_in(request.namespace)
-        counted = {str((p.get("metadata") or {}).get("uid")) for p in snapshot}
-        for other in snapshot:
-            other_use, other_facts = self._counted(other, context)
-            for quota in quotas:
-                if applies(quota, other_facts):
-                    used[quota.name] = used[quota.name] + other_use
+        used, counted = self._namespace_usage(request.namespace, quotas, context)
 
         def decide(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
@@ -91,8 +84,6 @@ class QuotaGate:
                     return message
             return None
 
-        if len(self._usage) > 4 * len(snapshot) + 1000:
-            self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         key = str((pod.get("metadata") or {}).get("uid") or request.uid)
         now = self.clock()
         reservation = Reservation(
@@ -121,6 +112,28 @@ class QuotaGate:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
+
+    def _namespace_usage(self, namespace: str, quotas: list, context: Context):
+        """(usage per quota, UIDs counted) of the namespace's running GPU pods, from one snapshot of the
+        view: a pod the view counts must also be the pod whose reservation is skipped, or a pod that
+        lands between two reads would be counted nowhere. Worked out again only when the namespace's
+        pods, its quotas or the context changed, so a large namespace costs one sum, not one per pod."""
+        key = (self.view.pods_version(namespace), repr(quotas), id(context))
+        cached = self._by_namespace.get(namespace)
+        if cached is not None and cached[0] == key and cached[3] is context:
+            return cached[1], cached[2]
+        snapshot = self.view.pods_in(namespace)
+        used = {q.name: Usage() for q in quotas}
+        for other in snapshot:
+            other_use, other_facts = self._counted(other, context)
+            for quota in quotas:
+                if applies(quota, other_facts):
+                    used[quota.name] = used[quota.name] + other_use
+        counted = frozenset(str((p.get("metadata") or {}).get("uid")) for p in snapshot)
+        if len(self._usage) > 4 * len(snapshot) + 1000:
+            self._usage.clear()  # pods come and go; keep the memo about the size of what runs
+        self._by_namespace[namespace] = (key, used, counted, context)
+        return used, counted
 
     def _counted(self, other: dict, context: Context):
         """(Usage, PodFacts) of a running pod; a pod's spec never changes, so once per context is enough."""
