@@ -59,7 +59,9 @@ class Prober:
                 pod({"nvidia.com/gpu": "1"}),
                 metadata={"name": uid[:12], "namespace": self.namespace, "uid": uid},
             )
-            review = json.dumps(review_of(body, uid=uid)).encode()
+            envelope = review_of(body, uid=uid)
+            envelope["request"]["namespace"] = self.namespace
+            review = json.dumps(envelope).encode()
             started = time.perf_counter()
             try:
                 request = urllib.request.Request(
@@ -121,6 +123,8 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        (work / "apiserver").mkdir()
+        (work / "tls").mkdir()
         api = ApiServer(work / "apiserver")
         server = None
         try:

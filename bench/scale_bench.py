@@ -111,7 +111,9 @@ def measure_view(kubeconfig: str) -> dict:
         obj = dict(
             pod({"nvidia.com/gpu": "1"}), metadata={"name": f"q{n}", "namespace": "team-0", "uid": f"q{n}"}
         )
-        request = parsed(review_of(obj, uid=f"r{n}", dry_run=True))
+        envelope = review_of(obj, uid=f"r{n}", dry_run=True)
+        envelope["request"]["namespace"] = "team-0"  # one with a GPU quota: the sum over its pods runs
+        request = parsed(envelope)
         t0 = time.perf_counter()
         gate.admit(request, ctx)
         latencies.append(time.perf_counter() - t0)
