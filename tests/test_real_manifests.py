@@ -109,42 +109,19 @@ def test_preflight_never_places_a_whole_gpu_on_a_partition_node(capsys, tmp_path
         },
         {"nvidia.com/gpu": "56"},
     )
-    inventory = write_inventory(tmp_path, partition)
-    code = main(
-        [
-            "preflight",
-            "--from",
-            "eks",
-            "--to",
-            "gke",
-            "--inventory",
-            inventory,
-            "-o",
-            "json",
-            str(MANIFESTS / "eks-p5-pod.yaml"),
-        ]
-    )
-    report = json.loads(capsys.readouterr().out)
-    assert code == 1
-    assert report["workloads"][0]["pending"] == 1
     whole = node("a3-node", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}, {"nvidia.com/gpu": "8"})
-    inventory = write_inventory(tmp_path, partition, whole)
-    main(
-        [
-            "preflight",
-            "--from",
-            "eks",
-            "--to",
-            "gke",
-            "--inventory",
-            inventory,
-            "-o",
-            "json",
-            str(MANIFESTS / "eks-p5-pod.yaml"),
-        ]
-    )
-    report = json.loads(capsys.readouterr().out)
-    assert report["workloads"][0]["placement"] == {"a3-node": 1}
+
+    def preflight(*nodes):
+        inventory = write_inventory(tmp_path, *nodes)
+        args = ["preflight", "--from", "eks", "--to", "gke", "--inventory", inventory, "-o", "json"]
+        code = main([*args, str(MANIFESTS / "eks-p5-pod.yaml")])
+        return code, json.loads(capsys.readouterr().out)["workloads"][0]
+
+    code, workload = preflight(partition)
+    assert code == 1
+    assert workload["pending"] == 1
+    _, workload = preflight(partition, whole)
+    assert workload["placement"] == {"a3-node": 1}
 
 
 # 2. Shared asks are translated whole, or refused saying what was asked.
