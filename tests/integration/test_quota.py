@@ -82,8 +82,10 @@ def test_fifty_concurrent_creates_against_a_quota_of_8_with_two_gpuport_processe
     refused = [o for o in outcomes if o != "created"]
     assert outcomes.count("created") == 8, refused
     # Every other create is refused: by the quota, or (when this 2-core machine is saturated by the
-    # burst) by a webhook call that timed out, which the pods webhook's failurePolicy Fail refuses too.
-    assert all(o == "quota" or "context deadline exceeded" in o for o in refused), refused
+    # burst) by a webhook call that timed out, which the pods webhook's failurePolicy Fail refuses too,
+    # or by gpuport itself when every thread it lets wait on the API server is waiting (fail closed).
+    fail_closed = ("context deadline exceeded", "waiting on the API server for other GPU pods")
+    assert all(o == "quota" or any(f in o for f in fail_closed) for o in refused), refused
     assert outcomes.count("quota") >= 21, refused
     assert len(core.list_namespaced_pod(namespace).items) == 8
 
