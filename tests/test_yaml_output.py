@@ -276,3 +276,16 @@ def test_a_change_the_splice_cannot_place_is_re_dumped_and_still_exact():
     expected = webhook_result(plain(round_trip().load(text)), "eks")
     assert plain(round_trip().load(output)) == expected
     assert expected["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/gpu.shared": "1"}
+
+
+def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsys, monkeypatch):
+    import webhook.yamledit
+    from webhook.cli import main
+
+    monkeypatch.setattr(webhook.yamledit, "_parses_to", lambda text, edited: False)
+    path = tmp_path / "pod.yaml"
+    path.write_text((Path(__file__).parent / "manifests" / "eks-p5-pod.yaml").read_text())
+    assert main(["translate", "--to", "gke", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "does not parse back to the translated object" in err

@@ -260,6 +260,7 @@ def _run_translate(args: argparse.Namespace) -> int:
         translate_documents,
         unified_diff,
     )
+    from webhook.yamledit import Unfaithful
 
     try:
         context = build_context(
@@ -285,10 +286,15 @@ def _run_translate(args: argparse.Namespace) -> int:
                 denied = True
                 for message in result.messages:
                     print(f"{name}: {result.kind}/{result.name}: denied: {message}", file=sys.stderr)
+        try:
+            printed = dump_documents(manifest) if args.diff or args.output == "yaml" else ""
+        except Unfaithful as exc:  # never print a translation that does not read back as intended
+            print(f"gpuport translate: {name}: {exc}", file=sys.stderr)
+            return 2
         if args.diff:
-            sys.stdout.write(unified_diff(text, dump_documents(manifest), name))
+            sys.stdout.write(unified_diff(text, printed, name))
         elif args.output == "yaml":
-            sys.stdout.write(dump_documents(manifest))
+            sys.stdout.write(printed)
     if args.output == "json" and not args.diff:
         print(results_json(results))
     return 1 if denied else 0

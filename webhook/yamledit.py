@@ -115,23 +115,15 @@ def edit_document(text: str, original: Any, edited: Any, templates: list[str]) -
 def redump(text: str, edited: Any) -> str:
     """The fallback: the whole document dumped again, with the author's indentation where it can be
     guessed, its `---` line and leading comments kept; checked to parse back to the intended object."""
-    lines = text.splitlines(keepends=True)
-    head = []
-    for line in lines:
-        if not (_blank_or_comment(line) or _MARKER.match(line)) or (
-            _MARKER.match(line) and line.strip() != "---"
-        ):
-            break
-        head.append(line)
+    newline = newline_of(text)
+    # The `---` that opened the document; comments before its first node ruamel prints itself.
+    first = next((line for line in text.splitlines() if not _blank_or_comment(line)), "")
+    marker = "---" + newline if first.strip() == "---" else ""
     yaml = round_trip()
     _set_indent(yaml, guess_indent(text))
     out = io.StringIO()
     yaml.dump(edited, out)
-    body = out.getvalue()
-    # Comments before the document's first node belong to it and ruamel prints them itself.
-    head = [line for line in head if _MARKER.match(line)]
-    newline = newline_of(text)
-    result = "".join(head) + body.replace("\n", newline)
+    result = marker + out.getvalue().replace("\n", newline)
     if not _parses_to(result, edited):
         raise Unfaithful("the re-dumped document does not parse back to the translated object")
     return result
