@@ -1,8 +1,8 @@
 """Faults an operator meets, against a real kube-apiserver, with GPU quota in force: gpuport starting
-while GPU pods arrive, a worker killed under load, the API server frozen. Reviews are sent straight to
-gpuport's /validate (as the API server would), in a namespace whose GPU quota is already full and in
-one without a quota. What must hold: no GPU pod admitted over the quota, ever; pods without a quota
-answered within a second throughout.
+while GPU pods arrive, a worker killed under load, the API server frozen, 40 slowloris clients.
+Reviews are sent straight to gpuport's /validate (as the API server would), in a namespace whose GPU
+quota is already full and in one without a quota. What must hold: no GPU pod admitted over the quota,
+ever; pods without a quota answered within a second throughout.
 
     KUBEBUILDER_ASSETS=/path/to/bin .venv/bin/python bench/fault_bench.py [--seconds 6]
 """
@@ -102,6 +102,41 @@ def prepare(api_client) -> None:
         core.create_namespaced_pod(FULL, body)
 
 
+class Slowloris:
+    """Clients that open TLS connections and trickle a request's headers a byte at a time, forever,
+    reconnecting whenever the server cuts them off."""
+
+    def __init__(self, server: RunningServer, clients: int = 40):
+        self.server, self.clients = server, clients
+        self.context = ssl.create_default_context(cafile=str(server.ca_file))
+        self._stop = threading.Event()
+        self.cut_off = 0
+
+    def start(self):
+        for _ in range(self.clients):
+            threading.Thread(target=self._client, daemon=True).start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+
+    def _client(self):
+        import socket
+
+        request = b"POST /validate HTTP/1.1\r\nHost: gpuport\r\nContent-Type: application/json\r\n"
+        while not self._stop.is_set():
+            try:
+                raw = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+                with self.context.wrap_socket(raw, server_hostname="gpuport.gpuport-system.svc") as tls:
+                    for byte in request * 100:
+                        if self._stop.is_set():
+                            return
+                        tls.sendall(bytes([byte]))
+                        time.sleep(0.2)
+            except OSError:
+                self.cut_off += 1
+
+
 def workers_of(master_pid: int) -> list[int]:
     children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
     return [int(pid) for pid in children]
@@ -151,6 +186,11 @@ def main() -> int:
                 threading.Timer(args.seconds * 0.6, os.kill, (api.apiserver.pid, signal.SIGCONT)).start()
 
             rows.append(run_scenario("API server frozen", server, args.seconds, freeze))
+            time.sleep(args.seconds)  # the API server back, and the quota slots free again
+            loris = Slowloris(server)
+            rows.append(run_scenario("40 slowloris clients", server, args.seconds, loris.start))
+            loris.stop()
+            print(f"slowloris connections cut off by the server: {loris.cut_off}", file=sys.stderr)
         finally:
             os.kill(api.apiserver.pid, signal.SIGCONT)
             if server is not None:
