@@ -12,7 +12,10 @@ shuts the socket down (the blocked read or write then returns and gunicorn close
 - ANSWER_DEADLINE for the whole exchange, inside the API server's own 5 s limit for a webhook.
 
 A new connection that has not sent anything is parked on the poller at once instead of holding a
-thread for gunicorn's default 5 s.
+thread for gunicorn's default 5 s. Deadlines alone still let a few dozen clients that keep
+reconnecting occupy every thread, so reading and answering are split: READERS threads (mostly waiting
+on sockets, which costs no CPU) read requests, and only `threads` of them at a time run the app, so
+decisions never convoy on the GIL however many connections are being read.
 """
 
 import contextlib
@@ -20,11 +23,13 @@ import io
 import socket
 import threading
 import time
+from concurrent import futures
 
 from gunicorn.workers import gthread
 
 from webhook.review import MAX_BODY_BYTES
 
+READERS = 64  # threads that may be reading a request at once, per worker
 READ_DEADLINE = 1.0
 ANSWER_DEADLINE = 4.5
 IDLE_WAIT = 0.05  # how long a thread waits for the first bytes of a new connection before parking it
@@ -33,7 +38,11 @@ gthread.DEFAULT_WORKER_DATA_TIMEOUT = IDLE_WAIT
 
 
 class DeadlineThreadWorker(gthread.ThreadWorker):
+    def get_thread_pool(self):
+        return futures.ThreadPoolExecutor(max_workers=max(READERS, self.cfg.threads))
+
     def init_process(self):
+        self._answering = threading.BoundedSemaphore(self.cfg.threads)
         self._deadlines: dict[int, tuple[float, gthread.TConn]] = {}
         self._deadlines_lock = threading.Lock()
         threading.Thread(target=self._watchdog, name="request-deadlines", daemon=True).start()
@@ -52,7 +61,8 @@ class DeadlineThreadWorker(gthread.ThreadWorker):
         if _announced_length(req) <= MAX_BODY_BYTES:
             req.body = io.BytesIO(req.body.read(MAX_BODY_BYTES + 1))
         self._set_deadline(conn, ANSWER_DEADLINE)
-        return super().handle_request(req, conn)
+        with self._answering:
+            return super().handle_request(req, conn)
 
     def _set_deadline(self, conn, seconds: float) -> None:
         with self._deadlines_lock:
