@@ -469,3 +469,49 @@ def test_a_namespace_s_usage_is_summed_once_until_its_pods_change():
     )
     denied = gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "b", dry_run=True), ctx)
     assert len(reads) == 2 and denied.reason == "quota-exceeded"  # 3 + 4 + 2 > 8: the new pod counted
+
+
+def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_passes():
+    import threading
+    import time
+
+    api = FakeCoordination()
+    writes = []
+    original_replace, original_create = api.replace_namespaced_lease, api.create_namespaced_lease
+
+    def counting_replace(*args, **kwargs):
+        writes.append("replace")
+        return original_replace(*args, **kwargs)
+
+    def counting_create(*args, **kwargs):
+        writes.append("create")
+        return original_create(*args, **kwargs)
+
+    original_read = api.read_namespaced_lease
+
+    def slow_read(*args, **kwargs):
+        time.sleep(0.02)  # a real round trip: admissions arriving meanwhile wait for the next group
+        return original_read(*args, **kwargs)
+
+    api.replace_namespaced_lease, api.create_namespaced_lease = counting_replace, counting_create
+    api.read_namespaced_lease = slow_read
+    ledger = LeaseLedger(api, "gpuport-system")
+
+    def at_most_ten(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= 10 else None
+
+    results = []
+
+    def admit(n):
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
+        results.append(ledger.reserve("team-a", reservation, at_most_ten, 0.0, lambda uid: False))
+
+    threads = [threading.Thread(target=admit, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(None) == 10 and results.count("over") == 30
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 10
+    assert len(writes) < 10  # groups, not one write per admission

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
@@ -121,39 +121,85 @@ class MemoryLedger:
 ANNOTATION = "gpuport.io/reservations"
 
 
+@dataclass
+class _Ask:
+    """One admission waiting for a turn at a namespace's Lease."""
+
+    reservation: Reservation
+    decide: Decide
+    settled: Callable[[str], bool]
+    write: bool
+    deadline: float
+    done: threading.Event = field(default_factory=threading.Event)
+    denial: str | None = None
+    error: LedgerUnavailable | None = None
+
+    def finish(self, denial: str | None = None, error: LedgerUnavailable | None = None) -> None:
+        self.denial, self.error = denial, error
+        self.done.set()
+
+
 class LeaseLedger:
-    """Reservations in coordination.k8s.io Leases named gpuport-quota-<namespace> in gpuport's namespace."""
+    """Reservations in coordination.k8s.io Leases named gpuport-quota-<namespace> in gpuport's namespace.
+
+    Admissions to one namespace are committed in groups, as the built-in quota admission batches its
+    status updates: whoever holds the namespace's turn reads the Lease once, decides every admission
+    waiting at that moment in arrival order (each seeing the ones accepted before it), and writes them
+    all with one compare-and-swap. A burst then costs a round trip per group, not per pod, and only
+    other processes can conflict."""
 
     def __init__(self, coordination_api, namespace: str):
         self.api = coordination_api
         self.namespace = namespace
-        # Threads of one worker take turns per namespace: only other processes can conflict, which
-        # keeps retries (and admission latency under a burst) low.
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._turns: dict[str, threading.Lock] = {}
+        self._waiting: dict[str, list[_Ask]] = {}
+        self._guard = threading.Lock()
 
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
 
     def reserve(self, namespace, reservation, decide, now, settled, write=True):
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        with self._locks_guard:
-            lock = self._locks.setdefault(namespace, threading.Lock())
-        if not lock.acquire(timeout=DEADLINE_SECONDS):
-            raise LedgerUnavailable("reservation store: too many admissions waiting for this namespace")
-        try:
-            return self._reserve(namespace, reservation, decide, now, settled, write, deadline)
-        finally:
-            lock.release()
+        ask = _Ask(reservation, decide, settled, write, time.monotonic() + DEADLINE_SECONDS)
+        with self._guard:
+            self._waiting.setdefault(namespace, []).append(ask)
+            turn = self._turns.setdefault(namespace, threading.Lock())
+        while not ask.done.is_set():
+            if not turn.acquire(timeout=max(ask.deadline - time.monotonic(), 0)):
+                with self._guard:
+                    if ask in self._waiting[namespace]:  # nobody took it: withdraw, write nothing
+                        self._waiting[namespace].remove(ask)
+                        raise LedgerUnavailable(
+                            "reservation store: too many admissions waiting for this namespace"
+                        )
+                ask.done.wait(DEADLINE_SECONDS)  # a group holding it is finishing; its calls time out
+                break
+            try:
+                if not ask.done.is_set():
+                    with self._guard:
+                        group, self._waiting[namespace] = self._waiting[namespace], []
+                    self._commit(namespace, group, now)
+            finally:
+                turn.release()
+        if ask.error is not None:
+            raise ask.error
+        if not ask.done.is_set():
+            raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+        return ask.denial
 
-    def _reserve(self, namespace, reservation, decide, now, settled, write, deadline):
+    def _commit(self, namespace: str, group: list[_Ask], now: float) -> None:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
         name = self._name(namespace)
         for _ in range(MAX_ATTEMPTS):
-            if time.monotonic() > deadline:
-                raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+            late = [a for a in group if time.monotonic() > a.deadline]
+            for ask in late:
+                ask.finish(
+                    error=LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+                )
+            group = [a for a in group if not a.done.is_set()]
+            if not group:
+                return
             try:
                 try:
                     lease = self.api.read_namespaced_lease(
@@ -165,52 +211,67 @@ class LeaseLedger:
                     lease = None
                 annotations = (lease.metadata.annotations or {}) if lease else {}
                 current = unexpired(decode(annotations.get(ANNOTATION)), now)
-                denial = decide(uncounted(current, settled))
-                if denial is not None or not write:
-                    return denial
-                if time.monotonic() > deadline:
-                    # Too late to answer in time: write nothing, so no reservation outlives a call
-                    # the API server has already given up on.
-                    raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
-                body_annotations = {
-                    ANNOTATION: encode([r for r in current if r.key != reservation.key] + [reservation])
-                }
-                if lease is None:
-                    self.api.create_namespaced_lease(
-                        self.namespace,
-                        _request_timeout=CALL_TIMEOUT,
-                        body={
-                            "metadata": {
-                                "name": name,
-                                "annotations": body_annotations,
-                                "labels": {"app.kubernetes.io/name": "gpuport"},
-                            },
-                            "spec": {},
-                        },
+                accepted: list[Reservation] = []
+                decided: list[tuple[_Ask, str | None]] = []
+                for ask in group:
+                    denial = ask.decide(uncounted(current + accepted, ask.settled))
+                    decided.append((ask, denial))
+                    if denial is None and ask.write:
+                        accepted.append(ask.reservation)
+                if accepted:
+                    if any(time.monotonic() > a.deadline for a, _ in decided):
+                        continue  # too late for some: decide again without them, write nothing for them
+                    keys = {r.key for r in accepted}
+                    self._write(
+                        name, lease, annotations, [r for r in current if r.key not in keys] + accepted
                     )
-                else:
-                    self.api.replace_namespaced_lease(
-                        name,
-                        self.namespace,
-                        _request_timeout=CALL_TIMEOUT,
-                        body={
-                            "metadata": {
-                                "name": name,
-                                "resourceVersion": lease.metadata.resource_version,
-                                "annotations": {**annotations, **body_annotations},
-                                "labels": lease.metadata.labels or {},
-                            },
-                            "spec": {},
-                        },
-                    )
-                return None
+                for ask, denial in decided:
+                    ask.finish(denial)
+                return
             except ApiException as exc:
                 if exc.status == 409:
                     # Someone reserved meanwhile: decide again on what they wrote, after a short random
                     # pause so that colliding replicas do not collide again in lockstep.
                     time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
                     continue
-                raise LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}") from None
+                error = LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}")
             except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
-                raise LedgerUnavailable(f"reservation store: {exc}") from None
-        raise LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
+                error = LedgerUnavailable(f"reservation store: {exc}")
+            for ask in group:
+                ask.finish(error=error)
+            return
+        for ask in group:
+            ask.finish(
+                error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
+            )
+
+    def _write(self, name: str, lease, annotations: dict, reservations: list[Reservation]) -> None:
+        body_annotations = {ANNOTATION: encode(reservations)}
+        if lease is None:
+            self.api.create_namespaced_lease(
+                self.namespace,
+                _request_timeout=CALL_TIMEOUT,
+                body={
+                    "metadata": {
+                        "name": name,
+                        "annotations": body_annotations,
+                        "labels": {"app.kubernetes.io/name": "gpuport"},
+                    },
+                    "spec": {},
+                },
+            )
+        else:
+            self.api.replace_namespaced_lease(
+                name,
+                self.namespace,
+                _request_timeout=CALL_TIMEOUT,
+                body={
+                    "metadata": {
+                        "name": name,
+                        "resourceVersion": lease.metadata.resource_version,
+                        "annotations": {**annotations, **body_annotations},
+                        "labels": lease.metadata.labels or {},
+                    },
+                    "spec": {},
+                },
+            )
