@@ -121,7 +121,7 @@ class MemoryLedger:
 ANNOTATION = "gpuport.io/reservations"
 
 
-@dataclass
+@dataclass(eq=False)  # each admission is itself: found and withdrawn by identity
 class _Ask:
     """One admission waiting for a turn at a namespace's Lease."""
 
