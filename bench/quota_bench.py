@@ -41,6 +41,9 @@ class StaticView:
     def pods_version(self, namespace):
         return 0
 
+    def pods_read_through(self):
+        return 0
+
     def pods_in(self, namespace):
         return []
 

@@ -189,3 +189,22 @@ def test_a_namespace_s_pod_version_changes_only_with_its_gpu_pods():
     assert cache.pods_version("team-a") == before
     cache.apply("pods", "ADDED", gpu_pod("c", "u3"))
     assert cache.pods_version("team-a") != before
+
+
+def test_a_pod_keeps_the_version_it_was_first_seen_at_through_heartbeats_and_relists():
+    cache = view()
+    first = gpu_pod("a", "u1")
+    first["metadata"]["resourceVersion"] = "100"
+    cache.apply("pods", "ADDED", first)
+    later = gpu_pod("a", "u1", phase="Running")
+    later["metadata"]["resourceVersion"] = "140"
+    cache.apply("pods", "MODIFIED", later)  # its phase changed: the record changes, not its first sight
+    relisted = gpu_pod("a", "u1", phase="Running")
+    relisted["metadata"]["resourceVersion"] = "180"
+    version = cache.pods_version("team-a")
+    cache.apply("pods", "RELIST", items=[relisted])
+    assert cache.pod_first_seen("team-a", "u1") == 100
+    assert cache.pods_version("team-a") == version  # nothing it means changed
+    cache._note_read_through("pods", "180")
+    cache._note_read_through("pods", "150")  # never backwards
+    assert cache.pods_read_through() == 180

@@ -168,6 +168,14 @@ class FakeView:
     def pods_version(self, namespace):
         return tuple(id(p) for p in self.pods)  # changes whenever a test adds or removes a pod
 
+    read_through = 0  # how far this view has read the pods stream; 0: it cannot say
+
+    def pods_read_through(self):
+        return self.read_through
+
+    def pod_first_seen(self, namespace, uid):
+        return next((p.get("firstSeen") for p in self.pods if p["metadata"].get("uid") == uid), None)
+
     def pods_in(self, namespace):
         return self.pods
 
@@ -515,3 +523,45 @@ def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_pas
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert len(decode(annotations["gpuport.io/reservations"])) == 10
     assert len(writes) < 10  # groups, not one write per admission
+
+
+def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
+    from webhook.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key, mark, settled=lambda uid: False):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, lambda current: None, 0.0, settled, mark=mark)
+
+    assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None)) is None
+    # Replica A's view now holds u1's pod (first seen at version 100) and has read to 120.
+    a_sees_u1 = ViewMark(120, {"u1": 100}.get)
+    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1") is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
+    assert annotations[SETTLED_THROUGH] == "100"
+    # Replica B has read only to 90: it might not count u1's pod, so it must not decide.
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", ViewMark(90, lambda uid: None))
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", None)
+    assert reserve(replica_b, "u3", ViewMark(130, lambda uid: None)) is None  # caught up: decides
+
+
+def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
+    from webhook.ledger import ViewMark
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(200):
+        seen = {f"u{k}": 1000 + k for k in range(n)}  # every earlier pod is in this view already
+        mark = ViewMark(2000, seen.get)
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
+        assert (
+            ledger.reserve("team-a", reservation, lambda c: None, 0.0, seen.__contains__, mark=mark) is None
+        )
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(annotations["gpuport.io/reservations"]) < 16 * 1024
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u199"]

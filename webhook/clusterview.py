@@ -21,6 +21,9 @@ from webhook.quota import Quota
 
 log = logging.getLogger("gpuport.clusterview")
 TERMINAL = ("Succeeded", "Failed")
+# A kept pod's resourceVersion when the view first had it: not part of what the record means, so a
+# status heartbeat changes nothing held (see _same), but it tells when every view must have the pod.
+FIRST_SEEN = "firstSeen"
 PAGE_SIZE = 500
 # (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
 LIST_TIMEOUT = (5, 60)
@@ -54,6 +57,7 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
         return None
     metadata = pod.get("metadata") or {}
     return {
+        FIRST_SEEN: as_version(metadata.get("resourceVersion")),
         "metadata": {k: metadata.get(k) for k in ("name", "namespace", "uid")},
         "spec": {
             "containers": containers,
@@ -65,6 +69,26 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
         },
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
+
+
+def as_version(text: Any) -> int | None:
+    """An API resourceVersion as a number (etcd's revision, which the API server hands out in
+    increasing order), or None where it is not one: then nothing relies on comparing it."""
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two held records mean the same, their first-seen versions aside."""
+    if isinstance(a, dict) and isinstance(b, dict) and (FIRST_SEEN in a or FIRST_SEEN in b):
+        return {k: v for k, v in a.items() if k != FIRST_SEEN} == {
+            k: v for k, v in b.items() if k != FIRST_SEEN
+        }
+    return a == b
+
+
+def _same_group(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    a, b = a or {}, b or {}
+    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
 
 
 def to_quota(obj: dict[str, Any]) -> Quota:
@@ -124,22 +148,40 @@ class _Store:
                 value = self.keep(item)
                 if value is not None:
                     groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
-            for name in set(groups) | set(self.groups):
-                if groups.get(name) != self.groups.get(name):
-                    self.group_versions[name] = self.group_versions.get(name, 0) + 1
-            changed, self.groups = groups != self.groups, groups
+            self.replace(groups)
+            return
+        group = self.groups.setdefault(self._group(obj), {})
+        name = obj["metadata"][self.key]
+        value = self.keep(obj) if kind != "DELETED" else None
+        held = group.get(name)
+        if value is not None and held is not None and _same(held, value):
+            return  # nothing it means changed; the record keeps its first-seen version
+        if isinstance(value, dict) and isinstance(held, dict) and FIRST_SEEN in held:
+            value[FIRST_SEEN] = held[FIRST_SEEN]
+        changed = held != value
+        if changed:
+            key = self._group(obj)
+            self.group_versions[key] = self.group_versions.get(key, 0) + 1
+        if value is None:
+            group.pop(name, None)
         else:
-            group = self.groups.setdefault(self._group(obj), {})
-            name = obj["metadata"][self.key]
-            value = self.keep(obj) if kind != "DELETED" else None
-            changed = group.get(name) != value
-            if changed:
-                key = self._group(obj)
-                self.group_versions[key] = self.group_versions.get(key, 0) + 1
-            if value is None:
-                group.pop(name, None)
-            else:
-                group[name] = value
+            group[name] = value
+        if changed:
+            self.version += 1
+
+    def replace(self, groups: dict[str, dict[str, Any]]) -> None:
+        """Hold a fresh list's records; those already held keep their first-seen versions."""
+        for group, records in groups.items():
+            held = self.groups.get(group, {})
+            for name, record in records.items():
+                if isinstance(record, dict) and FIRST_SEEN in record and name in held:
+                    record[FIRST_SEEN] = held[name].get(FIRST_SEEN)
+        changed = False
+        for group in set(groups) | set(self.groups):
+            if not _same_group(groups.get(group), self.groups.get(group)):
+                self.group_versions[group] = self.group_versions.get(group, 0) + 1
+                changed = True
+        self.groups = groups
         if changed:
             self.version += 1
 
@@ -164,6 +206,7 @@ class ClusterView:
             "nodes": _Store(keep_node),
         }
         self._synced = {name: threading.Event() for name in self._stores}
+        self._read_through: dict[str, int] = {}  # kind → resourceVersion its stream has been applied to
         self._stop = threading.Event()
 
     # -- reads, for the admission path --------------------------------------------------------
@@ -183,6 +226,17 @@ class ClusterView:
     def nodes_version(self) -> int:
         """Changes whenever a node change the decisions would see arrives (not on heartbeats)."""
         return self._stores["nodes"].version
+
+    def pods_read_through(self) -> int:
+        """The resourceVersion the pods list and watch have been applied up to (0: not known): every
+        pod created at or before it is in this view, unless it is gone."""
+        return self._read_through.get("pods", 0)
+
+    def pod_first_seen(self, namespace: str, uid: str) -> int | None:
+        """The resourceVersion at which this view first held the pod, or None."""
+        with self._lock:
+            record = self._stores["pods"].groups.get(namespace, {}).get(uid)
+        return record.get(FIRST_SEEN) if record else None
 
     def pods_version(self, namespace: str) -> int:
         """Changes whenever a GPU pod of the namespace is added, changed or removed."""
@@ -231,13 +285,7 @@ class ClusterView:
             fresh = _Store(self._stores[name].keep, self._stores[name].key)
             fresh.apply("RELIST", None, items)
             with self._lock:
-                store = self._stores[name]
-                for group in set(fresh.groups) | set(store.groups):
-                    if fresh.groups.get(group) != store.groups.get(group):
-                        store.group_versions[group] = store.group_versions.get(group, 0) + 1
-                if fresh.groups != store.groups:
-                    store.groups = fresh.groups
-                    store.version += 1
+                self._stores[name].replace(fresh.groups)
             return
         with self._lock:
             self._stores[name].apply(kind, obj, ())
@@ -271,6 +319,7 @@ class ClusterView:
                     self.apply(name, "RELIST", items=listing.items())
                     self._synced[name].set()
                     version = listing.version
+                    self._note_read_through(name, version)
                     backoff = 0.5
                 stream = watch.Watch().stream(
                     list_fn,
@@ -285,6 +334,7 @@ class ClusterView:
                     version = (obj.get("metadata") or {}).get("resourceVersion", version)
                     if event["type"] != "BOOKMARK":
                         self.apply(name, event["type"], obj)
+                    self._note_read_through(name, version)
                 backoff = 0.5
                 continue  # the server ended the watch on time: resume from where it stood
             except KeyError as exc:
@@ -304,6 +354,11 @@ class ClusterView:
                 log.warning("%s watch broke (%s); resuming in %.1fs", name, exc, backoff)
             self._stop.wait(backoff)
             backoff = min(backoff * 2, self.backoff_max)
+
+    def _note_read_through(self, name: str, version: str | None) -> None:
+        number = as_version(version)
+        if number is not None:
+            self._read_through[name] = max(number, self._read_through.get(name, 0))
 
 
 class _Listing:

@@ -46,6 +46,15 @@ class Reservation:
 Decide = Callable[[list[Reservation]], str | None]
 
 
+@dataclass(frozen=True)
+class ViewMark:
+    """How far the caller's view of pods has read (a resourceVersion), and at which version it first
+    held a pod: what lets a reservation leave the store once its pod is in every view that decides."""
+
+    read_through: int
+    first_seen: Callable[[str], int | None]
+
+
 class Ledger(Protocol):
     def reserve(
         self,
@@ -55,8 +64,10 @@ class Ledger(Protocol):
         now: float,
         settled: Callable[[str], bool],
         write: bool = True,
+        mark: ViewMark | None = None,
     ) -> str | None:
-        """Decide on the live reservations and, unless denied or `write` is False (dryRun), add ours."""
+        """Decide on the live reservations and, unless denied or `write` is False (dryRun), add ours.
+        With `mark`, reservations whose pods the caller's view holds may be settled (dropped)."""
 
 
 def encode(reservations: list[Reservation]) -> str:
@@ -102,7 +113,7 @@ class MemoryLedger:
         self._lock = threading.Lock()
         self._by_namespace: dict[str, list[Reservation]] = {}
 
-    def reserve(self, namespace, reservation, decide, now, settled, write=True):
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
         with self._lock:
             current = unexpired(self._by_namespace.get(namespace, []), now)
             denial = decide(uncounted(current, settled))
@@ -119,6 +130,9 @@ class MemoryLedger:
 
 
 ANNOTATION = "gpuport.io/reservations"
+# Reservations of pods created at or before this resourceVersion have been dropped: a view that has
+# not read that far may be missing them, so it must not decide.
+SETTLED_THROUGH = "gpuport.io/settled-through"
 
 
 @dataclass(eq=False)  # each admission is itself: found and withdrawn by identity
@@ -130,6 +144,7 @@ class _Ask:
     settled: Callable[[str], bool]
     write: bool
     deadline: float
+    mark: ViewMark | None
     done: threading.Event = field(default_factory=threading.Event)
     denial: str | None = None
     error: LedgerUnavailable | None = None
@@ -137,6 +152,28 @@ class _Ask:
     def finish(self, denial: str | None = None, error: LedgerUnavailable | None = None) -> None:
         self.denial, self.error = denial, error
         self.done.set()
+
+
+BEHIND = (
+    "reservation store: this replica's view of pods has not caught up with reservations already "
+    "settled by another; retry shortly"
+)
+
+
+def _settle(current: list[Reservation], leader: "_Ask", through: int) -> tuple[list[Reservation], int]:
+    """Drop the reservations whose pods the leader's view holds, and say up to which version every
+    view must have read before it decides again: so the Lease holds only pods not yet seen, not 30 s
+    of a burst. Without a mark (a view whose versions are not numbers) nothing is dropped."""
+    if leader.mark is None:
+        return current, through
+    kept = []
+    for reservation in current:
+        seen = leader.mark.first_seen(reservation.key) if leader.settled(reservation.key) else None
+        if seen is None:
+            kept.append(reservation)
+        else:
+            through = max(through, seen)
+    return kept, through
 
 
 class LeaseLedger:
@@ -158,8 +195,8 @@ class LeaseLedger:
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
 
-    def reserve(self, namespace, reservation, decide, now, settled, write=True):
-        ask = _Ask(reservation, decide, settled, write, time.monotonic() + DEADLINE_SECONDS)
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
+        ask = _Ask(reservation, decide, settled, write, time.monotonic() + DEADLINE_SECONDS, mark)
         with self._guard:
             self._waiting.setdefault(namespace, []).append(ask)
             turn = self._turns.setdefault(namespace, threading.Lock())
@@ -211,6 +248,11 @@ class LeaseLedger:
                     lease = None
                 annotations = (lease.metadata.annotations or {}) if lease else {}
                 current = unexpired(decode(annotations.get(ANNOTATION)), now)
+                through = int(annotations.get(SETTLED_THROUGH) or 0)
+                for ask in group:
+                    if through and (ask.mark is None or ask.mark.read_through < through):
+                        ask.finish(error=LedgerUnavailable(BEHIND))
+                group = [a for a in group if not a.done.is_set()]
                 accepted: list[Reservation] = []
                 decided: list[tuple[_Ask, str | None]] = []
                 for ask in group:
@@ -221,10 +263,10 @@ class LeaseLedger:
                 if accepted:
                     if any(time.monotonic() > a.deadline for a, _ in decided):
                         continue  # too late for some: decide again without them, write nothing for them
+                    kept, through = _settle(current, group[0], through)
                     keys = {r.key for r in accepted}
-                    self._write(
-                        name, lease, annotations, [r for r in current if r.key not in keys] + accepted
-                    )
+                    kept = [r for r in kept if r.key not in keys] + accepted
+                    self._write(name, lease, annotations, kept, through)
                 for ask, denial in decided:
                     ask.finish(denial)
                 return
@@ -245,8 +287,10 @@ class LeaseLedger:
                 error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
             )
 
-    def _write(self, name: str, lease, annotations: dict, reservations: list[Reservation]) -> None:
+    def _write(self, name: str, lease, annotations: dict, reservations: list[Reservation], through: int):
         body_annotations = {ANNOTATION: encode(reservations)}
+        if through:
+            body_annotations[SETTLED_THROUGH] = str(through)
         if lease is None:
             self.api.create_namespaced_lease(
                 self.namespace,

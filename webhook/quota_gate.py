@@ -18,7 +18,7 @@ from webhook.core import Context
 from webhook.decision import Decision, deny
 from webhook.demand import PodDemand, read_demand
 from webhook.equivalents import pod_use
-from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation
+from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation, ViewMark
 from webhook.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.review import AdmissionRequest
 
@@ -74,6 +74,8 @@ class QuotaGate:
         if not self.view.has_synced("pods"):
             return _loading(request)
         asked = pod_use(pod, demand, target, catalogue)
+        # How far the view has read is taken before its snapshot: the snapshot holds at least that.
+        mark = self._mark(request.namespace)
         used, counted = self._namespace_usage(request.namespace, quotas, context)
 
         def decide(reservations: list[Reservation]) -> str | None:
@@ -98,7 +100,13 @@ class QuotaGate:
             )
         try:
             denial = self.ledger.reserve(
-                request.namespace, reservation, decide, now, counted.__contains__, write=not request.dry_run
+                request.namespace,
+                reservation,
+                decide,
+                now,
+                counted.__contains__,
+                write=not request.dry_run,
+                mark=mark,
             )
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
@@ -112,6 +120,12 @@ class QuotaGate:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
+
+    def _mark(self, namespace: str) -> ViewMark | None:
+        read_through = self.view.pods_read_through()
+        if not read_through:
+            return None  # a view that cannot say how far it has read settles nothing
+        return ViewMark(read_through, lambda uid: self.view.pod_first_seen(namespace, uid))
 
     def _namespace_usage(self, namespace: str, quotas: list, context: Context):
         """(usage per quota, UIDs counted) of the namespace's running GPU pods, from one snapshot of the
