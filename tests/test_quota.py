@@ -531,14 +531,17 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
     api = FakeCoordination()
     replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
 
-    def reserve(ledger, key, mark, settled=lambda uid: False):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
-        return ledger.reserve("team-a", reservation, lambda current: None, 0.0, settled, mark=mark)
+    def reserve(ledger, key, mark, settled=lambda uid: False, now=1000.0):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), now + 30)
+        return ledger.reserve("team-a", reservation, lambda current: None, now, settled, mark=mark)
 
     assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None)) is None
     # Replica A's view now holds u1's pod (first seen at version 100) and has read to 120.
     a_sees_u1 = ViewMark(120, {"u1": 100}.get)
-    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1") is None
+    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1", now=1001.0) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 2  # seen, but only a second ago
+    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1", now=1005.0) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
     assert annotations[SETTLED_THROUGH] == "100"
@@ -555,13 +558,32 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
 
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
-    for n in range(200):
-        seen = {f"u{k}": 1000 + k for k in range(n)}  # every earlier pod is in this view already
+    for n in range(200):  # one admission a second, every earlier pod already in this view
+        seen = {f"u{k}": 1000 + k for k in range(n)}
         mark = ViewMark(2000, seen.get)
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
-        assert (
-            ledger.reserve("team-a", reservation, lambda c: None, 0.0, seen.__contains__, mark=mark) is None
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), n + 30.0)
+        decision = ledger.reserve(
+            "team-a", reservation, lambda c: None, float(n), seen.__contains__, mark=mark
         )
+        assert decision is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert len(annotations["gpuport.io/reservations"]) < 16 * 1024
-    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u199"]
+    # What stays: the reservations younger than SETTLE_AFTER, whatever the view holds.
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u198", "u199"]
+
+
+def test_a_replica_a_moment_behind_waits_for_its_view_instead_of_refusing():
+    import threading
+
+    from webhook.ledger import SETTLED_THROUGH
+
+    api = FakeCoordination()
+    api.leases["gpuport-quota-team-a"] = (1, {SETTLED_THROUGH: "100"})  # another replica settled up to 100
+    view = FakeView([QUOTA])
+    view.read_through = 90
+    gate = QuotaGate(view, LeaseLedger(api, "gpuport-system"), clock=lambda: 0.0)
+    threading.Timer(0.1, lambda: setattr(view, "read_through", 120)).start()  # the watch delivers
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic")) is None
+    view.read_through = 50
+    lagging = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "y"), context("generic"))
+    assert lagging.reason == "quota-unavailable" and "not caught up" in lagging.message

@@ -28,10 +28,19 @@ MAX_ATTEMPTS = 20
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
 CALL_TIMEOUT = (1.0, 2.0)
 DEADLINE_SECONDS = 3.0
+SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is in the writer's view
 
 
 class LedgerUnavailable(RuntimeError):
     """The store could not be read or written (API server unreachable, retries exhausted)."""
+
+
+class ViewBehind(LedgerUnavailable):
+    """The caller's view has not read as far as reservations already settled by another replica."""
+
+    def __init__(self, through: int):
+        self.through = through
+        super().__init__(BEHIND)
 
 
 @dataclass(frozen=True)
@@ -160,15 +169,23 @@ BEHIND = (
 )
 
 
-def _settle(current: list[Reservation], leader: "_Ask", through: int) -> tuple[list[Reservation], int]:
-    """Drop the reservations whose pods the leader's view holds, and say up to which version every
-    view must have read before it decides again: so the Lease holds only pods not yet seen, not 30 s
-    of a burst. Without a mark (a view whose versions are not numbers) nothing is dropped."""
+def _settle(
+    current: list[Reservation], leader: "_Ask", through: int, now: float
+) -> tuple[list[Reservation], int]:
+    """Drop the reservations whose pods the leader's view holds and that are SETTLE_AFTER old (by
+    then every healthy view has the pod too, so few replicas must wait), and say up to which version
+    every view must have read before it decides again: the Lease then holds seconds of a burst, not
+    30. Without a mark (a view whose versions are not numbers) nothing is dropped."""
     if leader.mark is None:
         return current, through
     kept = []
     for reservation in current:
-        seen = leader.mark.first_seen(reservation.key) if leader.settled(reservation.key) else None
+        old_enough = reservation.expires - TTL_SECONDS + SETTLE_AFTER <= now
+        seen = (
+            leader.mark.first_seen(reservation.key)
+            if old_enough and leader.settled(reservation.key)
+            else None
+        )
         if seen is None:
             kept.append(reservation)
         else:
@@ -251,7 +268,7 @@ class LeaseLedger:
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:
                     if through and (ask.mark is None or ask.mark.read_through < through):
-                        ask.finish(error=LedgerUnavailable(BEHIND))
+                        ask.finish(error=ViewBehind(through))
                 group = [a for a in group if not a.done.is_set()]
                 accepted: list[Reservation] = []
                 decided: list[tuple[_Ask, str | None]] = []
@@ -263,7 +280,7 @@ class LeaseLedger:
                 if accepted:
                     if any(time.monotonic() > a.deadline for a, _ in decided):
                         continue  # too late for some: decide again without them, write nothing for them
-                    kept, through = _settle(current, group[0], through)
+                    kept, through = _settle(current, group[0], through, now)
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
                     self._write(name, lease, annotations, kept, through)

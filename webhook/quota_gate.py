@@ -18,7 +18,7 @@ from webhook.core import Context
 from webhook.decision import Decision, deny
 from webhook.demand import PodDemand, read_demand
 from webhook.equivalents import pod_use
-from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation, ViewMark
+from webhook.ledger import TTL_SECONDS, Ledger, LedgerUnavailable, Reservation, ViewBehind, ViewMark
 from webhook.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.review import AdmissionRequest
 
@@ -74,23 +74,6 @@ class QuotaGate:
         if not self.view.has_synced("pods"):
             return _loading(request)
         asked = pod_use(pod, demand, target, catalogue)
-        # How far the view has read is taken before its snapshot: the snapshot holds at least that.
-        mark = self._mark(request.namespace)
-        used, counted = self._namespace_usage(request.namespace, quotas, context)
-
-        def decide(reservations: list[Reservation]) -> str | None:
-            for quota in quotas:
-                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
-                message = exceeded(quota, asked, used[quota.name] + reserved, target.whole_gpu)
-                if message:
-                    return message
-            return None
-
-        key = str((pod.get("metadata") or {}).get("uid") or request.uid)
-        now = self.clock()
-        reservation = Reservation(
-            key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
-        )
         if not self._slots.acquire(timeout=self.wait_for_slot):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
@@ -99,15 +82,13 @@ class QuotaGate:
                 f"of {request.namespace} now; retry shortly",
             )
         try:
-            denial = self.ledger.reserve(
-                request.namespace,
-                reservation,
-                decide,
-                now,
-                counted.__contains__,
-                write=not request.dry_run,
-                mark=mark,
-            )
+            try:
+                denial = self._reserve(request, quotas, asked, context)
+            except ViewBehind as behind:
+                # Another replica settled pods this view has not read yet: they arrive within moments.
+                if not self._catch_up(behind.through):
+                    raise
+                denial = self._reserve(request, quotas, asked, context)
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -120,6 +101,45 @@ class QuotaGate:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
+
+    def _catch_up(self, through: int, seconds: float = 1.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while self.view.pods_read_through() < through:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _reserve(self, request: AdmissionRequest, quotas: list, asked, context: Context) -> str | None:
+        """One attempt: this view's usage of the namespace, then the store's decision."""
+        target = context.target
+        # How far the view has read is taken before its snapshot: the snapshot holds at least that.
+        mark = self._mark(request.namespace)
+        used, counted = self._namespace_usage(request.namespace, quotas, context)
+
+        def decide(reservations: list[Reservation]) -> str | None:
+            for quota in quotas:
+                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
+                message = exceeded(quota, asked, used[quota.name] + reserved, target.whole_gpu)
+                if message:
+                    return message
+            return None
+
+        pod = request.object or {}
+        key = str((pod.get("metadata") or {}).get("uid") or request.uid)
+        now = self.clock()
+        reservation = Reservation(
+            key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
+        )
+        return self.ledger.reserve(
+            request.namespace,
+            reservation,
+            decide,
+            now,
+            counted.__contains__,
+            write=not request.dry_run,
+            mark=mark,
+        )
 
     def _mark(self, namespace: str) -> ViewMark | None:
         read_through = self.view.pods_read_through()
