@@ -122,16 +122,23 @@ def _annotation_share(spec, annotations: Mapping[str, Any], dialects: Dialects):
     return None, ""
 
 
-def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(key, acceptable values) for the given label keys, from nodeSelector and required affinity (In)."""
-    constraints: list[tuple[str, tuple[str, ...]]] = []
+def node_constraints(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(key, operator, values) of every label requirement the pod puts on its node: nodeSelector
+    entries (as In) and each required node-affinity expression (values empty for Exists/DoesNotExist)."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
     selector = spec.get("nodeSelector")
     if isinstance(selector, Mapping):
-        constraints += [(k, (str(v),)) for k, v in selector.items() if k in keys]
+        found += [(str(k), "In", (str(v),)) for k, v in selector.items()]
     for expression in required_expressions(spec):
-        if expression.get("key") in keys and expression.get("operator") == "In":
-            constraints.append((expression["key"], tuple(map(str, expression.get("values") or ()))))
-    return constraints
+        if isinstance(expression.get("key"), str):
+            values = tuple(map(str, expression.get("values") or ()))
+            found.append((expression["key"], str(expression.get("operator")), values))
+    return found
+
+
+def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(key, acceptable values) for the given label keys, from nodeSelector and required affinity (In)."""
+    return [(k, values) for k, op, values in node_constraints(spec) if k in keys and op == "In"]
 
 
 def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:

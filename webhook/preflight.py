@@ -19,7 +19,7 @@ from webhook.catalogue import Catalogue
 from webhook.checks import check_pod_spec, is_extended_resource
 from webhook.core import Context, rewrite_pod
 from webhook.cuda import container_cuda, driver_runs, max_cuda_for, parse_version
-from webhook.demand import ContainerAsk, PodDemand, read_demand, required_expressions
+from webhook.demand import ContainerAsk, PodDemand, node_constraints, read_demand
 from webhook.equivalents import pod_use
 from webhook.inventory import Inventory, Node
 from webhook.packing import Replica, pack
@@ -288,21 +288,14 @@ def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
 
 
 def _requires(template: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    spec = template.get("spec") or {}
-    requires = {k: (str(v),) for k, v in (spec.get("nodeSelector") or {}).items()}
-    for expression in required_expressions(spec):
-        if expression.get("operator") == "In":
-            requires[expression["key"]] = tuple(map(str, expression.get("values") or ()))
-    return requires
+    """Label values a node must have (nodeSelector and In expressions)."""
+    return {k: values for k, op, values in node_constraints(template.get("spec") or {}) if op == "In"}
 
 
 def _excludes(template: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     """Label values a node must not have (NotIn), or () for a label it must not carry at all."""
-    excludes: dict[str, tuple[str, ...]] = {}
-    for expression in required_expressions(template.get("spec") or {}):
-        if expression.get("operator") in ("NotIn", "DoesNotExist"):
-            excludes[expression["key"]] = tuple(map(str, expression.get("values") or ()))
-    return excludes
+    constraints = node_constraints(template.get("spec") or {})
+    return {k: values for k, op, values in constraints if op in ("NotIn", "DoesNotExist")}
 
 
 def _replicas(workload: WorkloadReport, templates: list[_Template], context: Context) -> list[Replica]:

@@ -18,7 +18,7 @@ from webhook.demand import (
     ContainerAsk,
     PodDemand,
     SharedAsk,
-    required_expressions,
+    node_constraints,
     selector_constraints,
 )
 from webhook.platform import CloudMap, Dialects
@@ -69,19 +69,6 @@ def _understands(cloud_map: CloudMap, key: str, value: str, dialects: Dialects) 
     return cloud_map.mig.product_label == key and dialects.catalogue.by_product_name(value) is not None
 
 
-def node_constraints(spec: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
-    """Every (key, values) the pod puts on its node, from nodeSelector and required node affinity
-    with any operator (values are empty for Exists/DoesNotExist)."""
-    found: list[tuple[str, tuple[str, ...]]] = []
-    selector = spec.get("nodeSelector")
-    if isinstance(selector, Mapping):
-        found += [(str(k), (str(v),)) for k, v in selector.items()]
-    for expression in required_expressions(spec):
-        if isinstance(expression.get("key"), str):
-            found.append((expression["key"], tuple(map(str, expression.get("values") or ()))))
-    return found
-
-
 def foreign_node_labels(
     spec: Mapping[str, Any], target: CloudMap, dialects: Dialects
 ) -> dict[str, tuple[str, ...]]:
@@ -90,7 +77,7 @@ def foreign_node_labels(
     gpu_keys = dialects.selector_keys()
     others = [m for m in dialects.maps if m.name != target.name]
     found: dict[str, tuple[str, ...]] = {}
-    for key, values in node_constraints(spec):
+    for key, _, values in node_constraints(spec):
         if key in gpu_keys or _speaks(target, key):
             continue
         if any(_speaks(m, key) for m in others):
