@@ -77,7 +77,8 @@ def rewrite_pod(
         wanted = []
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target)
     if native and not wanted and not tolerate:
-        return [], _absent(spec, context, demand) if demand.asks else []  # no copy, no diff
+        # No copy, no diff; the pod's models are the ones already read with its demand.
+        return [], _absent(spec, context, demand.selection.models) if demand.asks else []
     warnings: list[str] = []
 
     def mutate(view: dict[str, Any]) -> None:
@@ -87,21 +88,22 @@ def rewrite_pod(
             warnings.extend(
                 translate_pod(view, demand, context.target, context.dialects, context.as_declared)
             )
-        warnings.extend(_absent(view["spec"], context, demand))
+        # A translated pod asks for other models now: read them from what it became.
+        models = demand.selection.models if native else read_selection(view["spec"], context.dialects).models
+        warnings.extend(_absent(view["spec"], context, models))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
     return diff_mutation(pod, mutate), warnings
 
 
-def _absent(spec: Mapping[str, Any], context: Context, demand: PodDemand) -> list[str]:
-    """What the pod now asks for that no node has at the moment: said, never changed (an autoscaler
-    may add the node; gpuport does not second-guess a pod written for this cluster)."""
+def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:
+    """What the pod now asks for (`chosen` models, its GPU resources) that no node has at the moment:
+    said, never changed (an autoscaler may add the node; gpuport does not second-guess a pod written
+    for this cluster)."""
     warnings = []
-    if context.present_models is not None:
-        chosen = read_selection(spec, context.dialects).models
-        if chosen and not chosen & context.present_models:
-            warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
+    if context.present_models is not None and chosen and not chosen & context.present_models:
+        warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
     if context.present_resources is not None:
         for name in sorted({n for c in containers(spec, ("spec",)) for n in _gpu_names(c, context)}):
             if name not in context.present_resources:
