@@ -1,5 +1,6 @@
 """GPU-equivalents for every form, quota messages, scopes, and race-free reservations (no API server)."""
 
+import json
 import threading
 from decimal import Decimal
 from fractions import Fraction
@@ -282,39 +283,46 @@ def test_fifty_threads_never_overshoot_the_quota():
 
 
 class FakeCoordination:
-    """Leases with resourceVersion checks, as the API server does them."""
+    """Leases with resourceVersion checks, as the API server does them; answers raw JSON, as the client
+    does when asked not to build its models (`_preload_content=False`)."""
 
     def __init__(self, conflicts=0):
-        from types import SimpleNamespace
-
-        self.ns = SimpleNamespace
         self.leases = {}
         self.conflicts = conflicts
         self.timeouts = []  # the _request_timeout of every call
+        self.calls = []  # (verb, name) of every call
 
-    def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+    def _answer(self, name):
+        from types import SimpleNamespace
+
+        version, annotations = self.leases[name]
+        body = {"metadata": {"name": name, "resourceVersion": str(version), "annotations": annotations}}
+        return SimpleNamespace(data=json.dumps(body).encode())
+
+    def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
         self.timeouts.append(_request_timeout)
+        self.calls.append(("read", name))
         from kubernetes.client.exceptions import ApiException
 
         if name not in self.leases:
             raise ApiException(status=404)
-        version, annotations = self.leases[name]
-        return self.ns(
-            metadata=self.ns(annotations=dict(annotations), resource_version=str(version), labels={})
-        )
+        return self._answer(name)
 
-    def create_namespaced_lease(self, namespace, body, _request_timeout=None):
+    def create_namespaced_lease(self, namespace, body, _request_timeout=None, _preload_content=True):
         from kubernetes.client.exceptions import ApiException
 
         self.timeouts.append(_request_timeout)
+        self.calls.append(("create", body["metadata"]["name"]))
         if body["metadata"]["name"] in self.leases:
             raise ApiException(status=409)
         self.leases[body["metadata"]["name"]] = (1, body["metadata"]["annotations"])
+        return self._answer(body["metadata"]["name"])
 
-    def replace_namespaced_lease(self, name, namespace, body, _request_timeout=None):
+    def replace_namespaced_lease(self, name, namespace, body, _request_timeout=None, _preload_content=True):
         from kubernetes.client.exceptions import ApiException
 
         self.timeouts.append(_request_timeout)
+        self.calls.append(("replace", name))
         version, _ = self.leases[name]
         if self.conflicts:
             self.conflicts -= 1
@@ -323,6 +331,7 @@ class FakeCoordination:
         if body["metadata"]["resourceVersion"] != str(version):
             raise ApiException(status=409)
         self.leases[name] = (version + 1, body["metadata"]["annotations"])
+        return self._answer(name)
 
 
 def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
@@ -341,7 +350,7 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
     from webhook.ledger import LedgerUnavailable
 
     class Down:
-        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
             raise ApiException(status=503, reason="Service Unavailable")
 
     with pytest.raises(LedgerUnavailable, match="503"):
@@ -397,7 +406,8 @@ def test_quota_is_never_decided_on_a_view_still_loading():
 
 
 def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
-    from webhook.ledger import CALL_TIMEOUT, DEADLINE_SECONDS
+    from webhook.lease_store import CALL_TIMEOUT
+    from webhook.ledger import DEADLINE_SECONDS
 
     api = FakeCoordination(conflicts=1)
     ledger = LeaseLedger(api, "gpuport-system")
@@ -418,9 +428,9 @@ def test_a_frozen_api_server_gets_a_quick_refusal_not_a_late_admission(monkeypat
     thawed = threading.Event()
 
     class Frozen(FakeCoordination):
-        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
             thawed.wait(0.5)  # the first call hangs past the deadline (a real one would time out)
-            return super().read_namespaced_lease(name, namespace, _request_timeout)
+            return super().read_namespaced_lease(name, namespace, _request_timeout, _preload_content)
 
     gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Frozen(), "gpuport-system"))
     denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
@@ -587,3 +597,106 @@ def test_a_replica_a_moment_behind_waits_for_its_view_instead_of_refusing():
     view.read_through = 50
     lagging = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "y"), context("generic"))
     assert lagging.reason == "quota-unavailable" and "not caught up" in lagging.message
+
+
+def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(5):
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
+        assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    verbs = [verb for verb, _ in api.calls]
+    assert verbs == ["read", "create", "replace", "replace", "replace", "replace"]
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(5)]
+
+
+def test_a_kept_copy_another_replica_changed_is_decided_again_on_a_fresh_read():
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def at_most_two(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= 2 else None
+
+    def reserve(ledger, key):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, at_most_two, 0.0, lambda uid: False)
+
+    assert reserve(replica_a, "a1") is None  # A keeps the Lease holding a1
+    assert reserve(replica_b, "b1") is None  # B writes meanwhile: A's copy is now stale
+    api.calls.clear()
+    assert reserve(replica_a, "a2") == "over"  # on its stale copy A would have admitted a2 ...
+    assert [verb for verb, _ in api.calls] == ["replace", "read"]  # ... but the server refused that write
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert sorted(r.key for r in decode(annotations["gpuport.io/reservations"])) == ["a1", "b1"]
+    api.calls.clear()
+    assert reserve(replica_b, "b2") == "over"  # a denial writes nothing: it is only decided on a fresh read
+    assert [verb for verb, _ in api.calls] == ["read"]
+
+
+def test_an_admission_on_a_stale_kept_copy_is_refused_by_the_server_and_redecided():
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def at_most_three(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= 3 else None
+
+    def reserve(ledger, key):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, at_most_three, 0.0, lambda uid: False)
+
+    assert reserve(replica_a, "a1") is None
+    assert reserve(replica_b, "b1") is None
+    api.calls.clear()
+    assert reserve(replica_a, "a2") is None  # 3rd of 3: the stale write fails, the fresh one passes
+    assert [verb for verb, _ in api.calls] == ["replace", "read", "replace"]
+    assert reserve(replica_b, "b2") == "over"
+
+
+def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_nothing():
+    from webhook.ledger import ViewMark
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(4):
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
+        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    everything_seen = ViewMark(2000, lambda uid: 1500)
+
+    def full(current):
+        return "over"
+
+    dry = Reservation("dry", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    assert ledger.reserve("team-a", dry, full, 1010.0, bool, write=False, mark=everything_seen) == "over"
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 4  # dryRun: no side effect at all
+    late = Reservation("late", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    assert ledger.reserve("team-a", late, full, 1010.0, bool, mark=everything_seen) == "over"
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert decode(annotations["gpuport.io/reservations"]) == []  # every pod is in the views: settled
+    assert annotations["gpuport.io/settled-through"] == "1500"
+
+
+def test_a_burst_sums_only_the_pods_added_since_the_last_decision():
+    def running(uid, gpus="1"):
+        return dict(pod({"nvidia.com/gpu": gpus}), metadata={"name": uid, "namespace": "team-a", "uid": uid})
+
+    view = FakeView([QUOTA], [running(f"r{n}") for n in range(3)])
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    summed = []
+    original = gate._counted
+    gate._counted = lambda other, ctx: summed.append(other["metadata"]["uid"]) or original(other, ctx)
+    ctx = context("generic")
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a", dry_run=True), ctx) is None
+    assert sorted(summed) == ["r0", "r1", "r2"]
+    summed.clear()
+    view.pods.append(running("r3", "4"))
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b", dry_run=True), ctx) is None  # 7 + 1
+    assert summed == ["r3"]
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "c", dry_run=True), ctx).reason == (
+        "quota-exceeded"
+    )
+    summed.clear()
+    view.pods[:] = [p for p in view.pods if p["metadata"]["uid"] != "r3"]  # the big pod finished
+    assert gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "d", dry_run=True), ctx) is None  # 3 + 2
+    assert sorted(summed) == ["r0", "r1", "r2"]  # a pod left: summed afresh, never subtracted

@@ -11,6 +11,7 @@ namespace on a cluster (least privilege: leases in one namespace; Leases carry a
 API server checks on update).
 """
 
+import functools
 import json
 import random
 import threading
@@ -20,13 +21,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
+from webhook.lease_store import LeaseStore, StoredLease
 from webhook.quota import Usage
 
 TTL_SECONDS = 30.0
 MAX_ATTEMPTS = 20
 # The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
-CALL_TIMEOUT = (1.0, 2.0)
 DEADLINE_SECONDS = 3.0
 SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is in the writer's view
 
@@ -95,11 +96,18 @@ def encode(reservations: list[Reservation]) -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _usage(gpu: str, mib: int) -> Usage:
+    # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
+    # reading a Lease of a few hundred of them on every commit.
+    return Usage(Fraction(gpu), mib)
+
+
 def decode(text: str | None) -> list[Reservation]:
     if not text:
         return []
     return [
-        Reservation(key, Usage(Fraction(v["gpu"]), int(v["mib"])), tuple(v["quotas"]), float(v["expires"]))
+        Reservation(key, _usage(str(v["gpu"]), int(v["mib"])), tuple(v["quotas"]), float(v["expires"]))
         for key, v in json.loads(text).items()
     ]
 
@@ -200,13 +208,18 @@ class LeaseLedger:
     status updates: whoever holds the namespace's turn reads the Lease once, decides every admission
     waiting at that moment in arrival order (each seeing the ones accepted before it), and writes them
     all with one compare-and-swap. A burst then costs a round trip per group, not per pod, and only
-    other processes can conflict."""
+    other processes can conflict.
+
+    The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
+    compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
+    decided again on a fresh read. A decision on the kept copy stands only once such a write confirms
+    it, so a group that writes nothing is always decided on a fresh read."""
 
     def __init__(self, coordination_api, namespace: str):
-        self.api = coordination_api
-        self.namespace = namespace
+        self.store = LeaseStore(coordination_api, namespace)
         self._turns: dict[str, threading.Lock] = {}
         self._waiting: dict[str, list[_Ask]] = {}
+        self._last_written: dict[str, StoredLease] = {}  # only read or changed under the name's turn
         self._guard = threading.Lock()
 
     def _name(self, namespace: str) -> str:
@@ -245,6 +258,7 @@ class LeaseLedger:
         from kubernetes.client.exceptions import ApiException
 
         name = self._name(namespace)
+        kept_copy = self._last_written.pop(name, None)
         for _ in range(MAX_ATTEMPTS):
             late = [a for a in group if time.monotonic() > a.deadline]
             for ask in late:
@@ -255,18 +269,13 @@ class LeaseLedger:
             if not group:
                 return
             try:
-                try:
-                    lease = self.api.read_namespaced_lease(
-                        name, self.namespace, _request_timeout=CALL_TIMEOUT
-                    )
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
-                    lease = None
-                annotations = (lease.metadata.annotations or {}) if lease else {}
+                confirmed = kept_copy is None
+                lease = self.store.read(name) if confirmed else kept_copy
+                kept_copy = None
+                annotations = lease.annotations if lease else {}
                 current = unexpired(decode(annotations.get(ANNOTATION)), now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
-                for ask in group:
+                for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
                         ask.finish(error=ViewBehind(through))
                 group = [a for a in group if not a.done.is_set()]
@@ -277,20 +286,29 @@ class LeaseLedger:
                     decided.append((ask, denial))
                     if denial is None and ask.write:
                         accepted.append(ask.reservation)
-                if accepted:
-                    if any(time.monotonic() > a.deadline for a, _ in decided):
-                        continue  # too late for some: decide again without them, write nothing for them
-                    kept, through = _settle(current, group[0], through, now)
+                if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
+                    continue  # too late for some: decide again without them, write nothing for them
+                kept, settled_through = (
+                    _settle(current, group[0], through, now) if group else (current, through)
+                )
+                # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
+                tidy = confirmed and all(a.write for a in group) and _worth_writing(current, kept)
+                if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
-                    self._write(name, lease, annotations, kept, through)
+                    body = {ANNOTATION: encode(kept)}
+                    if settled_through:
+                        body[SETTLED_THROUGH] = str(settled_through)
+                    self._last_written[name] = self.store.write(name, lease, body)
+                elif not confirmed:
+                    continue  # decided on the kept copy and nothing to write: decide on a fresh read
                 for ask, denial in decided:
                     ask.finish(denial)
                 return
             except ApiException as exc:
-                if exc.status == 409:
-                    # Someone reserved meanwhile: decide again on what they wrote, after a short random
-                    # pause so that colliding replicas do not collide again in lockstep.
+                if exc.status in (404, 409):
+                    # Someone reserved (or removed the Lease) meanwhile: decide again on what is there,
+                    # after a short random pause so that colliding replicas do not collide in lockstep.
                     time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
                     continue
                 error = LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}")
@@ -304,35 +322,9 @@ class LeaseLedger:
                 error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
             )
 
-    def _write(self, name: str, lease, annotations: dict, reservations: list[Reservation], through: int):
-        body_annotations = {ANNOTATION: encode(reservations)}
-        if through:
-            body_annotations[SETTLED_THROUGH] = str(through)
-        if lease is None:
-            self.api.create_namespaced_lease(
-                self.namespace,
-                _request_timeout=CALL_TIMEOUT,
-                body={
-                    "metadata": {
-                        "name": name,
-                        "annotations": body_annotations,
-                        "labels": {"app.kubernetes.io/name": "gpuport"},
-                    },
-                    "spec": {},
-                },
-            )
-        else:
-            self.api.replace_namespaced_lease(
-                name,
-                self.namespace,
-                _request_timeout=CALL_TIMEOUT,
-                body={
-                    "metadata": {
-                        "name": name,
-                        "resourceVersion": lease.metadata.resource_version,
-                        "annotations": {**annotations, **body_annotations},
-                        "labels": lease.metadata.labels or {},
-                    },
-                    "spec": {},
-                },
-            )
+
+def _worth_writing(current: list[Reservation], kept: list[Reservation]) -> bool:
+    """A group that admits nothing (the quota is full, or dryRun) still writes when settling would drop
+    a quarter of the Lease: otherwise the last seconds of a burst stay stored until the next admission."""
+    dropped = len(current) - len(kept)
+    return dropped > 0 and dropped * 4 >= len(current)

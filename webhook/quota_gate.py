@@ -151,19 +151,26 @@ class QuotaGate:
         """(usage per quota, UIDs counted) of the namespace's running GPU pods, from one snapshot of the
         view: a pod the view counts must also be the pod whose reservation is skipped, or a pod that
         lands between two reads would be counted nowhere. Worked out again only when the namespace's
-        pods, its quotas or the context changed, so a large namespace costs one sum, not one per pod."""
-        key = (self.view.pods_version(namespace), repr(quotas), id(context))
+        pods, its quotas or the context changed; when pods were only added (a burst), only the new ones
+        are summed onto the last result, so a burst of n pods costs n additions, not n squared."""
+        quotas_key = repr(quotas)
+        key = (self.view.pods_version(namespace), quotas_key, id(context))
         cached = self._by_namespace.get(namespace)
         if cached is not None and cached[0] == key and cached[3] is context:
             return cached[1], cached[2]
         snapshot = self.view.pods_in(namespace)
-        used = {q.name: Usage() for q in quotas}
-        for other in snapshot:
+        by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
+        counted = frozenset(by_uid)
+        comparable = cached is not None and cached[0][1:] == key[1:] and cached[3] is context
+        if comparable and cached[2] <= counted:
+            used, new = dict(cached[1]), [by_uid[uid] for uid in counted - cached[2]]
+        else:
+            used, new = {q.name: Usage() for q in quotas}, snapshot
+        for other in new:
             other_use, other_facts = self._counted(other, context)
             for quota in quotas:
                 if applies(quota, other_facts):
                     used[quota.name] = used[quota.name] + other_use
-        counted = frozenset(str((p.get("metadata") or {}).get("uid")) for p in snapshot)
         if len(self._usage) > 4 * len(snapshot) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         self._by_namespace[namespace] = (key, used, counted, context)

@@ -216,8 +216,11 @@ def unregister_webhooks(api_client, name: str = "gpuport") -> None:
                 raise
 
 
-def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpuport") -> None:
-    """Our own manifests' webhook configurations, pointed at a URL instead of the in-cluster Service."""
+def register_webhooks(
+    api_client, url: str, ca_bundle: bytes, name: str = "gpuport", route: str | None = None
+) -> None:
+    """Our own manifests' webhook configurations, pointed at a URL instead of the in-cluster Service
+    (every hook at `route` instead of its own when given: bench/'s allow-all baseline)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -238,8 +241,11 @@ def register_webhooks(api_client, url: str, ca_bundle: bytes, name: str = "gpupo
         body = copy.deepcopy(yaml.safe_load(path.read_text()))
         body["metadata"]["name"] = name
         for hook in body["webhooks"]:
-            route = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"{url}{route}", "caBundle": base64.b64encode(ca_bundle).decode()}
+            served_at = route or hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {
+                "url": f"{url}{served_at}",
+                "caBundle": base64.b64encode(ca_bundle).decode(),
+            }
         try:
             delete(name)
         except ApiException as exc:
