@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from tests.integration.conftest import ApiServer, RoundRobinProxy, kubeconfig, register_webhooks  # noqa: E402
 from tests.server_process import RunningServer, make_certs  # noqa: E402
 from tests.translation_cases import pod  # noqa: E402
+from webhook.settings import Settings  # noqa: E402
 
 NAMESPACE = "burst"
 BASELINE_NAMESPACE = "baseline"
@@ -81,8 +82,8 @@ def main() -> int:
     parser.add_argument("--quota", type=int, default=500)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=Settings().workers)
+    parser.add_argument("--threads", type=int, default=Settings().threads)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

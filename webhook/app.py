@@ -11,7 +11,7 @@ from webhook.loading import build_context
 from webhook.server import ServerState, create_app
 
 
-def quota_gate(cluster: str, namespace: str, threads: int = 8):
+def quota_gate(cluster: str, namespace: str, threads: int = 16):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
@@ -35,7 +35,7 @@ def build_app(
     inventory: Path | None = None,
     cluster: str = "",
     namespace: str = "gpuport-system",
-    threads: int = 8,
+    threads: int = 16,
 ) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(cloudmap_dir, inventory), 0)

@@ -34,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cert-dir", type=Path, help="folder with tls.crt and tls.key (GPUPORT_CERT_DIR)")
     serve.add_argument("--cloud", help="name of this cluster's cloud map (GPUPORT_CLOUD, default generic)")
     serve.add_argument("--cloudmap-dir", type=Path, help="folder of cloud-map YAML (GPUPORT_CLOUDMAP_DIR)")
-    serve.add_argument("--workers", type=_positive, help="worker processes (GPUPORT_WORKERS, default 2)")
-    serve.add_argument("--threads", type=_positive, help="threads per worker (GPUPORT_THREADS, default 8)")
+    serve.add_argument("--workers", type=_positive, help="worker processes (GPUPORT_WORKERS, default 1)")
+    serve.add_argument("--threads", type=_positive, help="threads per worker (GPUPORT_THREADS, default 16)")
     serve.add_argument(
         "--inventory", type=Path, help="nodes as `kubectl get nodes -o yaml` (GPUPORT_INVENTORY)"
     )
