@@ -30,6 +30,7 @@ test: $(BIN)/.installed lint
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(BIN)/.installed
 	$(BIN)/ruff format .
@@ -37,8 +38,8 @@ format: $(BIN)/.installed
 
 # The kustomize base carries a rendered copy of cloudmaps/ (kustomize reads no files outside its folder).
 manifests: $(BIN)/.installed
-	$(BIN)/python -m webhook.cloudmap_configmap > manifests/cloudmaps-configmap.yaml
-	$(BIN)/python -m webhook.policy $(CLOUD) > manifests/validatingadmissionpolicy.yaml
+	$(BIN)/python -m webhook.config.cloudmap_configmap > manifests/cloudmaps-configmap.yaml
+	$(BIN)/python -m webhook.config.policy $(CLOUD) > manifests/validatingadmissionpolicy.yaml
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/admission_bench.py

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from tests.integration.conftest import ApiServer, RoundRobinProxy, kubeconfig, register_webhooks  # noqa: E402
 from tests.server_process import RunningServer, make_certs  # noqa: E402
 from tests.translation_cases import pod  # noqa: E402
-from webhook.settings import Settings  # noqa: E402
+from webhook.adapters.http.settings import Settings  # noqa: E402
 
 NAMESPACE = "burst"
 BASELINE_NAMESPACE = "baseline"

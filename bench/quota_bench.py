@@ -23,9 +23,9 @@ from kubernetes import client  # noqa: E402
 from tests.helpers import context, parsed, review_of  # noqa: E402
 from tests.integration.conftest import ApiServer  # noqa: E402
 from tests.translation_cases import pod  # noqa: E402
-from webhook.ledger import LeaseLedger  # noqa: E402
-from webhook.quota import Quota  # noqa: E402
-from webhook.quota_gate import QuotaGate  # noqa: E402
+from webhook.adapters.kube.ledger import LeaseLedger  # noqa: E402
+from webhook.adapters.kube.quota_gate import QuotaGate  # noqa: E402
+from webhook.core.quota import Quota  # noqa: E402
 
 
 class StaticView:

@@ -79,10 +79,10 @@ def measure_view(kubeconfig: str) -> dict:
 
     from tests.helpers import context, parsed, review_of
     from tests.translation_cases import pod
-    from webhook.clusterview import ClusterView
-    from webhook.kubeclient import api_client
-    from webhook.ledger import MemoryLedger
-    from webhook.quota_gate import QuotaGate
+    from webhook.adapters.kube.clusterview import ClusterView
+    from webhook.adapters.kube.kubeclient import api_client
+    from webhook.adapters.kube.ledger import MemoryLedger
+    from webhook.adapters.kube.quota_gate import QuotaGate
 
     before = _rss_mib()
     view = ClusterView(client.CoreV1Api(api_client(kubeconfig)))

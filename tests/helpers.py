@@ -8,9 +8,9 @@ import socket
 import ssl
 from pathlib import Path
 
-from webhook.cloudmap import default_directory
-from webhook.loading import build_context
-from webhook.review import parse_review
+from webhook.config.cloudmap import default_directory
+from webhook.config.loading import build_context
+from webhook.core.review import parse_review
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"
 REPO = Path(__file__).resolve().parent.parent

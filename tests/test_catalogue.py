@@ -2,8 +2,8 @@
 
 import pytest
 
-from webhook.catalogue import MigProfile, ProfileError, smallest_model_fit
-from webhook.cloudmap import default_directory, load_directory
+from webhook.config.cloudmap import default_directory, load_directory
+from webhook.core.catalogue import MigProfile, ProfileError, smallest_model_fit
 
 CATALOGUE = load_directory(default_directory()).catalogue
 

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from certs.files import read_bundle, write_bundle
 from certs.issue import covers, issue_bundle, needs_renewal, renew_bundle, service_dns_names
 from certs.kube import inject_ca_bundle
-from webhook.cli import main
+from webhook.commands.cli import main
 
 NAMES = service_dns_names("gpuport", "gpuport-system")
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

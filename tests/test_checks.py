@@ -3,8 +3,8 @@ import copy
 import pytest
 
 from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
-from webhook.checks import is_extended_resource
-from webhook.core import decide_mutation, decide_validation
+from webhook.core.admission import decide_mutation, decide_validation
+from webhook.core.checks import is_extended_resource
 
 
 def mutate(obj, ctx, **kw):

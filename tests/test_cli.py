@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from webhook import __version__
-from webhook.cli import build_parser, main
+from webhook.commands.cli import build_parser, main
 
 
 def run(*args):
@@ -73,7 +73,7 @@ def test_serve_with_a_broken_cloud_map_names_file_and_line(tmp_path, capsys):
     make_certs(tmp_path / "tls")
     import shutil
 
-    from webhook.cloudmap import default_directory
+    from webhook.config.cloudmap import default_directory
 
     maps = tmp_path / "maps"
     shutil.copytree(default_directory(), maps)

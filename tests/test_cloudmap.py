@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from tests.translation_cases import TARGETS
-from webhook.cloudmap import (
+from webhook.config.cloudmap import (
     CloudMapError,
     default_directory,
     directory_signature,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
 from tests.translation_cases import pod
-from webhook.clusterview import ClusterView, compact_pod
+from webhook.adapters.kube.clusterview import ClusterView, compact_pod
 from webhook.nodeagent.gather import gather
 
 
@@ -103,9 +103,9 @@ def test_nodes_become_an_inventory_and_heartbeats_do_not_bump_the_version():
 def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     import shutil
 
-    from webhook.cloudmap import default_directory, directory_signature
-    from webhook.reload import CloudMapReloader
-    from webhook.server import ServerState
+    from webhook.adapters.http.reload import CloudMapReloader
+    from webhook.adapters.http.server import ServerState
+    from webhook.config.cloudmap import default_directory, directory_signature
 
     maps = tmp_path / "maps"
     shutil.copytree(default_directory(), maps)
@@ -156,7 +156,7 @@ def test_pods_are_listed_in_pages_and_a_broken_watch_resumes_instead_of_listing_
     import threading
     import time
 
-    from webhook import clusterview
+    from webhook.adapters.kube import clusterview
 
     monkeypatch.setattr(clusterview, "PAGE_SIZE", 2)
     pods = [gpu_pod(f"p{n}", f"u{n}") for n in range(5)]

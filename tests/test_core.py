@@ -1,7 +1,7 @@
 from dataclasses import replace
 
 from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
-from webhook.core import decide_mutation, decide_validation
+from webhook.core.admission import decide_mutation, decide_validation
 
 
 def test_kinds_gpuport_does_not_look_at_are_allowed_unchanged(generic_context):

@@ -12,7 +12,7 @@ from certs.files import write_bundle
 from certs.issue import issue_bundle, service_dns_names
 from tests.helpers import VerifyingHTTPSConnection, all_fixtures, fixture, post
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs
-from webhook.review import MAX_BODY_BYTES
+from webhook.core.review import MAX_BODY_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_a_name_not_in_the_certificate_is_refused(server):
 
 
 def test_server_context_refuses_tls_below_1_2(tmp_path):
-    from webhook.tls import build_context
+    from webhook.adapters.http.tls import build_context
 
     make_certs(tmp_path)
     context = build_context(tmp_path / "tls.crt", tmp_path / "tls.key")
@@ -219,7 +219,7 @@ def test_a_gke_pod_is_translated_over_https_exactly_as_the_cli_does(tmp_path, ca
 
     from tests.helpers import review_of
     from tests.translation_cases import SOURCES
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     make_certs(tmp_path)
     running = RunningServer(tmp_path, workers=1, threads=2, cloud="eks")

@@ -8,9 +8,9 @@ import pytest
 from tests.helpers import context, parsed, review_of
 from tests.test_quota import FakeView
 from tests.translation_cases import pod
-from webhook.demand import read_demand
-from webhook.limit_gate import LimitGate
-from webhook.limits import LimitsError, from_annotation, from_limitrange, injected, violations
+from webhook.adapters.kube.limit_gate import LimitGate
+from webhook.core.demand import read_demand
+from webhook.core.limits import LimitsError, from_annotation, from_limitrange, injected, violations
 
 CTX = context("generic")
 
@@ -131,7 +131,7 @@ def test_a_bad_annotation_never_blocks_pods():
 
 
 def test_lint_flags_the_limitrange_traps(tmp_path):
-    from webhook.lint import lint_files
+    from webhook.config.lint import lint_files
 
     path = tmp_path / "lr.yaml"
     path.write_text(

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, all_fixtures, fixture
-from webhook.cloudmap import default_directory
-from webhook.cloudmap_configmap import render
+from webhook.config.cloudmap import default_directory
+from webhook.config.cloudmap_configmap import render
 
 MANIFESTS = REPO / "manifests"
 EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease", "gpuport-system"}
@@ -268,7 +268,7 @@ def test_node_agent_daemonset_runs_unprivileged_with_its_node_name():
 
 
 def test_admission_policy_matches_the_cloud_maps_and_refuses_foreign_gpu_names():
-    from webhook.policy import render
+    from webhook.config.policy import render
 
     text = (MANIFESTS / "validatingadmissionpolicy.yaml").read_text()
     assert text == render("generic"), "run `make manifests`"

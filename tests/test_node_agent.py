@@ -7,8 +7,9 @@ import pytest
 
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
+from webhook.core.topology import best_cost
 from webhook.nodeagent.agent import NodeAgent
-from webhook.nodeagent.gather import best_cost, gather
+from webhook.nodeagent.gather import gather
 from webhook.nodeagent.labels import (
     CAPABILITY_ANNOTATION,
     MANAGED_ANNOTATION,
@@ -169,7 +170,7 @@ def test_a_critical_xid_marks_the_gpu_unhealthy_and_application_xids_do_not():
 def test_cli_once_print_needs_no_api(capsys, monkeypatch):
     import pynvml
 
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     fake = FakeNVML.load("h200-1-mig-capable-off")
     for name in dir(fake):

@@ -4,8 +4,8 @@ import jsonpatch
 import pytest
 
 from tests.helpers import fixture
-from webhook import patch as patching
-from webhook.patch import PatchError, apply, diff_mutation
+from webhook.core import patch as patching
+from webhook.core.patch import PatchError, apply, diff_mutation
 
 
 def pod(name="pod-create-gpu-limit-1.json"):

@@ -9,12 +9,12 @@ import yaml
 from tests.fakenvml import FakeNVML
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import pod
-from webhook.cloudmap import default_directory
-from webhook.core import decide_mutation
-from webhook.inventory import parse_inventory
-from webhook.loading import build_context
+from webhook.config.cloudmap import default_directory
+from webhook.config.loading import build_context
+from webhook.core.admission import decide_mutation
+from webhook.core.inventory import parse_inventory
+from webhook.core.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
 from webhook.nodeagent.gather import gather
-from webhook.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
 
 CATALOGUE = context().dialects.catalogue
 
@@ -198,7 +198,7 @@ def test_a_model_no_node_has_is_still_translated_with_a_warning(tmp_path):
 
 
 def test_explain_prints_the_cost_table(tmp_path, capsys):
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "4"})))
     assert main(["explain", "--inventory", str(mixed_cluster(tmp_path)), str(tmp_path / "pod.yaml")]) == 0
@@ -242,9 +242,9 @@ def test_hints_skip_the_copy_for_pods_that_cannot_ask_for_several_gpus(tmp_path)
 def test_an_inventory_edit_reloads_the_context(tmp_path):
     import shutil
 
-    from webhook.cloudmap import directory_signature
-    from webhook.reload import CloudMapReloader
-    from webhook.server import ServerState
+    from webhook.adapters.http.reload import CloudMapReloader
+    from webhook.adapters.http.server import ServerState
+    from webhook.config.cloudmap import directory_signature
 
     maps = tmp_path / "maps"
     shutil.copytree(default_directory(), maps)

@@ -11,11 +11,11 @@ import yaml
 
 from tests.helpers import REPO, context
 from tests.translation_cases import pod
-from webhook.cuda import container_cuda, driver_runs, max_cuda_for
-from webhook.inventory import Inventory, Node, Quota, parse_inventory
-from webhook.packing import Replica, pack
-from webhook.platform import Dialects
-from webhook.preflight import DEFAULT_WEIGHTS, preflight
+from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for
+from webhook.core.inventory import Inventory, Node, Quota, parse_inventory
+from webhook.core.packing import Replica, pack
+from webhook.core.platform import Dialects
+from webhook.core.preflight import DEFAULT_WEIGHTS, preflight
 
 EXAMPLE = REPO / "examples" / "manifests" / "gke-training.yaml"
 
@@ -344,7 +344,7 @@ def test_cli_markdown_for_a_pull_request():
 
 
 def test_preflight_and_translate_agree_on_the_translated_form(tmp_path, capsys):
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     main(["translate", "--from", "gke", "--to", "eks", str(EXAMPLE)])
     translated = list(yaml.safe_load_all(capsys.readouterr().out))
@@ -373,7 +373,7 @@ def test_every_sample_inventory_parses_and_names_models_its_map_knows(path):
 
 
 def test_bad_inventory_is_a_clear_error(tmp_path):
-    from webhook.inventory import InventoryError
+    from webhook.core.inventory import InventoryError
 
     with pytest.raises(InventoryError, match="no Node objects"):
         parse_inventory([{"kind": "ConfigMap"}])
@@ -386,7 +386,7 @@ def test_bad_inventory_is_a_clear_error(tmp_path):
 def test_inventory_from_a_live_cluster_uses_the_same_parser():
     from types import SimpleNamespace
 
-    from webhook.inventory import inventory_from_cluster
+    from webhook.core.inventory import inventory_from_cluster
 
     node = {
         "apiVersion": "v1",

@@ -9,11 +9,11 @@ import pytest
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, pod
-from webhook.demand import read_demand
-from webhook.equivalents import pod_use, show
-from webhook.ledger import LeaseLedger, MemoryLedger, Reservation, decode, encode
-from webhook.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
-from webhook.quota_gate import QuotaGate
+from webhook.adapters.kube.ledger import LeaseLedger, MemoryLedger, Reservation, decode, encode
+from webhook.adapters.kube.quota_gate import QuotaGate
+from webhook.core.demand import read_demand
+from webhook.core.equivalents import pod_use, show
+from webhook.core.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
 
 
 def use(obj, cloud="generic"):
@@ -347,7 +347,7 @@ def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
 def test_lease_ledger_unreachable_is_reported_not_swallowed():
     from kubernetes.client.exceptions import ApiException
 
-    from webhook.ledger import LedgerUnavailable
+    from webhook.adapters.kube.ledger import LedgerUnavailable
 
     class Down:
         def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
@@ -406,8 +406,8 @@ def test_quota_is_never_decided_on_a_view_still_loading():
 
 
 def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
-    from webhook.lease_store import CALL_TIMEOUT
-    from webhook.ledger import DEADLINE_SECONDS
+    from webhook.adapters.kube.lease_store import CALL_TIMEOUT
+    from webhook.adapters.kube.ledger import DEADLINE_SECONDS
 
     api = FakeCoordination(conflicts=1)
     ledger = LeaseLedger(api, "gpuport-system")
@@ -422,7 +422,7 @@ def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
 def test_a_frozen_api_server_gets_a_quick_refusal_not_a_late_admission(monkeypatch):
     import threading
 
-    from webhook import ledger as ledger_module
+    from webhook.adapters.kube import ledger as ledger_module
 
     monkeypatch.setattr(ledger_module, "DEADLINE_SECONDS", 0.3)
     thawed = threading.Event()
@@ -536,7 +536,7 @@ def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_pas
 
 
 def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
-    from webhook.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
 
     api = FakeCoordination()
     replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
@@ -564,7 +564,7 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
 
 
 def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
-    from webhook.ledger import ViewMark
+    from webhook.adapters.kube.ledger import ViewMark
 
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
@@ -585,7 +585,7 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
 def test_a_replica_a_moment_behind_waits_for_its_view_instead_of_refusing():
     import threading
 
-    from webhook.ledger import SETTLED_THROUGH
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH
 
     api = FakeCoordination()
     api.leases["gpuport-quota-team-a"] = (1, {SETTLED_THROUGH: "100"})  # another replica settled up to 100
@@ -654,7 +654,7 @@ def test_an_admission_on_a_stale_kept_copy_is_refused_by_the_server_and_redecide
 
 
 def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_nothing():
-    from webhook.ledger import ViewMark
+    from webhook.adapters.kube.ledger import ViewMark
 
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from tests.helpers import context
-from webhook.readiness import WorkerReadiness
-from webhook.server import ServerState
+from webhook.adapters.http.readiness import WorkerReadiness
+from webhook.adapters.http.server import ServerState
 
 
 def dead_pid() -> int:

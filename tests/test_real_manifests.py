@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.cli import main
-from webhook.templates import pod_templates
+from webhook.commands.cli import main
+from webhook.core.templates import pod_templates
 
 MANIFESTS = Path(__file__).parent / "manifests"
 A100_40GB_PRODUCTS = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"]
@@ -363,8 +363,8 @@ def test_a_native_pod_for_a_model_no_node_has_now_is_kept_and_said(capsys, tmp_p
 
 
 def test_present_models_come_from_mig_single_products_and_cloud_labels(tmp_path):
-    from webhook.cloudmap import default_directory
-    from webhook.loading import build_context
+    from webhook.config.cloudmap import default_directory
+    from webhook.config.loading import build_context
 
     nodes = write_inventory(
         tmp_path,
@@ -455,8 +455,8 @@ def test_a_share_by_memory_becomes_a_kai_annotation(capsys):
 
 def test_a_kai_share_counts_in_gpu_quota():
     from tests.helpers import context
-    from webhook.demand import read_demand
-    from webhook.equivalents import pod_use
+    from webhook.core.demand import read_demand
+    from webhook.core.equivalents import pod_use
 
     pod = yaml.safe_load(corpus("kai-fraction.yaml"))
     ctx = context("kai")

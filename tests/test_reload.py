@@ -9,10 +9,10 @@ import pytest
 
 from tests.helpers import VerifyingHTTPSConnection, context, fixture, post
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs
-from webhook import metrics
-from webhook.cloudmap import default_directory, directory_signature
-from webhook.reload import CloudMapReloader
-from webhook.server import ServerState
+from webhook.adapters.http import metrics
+from webhook.adapters.http.reload import CloudMapReloader
+from webhook.adapters.http.server import ServerState
+from webhook.config.cloudmap import default_directory, directory_signature
 
 POLICY = "\npolicy:\n  fractional: shared\n"
 

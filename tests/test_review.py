@@ -4,8 +4,8 @@ import json
 import pytest
 
 from tests.helpers import all_fixtures, fixture
-from webhook.decision import allow, clean_warning, deny
-from webhook.review import ReviewError, build_response, parse_review
+from webhook.core.decision import allow, clean_warning, deny
+from webhook.core.review import ReviewError, build_response, parse_review
 
 
 @pytest.mark.parametrize("name", all_fixtures())

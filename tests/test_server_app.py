@@ -6,9 +6,9 @@ import json
 import pytest
 
 from tests.helpers import fixture
-from webhook import server as server_module
-from webhook.review import MAX_BODY_BYTES
-from webhook.server import ServerState, create_app
+from webhook.adapters.http import server as server_module
+from webhook.adapters.http.server import ServerState, create_app
+from webhook.core.review import MAX_BODY_BYTES
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import pytest
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
-from webhook.core import decide_mutation
-from webhook.demand import read_demand
-from webhook.translate import TRANSLATED_FROM
+from webhook.core.admission import decide_mutation
+from webhook.core.demand import read_demand
+from webhook.core.translate import TRANSLATED_FROM
 
 CONTEXTS = {name: context(name) for name in TARGETS}
 

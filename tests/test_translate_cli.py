@@ -12,9 +12,9 @@ import yaml
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
-from webhook.cli import main
-from webhook.cloudmap import default_directory
-from webhook.core import decide_mutation
+from webhook.commands.cli import main
+from webhook.config.cloudmap import default_directory
+from webhook.core.admission import decide_mutation
 
 GKE_DEPLOYMENT = """\
 # Training job written for GKE

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from tests.helpers import context
-from webhook.checks import check_pod_spec
-from webhook.core import rewrite_pod
-from webhook.offline import dump_documents, load_documents, translate_documents
-from webhook.templates import pod_templates
-from webhook.yamledit import BOM, _entry_span, plain, round_trip, split_documents, units
+from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
+from webhook.adapters.files.yamledit import BOM, _entry_span, plain, round_trip, split_documents, units
+from webhook.core.admission import rewrite_pod
+from webhook.core.checks import check_pod_spec
+from webhook.core.templates import pod_templates
 
 CORPUS = sorted((Path(__file__).parent / "manifests").glob("*.yaml"))
 TARGETS = ["generic", "generic-mig-single", "gke", "eks", "aks", "hami"]
@@ -145,7 +145,7 @@ def test_a_template_placeholder_secret_comes_back_as_written():
 
 
 def test_diff_shows_only_the_changed_lines(tmp_path, capsys):
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     path = tmp_path / "pod.yaml"
     path.write_text((Path(__file__).parent / "manifests" / "comments-everywhere.yaml").read_text())
@@ -254,12 +254,12 @@ def test_any_style_round_trips_to_the_webhook_s_object_with_only_gpu_lines_chang
 
 
 def test_corpus_needs_no_whole_document_re_dump(monkeypatch):
-    import webhook.yamledit
+    import webhook.adapters.files.yamledit
 
     def refuse(text, edited):
         raise AssertionError(f"re-dumped:\n{text}")
 
-    monkeypatch.setattr(webhook.yamledit, "redump", refuse)
+    monkeypatch.setattr(webhook.adapters.files.yamledit, "redump", refuse)
     for path in CORPUS:
         for target in TARGETS:
             translate_text(path.read_text(encoding="utf-8"), target)
@@ -279,10 +279,10 @@ def test_a_change_the_splice_cannot_place_is_re_dumped_and_still_exact():
 
 
 def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsys, monkeypatch):
-    import webhook.yamledit
-    from webhook.cli import main
+    import webhook.adapters.files.yamledit
+    from webhook.commands.cli import main
 
-    monkeypatch.setattr(webhook.yamledit, "_parses_to", lambda text, edited: False)
+    monkeypatch.setattr(webhook.adapters.files.yamledit, "_parses_to", lambda text, edited: False)
     path = tmp_path / "pod.yaml"
     path.write_text((Path(__file__).parent / "manifests" / "eks-p5-pod.yaml").read_text())
     assert main(["translate", "--to", "gke", str(path)]) == 2

@@ -1,3 +1,3 @@
-from webhook.cli import main
+from webhook.commands.cli import main
 
 raise SystemExit(main())

@@ -398,7 +398,7 @@ def test_the_node_agent_publishes_with_its_own_token_and_may_do_nothing_else(
     import pynvml
 
     from tests.fakenvml import FakeNVML
-    from webhook.cli import main
+    from webhook.commands.cli import main
 
     admin(
         "create", "-f", manifest_file(tmp_path, "apiVersion: v1\nkind: Node\nmetadata:\n  name: gpu-node-1\n")

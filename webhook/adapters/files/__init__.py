@@ -1,0 +1,1 @@
+"""Users' manifest files: YAML documents read and edited in place (comments, order and style kept)."""

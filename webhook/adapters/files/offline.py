@@ -1,0 +1,133 @@
+"""`gpuport translate`: the admission core, run offline over multi-document YAML manifests.
+
+Each pod template is checked and translated exactly as the webhook would translate a Pod made from it;
+the resulting JSON Patch is applied to the round-trip YAML so comments and key order survive.
+"""
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import jsonpatch
+from ruamel.yaml.error import YAMLError
+
+from webhook.adapters.files.yamledit import BOM, edit_document, round_trip, set_units, split_documents
+from webhook.core.admission import Context, rewrite_pod
+from webhook.core.checks import check_pod_spec
+from webhook.core.templates import pod_templates, unread_reason
+from webhook.core.translate import Untranslatable
+
+
+class ManifestError(ValueError):
+    pass
+
+
+@dataclass
+class TemplateResult:
+    document: int
+    kind: str
+    name: str
+    path: str
+    allowed: bool
+    messages: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    """One YAML document: its text as written, a parse kept untouched for positions, and a parse the
+    translation edits."""
+
+    text: str
+    original: Any
+    edited: Any
+    changed: list[str] = field(default_factory=list)  # JSON Pointers of the templates translated
+
+
+@dataclass
+class Manifest:
+    documents: list[Document]
+    bom: str = ""
+
+
+def load_documents(text: str, source: str) -> Manifest:
+    bom = BOM if text.startswith(BOM) else ""
+    documents, line = [], 1
+    for chunk in split_documents(text.removeprefix(BOM)):
+        try:
+            original, edited = round_trip().load(chunk), round_trip().load(chunk)
+        except YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {line + mark.line}" if mark else ""
+            raise ManifestError(f"{source}:{where}: not valid YAML: {exc}") from None
+        documents.append(Document(chunk, original, edited))
+        line += chunk.count("\n")
+    return Manifest(documents, bom)
+
+
+def dump_documents(manifest: Manifest) -> str:
+    """Every document as written, but for the entries translation changed."""
+    return manifest.bom + "".join(
+        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text
+        for d in manifest.documents
+    )
+
+
+def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
+    """Translate every pod template in place; return what was decided for each."""
+    results = []
+    for number, document in enumerate(manifest.documents):
+        doc = document.edited
+        if not hasattr(doc, "get"):
+            continue
+        kind = str(doc.get("kind", "?"))
+        name = str((doc.get("metadata") or {}).get("name", ""))
+        reason = unread_reason(doc, lambda name: name in context.dialects)
+        if reason:
+            results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
+        for path, template in list(pod_templates(doc)):
+            plain = json.loads(json.dumps(template, default=str))
+            result = TemplateResult(number, kind, name, path or "/", allowed=True)
+            violations = check_pod_spec(plain["spec"], ("spec",), context.target, context.dialects)
+            if violations:
+                result.allowed = False
+                result.messages = [v.message for v in violations]
+            else:
+                try:
+                    result.patch, result.warnings = rewrite_pod(plain, context, hints=False)
+                except Untranslatable as exc:
+                    result.allowed = False
+                    result.messages = list(exc.messages)
+                if result.patch:
+                    if template.get("metadata") is None and hasattr(template, "insert"):
+                        template.insert(0, "metadata", {})  # where a reader expects it: before the spec
+                    _apply(template, plain, result.patch)
+                    document.changed.append(path)
+            results.append(result)
+    return results
+
+
+def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:
+    """Apply the webhook's patch to the round-trip template in place (comments and quotes inside the
+    edited entries survive); where anchors make two entries one node, set the entries instead."""
+    try:
+        jsonpatch.apply_patch(template, patch, in_place=True)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        set_units(template, jsonpatch.apply_patch({"metadata": {}, **plain}, patch))
+
+
+def unified_diff(before: str, after: str, source: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"{source} (as written)",
+            f"{source} (translated)",
+        )
+    )
+
+
+def results_json(results: list[TemplateResult]) -> str:
+    return json.dumps([asdict(r) for r in results], indent=2, ensure_ascii=False)

@@ -1,0 +1,94 @@
+"""gunicorn settings for `gpuport serve`; values come from GPUPORT_* variables that serve sets.
+
+gthread workers keep HTTP/1.1 connections alive, which is how the API server calls webhooks: the
+sync worker would close each one and pay a TLS handshake per admission.
+"""
+
+import logging
+import os
+import signal
+import threading
+
+from webhook.adapters.http import metrics
+from webhook.adapters.http.readiness import WorkerReadiness
+from webhook.adapters.http.reload import CloudMapReloader
+from webhook.adapters.http.settings import Settings
+from webhook.adapters.http.tls import ReloadingContext
+
+_settings = Settings.from_env()
+
+bind = [_settings.bind]
+# gthread with request deadlines: slow or idle clients cannot hold the threads (deadline_worker.py).
+worker_class = "webhook.adapters.http.deadline_worker.DeadlineThreadWorker"
+# Connections one worker holds open at once; the API server keeps a small pool per instance.
+worker_connections = 256
+workers = _settings.workers
+threads = _settings.threads
+# Longer than the API server's idle-connection timeout (90 s), so the client, not us, closes idle
+# connections and never sends on one we have just closed.
+keepalive = 120
+timeout = 30
+graceful_timeout = 20
+certfile = str(_settings.cert_file)
+keyfile = str(_settings.key_file)
+loglevel = _settings.log_level
+accesslog = None
+errorlog = "-"
+proc_name = "gpuport"
+# No runtime control socket: nothing uses it, and the container's root filesystem is read-only.
+control_socket_disable = True
+# One TLS context per worker process, created after fork and rebuilt when the files change.
+_tls: ReloadingContext | None = None
+
+
+def ssl_context(config, default_ssl_context_factory):
+    global _tls
+    if _tls is None or _tls.cert_file != _settings.cert_file:
+        _tls = ReloadingContext(
+            _settings.cert_file,
+            _settings.key_file,
+            on_reload=lambda ok: metrics.CERT_RELOADS.labels("ok" if ok else "error").inc(),
+        )
+    return _tls.current()
+
+
+def post_worker_init(worker):
+    """Start watching the cloud maps; on SIGTERM, report not-ready first, then let gunicorn drain and
+    close kept-alive connections."""
+    _log_to_stderr(_settings.log_level)
+    state = worker.wsgi.extensions["gpuport"]
+    if state.view is not None:
+        readiness = WorkerReadiness(_settings.state_dir, _settings.workers)
+        state.all_workers_ready = readiness.ready
+        state.view.start()
+        pid = os.getpid()
+        threading.Thread(
+            target=lambda: state.view.wait_synced() and readiness.mark(pid), name="mark-synced", daemon=True
+        ).start()
+    CloudMapReloader(
+        state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
+    ).start()
+    stop = worker.handle_exit
+
+    def on_sigterm(signum, frame):
+        state.draining.set()
+        stop(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _log_to_stderr(level: str) -> None:
+    """gunicorn configures only its own loggers; gpuport's go to stderr in the same format."""
+    logger = logging.getLogger("gpuport")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+        )
+        logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+
+def child_exit(server, worker):
+    metrics.worker_exited(worker.pid)
+    WorkerReadiness(_settings.state_dir, _settings.workers).clear(worker.pid)

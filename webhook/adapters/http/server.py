@@ -1,0 +1,184 @@
+"""The HTTP adapter: a thin Flask app that turns bodies into AdmissionRequests and Decisions into
+AdmissionReview responses. Everything it decides, it asks the core."""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from webhook.adapters.http import metrics
+from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core.decision import Decision, allow, deny
+from webhook.core.demand import read_demand
+from webhook.core.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
+
+log = logging.getLogger("gpuport.server")
+
+Decide = Callable[[AdmissionRequest, Context], Decision]
+
+
+@dataclass
+class ServerState:
+    """What the routes read. `context` is replaced whole (never edited) when cloud maps reload."""
+
+    context: Context
+    draining: threading.Event = field(default_factory=threading.Event)
+    reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
+    maps_signature: tuple = ()  # the cloud-map files the context was built from
+    quota_gate: Any = None  # webhook.adapters.kube.quota_gate.QuotaGate when gpuport has a cluster to watch
+    limit_gate: Any = None  # webhook.adapters.kube.limit_gate.LimitGate, likewise
+    # Every worker's view, not only this one's (readiness.WorkerReadiness.ready); None: one process.
+    all_workers_ready: Callable[[], tuple[bool, str]] | None = None
+
+    @property
+    def view(self):
+        return self.quota_gate.view if self.quota_gate is not None else None
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.draining.is_set():
+            return False, "shutting down"
+        if self.view is not None and not self.view.synced:
+            return False, "cluster view not synced yet"
+        if self.view is not None and self.all_workers_ready is not None:
+            ready, why = self.all_workers_ready()
+            if not ready:
+                return False, why
+        if self.reload_error:
+            # Still ready: the last good maps serve. Say why the new ones are not in force.
+            return True, f"ok; cloud maps not reloaded: {self.reload_error}"
+        return True, "ok"
+
+
+def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
+    app = Flask("gpuport")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+
+    def admission_route(route: str, decide: Decide, on_error: Callable[[], Decision]):
+        def handle() -> Response:
+            started = time.perf_counter()
+            try:
+                body = request.get_data(cache=False)
+            except HTTPException:
+                raise  # 413 and friends have their own answer
+            except Exception as exc:  # a broken chunked encoding, a body shorter than announced
+                metrics.REQUESTS.labels(route, "bad-request", "unreadable-body").inc()
+                return _text(400, f"request body could not be read: {type(exc).__name__}")
+            try:
+                review = parse_review(body)
+            except ReviewError as exc:
+                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                return _text(400, f"malformed AdmissionReview: {exc}")
+            try:
+                decision = decide(review, state.context)
+                result = "allowed" if decision.allowed else "denied"
+            except RecursionError:
+                # Nesting Python's reader accepted but the decision's own walk cannot: still the
+                # client's malformed input, not gpuport's failure.
+                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                return _text(400, "malformed AdmissionReview: the object is nested too deeply")
+            except Exception:
+                # Never a 500: the API server would show the user an opaque failure (or, with a
+                # Fail policy, block every pod). Answer the review and leave the trace in the log.
+                log.exception(
+                    "decision failed for %s %s/%s uid=%s",
+                    review.kind,
+                    review.namespace,
+                    review.name,
+                    review.uid,
+                )
+                decision, result = on_error(), "error"
+            body_out = json.dumps(build_response(review.uid, decision), separators=(",", ":"))
+            metrics.REQUESTS.labels(route, result, decision.reason).inc()
+            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+            return Response(body_out, status=200, mimetype="application/json")
+
+        handle.__name__ = f"admission_{route}"
+        return handle
+
+    # The pod's GPU asks are read once per request and shared by every step that needs them.
+    def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
+        demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
+        if demand is not None and state.limit_gate is not None:
+            refused = state.limit_gate.admit(review, context, demand)
+            if refused:
+                return refused
+        return decide_mutation(review, context, demand)
+
+    def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
+        decision = decide_validation(review, context)
+        gates = [g for g in (state.limit_gate, state.quota_gate) if g is not None]
+        if not (decision.allowed and gates and review.is_pod_create):
+            return decision
+        demand = read_demand(review.object or {}, context.dialects)
+        for gate in gates:
+            decision = gate.admit(review, context, demand) or decision
+            if not decision.allowed:
+                break
+        return decision
+
+    app.add_url_rule(
+        "/mutate",
+        view_func=admission_route(
+            "mutate",
+            mutate_with_limits,
+            # Fail open on the mutating path: the validating path and the in-server policy still hold.
+            lambda: allow("internal-error", warnings=["gpuport: internal error, pod admitted unchanged"]),
+        ),
+        methods=["POST"],
+    )
+
+    app.add_url_rule(
+        "/validate",
+        view_func=admission_route(
+            "validate",
+            validate_with_quota,
+            lambda: deny("internal-error", "gpuport could not check this object (internal error); retry"),
+        ),
+        methods=["POST"],
+    )
+
+    if bench_baseline:
+        # bench/ only: the same server and TLS connection, but no decision; what /mutate is measured against.
+        @app.post("/bench/allow-all")
+        def allow_all() -> Response:
+            uid = json.loads(request.get_data(cache=False))["request"]["uid"]
+            return Response(json.dumps(build_response(uid, allow())), mimetype="application/json")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _text(200, "ok")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        ready, why = state.readiness()
+        return _text(200 if ready else 503, why)
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        payload, content_type = metrics.render()
+        return Response(payload, status=200, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        if exc.code == 413:
+            route = request.path.strip("/") if request.path in ("/mutate", "/validate") else "other"
+            metrics.REQUESTS.labels(route, "bad-request", "body-too-large").inc()
+            return _text(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+        return _text(exc.code or 500, f"{exc.name}")
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return _text(500, "internal error (details are in the server log)")
+
+    return app
+
+
+def _text(status: int, message: str) -> Response:
+    return Response(message + "\n", status=status, mimetype="text/plain")

@@ -1,0 +1,389 @@
+"""The cluster view: a watch cache of what GPU decisions need, and nothing more.
+
+List in pages, then watch from the list's resourceVersion; a watch that ends or breaks resumes from
+the last version it saw, and only 410 Gone (that version is no longer kept) lists again; backoff while
+the API server is away. Pods are kept only when they ask for an extended resource, and only the fields
+quota needs; quotas, limit ranges and namespace labels are small already. A page is parsed, compacted
+and dropped before the next is read, so a large cluster never sits in memory as JSON and no request
+thread waits long on one parse. The decision code reads plain copies; it never calls the API.
+"""
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from webhook.core import quantity
+from webhook.core.checks import is_extended_resource
+from webhook.core.inventory import CAPABILITY_ANNOTATION
+from webhook.core.quota import Quota
+
+log = logging.getLogger("gpuport.clusterview")
+TERMINAL = ("Succeeded", "Failed")
+# A kept pod's resourceVersion when the view first had it: not part of what the record means, so a
+# status heartbeat changes nothing held (see _same), but it tells when every view must have the pod.
+FIRST_SEEN = "firstSeen"
+PAGE_SIZE = 500
+# (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
+LIST_TIMEOUT = (5, 60)
+WATCH_SECONDS = 240
+
+
+def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
+    spec = pod.get("spec") or {}
+
+    def keep(container):
+        resources = container.get("resources") or {}
+        kept = {
+            s: {
+                k: v
+                for k, v in (resources.get(s) or {}).items()
+                if is_extended_resource(k) or k in ("cpu", "memory")
+            }
+            for s in ("requests", "limits")
+        }
+        return {
+            "name": container.get("name"),
+            "resources": kept,
+            "restartPolicy": container.get("restartPolicy"),
+        }
+
+    containers = [keep(c) for c in spec.get("containers") or []]
+    init = [keep(c) for c in spec.get("initContainers") or []]
+    if not any(
+        is_extended_resource(k) for c in containers + init for s in c["resources"].values() for k in s
+    ):
+        return None
+    metadata = pod.get("metadata") or {}
+    return {
+        FIRST_SEEN: as_version(metadata.get("resourceVersion")),
+        "metadata": {k: metadata.get(k) for k in ("name", "namespace", "uid")},
+        "spec": {
+            "containers": containers,
+            "initContainers": init,
+            "nodeSelector": spec.get("nodeSelector") or {},
+            "affinity": spec.get("affinity") or {},
+            "activeDeadlineSeconds": spec.get("activeDeadlineSeconds"),
+            "priorityClassName": spec.get("priorityClassName"),
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def as_version(text: Any) -> int | None:
+    """An API resourceVersion as a number (etcd's revision, which the API server hands out in
+    increasing order), or None where it is not one: then nothing relies on comparing it."""
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two held records mean the same, their first-seen versions aside."""
+    if isinstance(a, dict) and isinstance(b, dict) and (FIRST_SEEN in a or FIRST_SEEN in b):
+        return {k: v for k, v in a.items() if k != FIRST_SEEN} == {
+            k: v for k, v in b.items() if k != FIRST_SEEN
+        }
+    return a == b
+
+
+def _same_group(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    a, b = a or {}, b or {}
+    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+
+
+def to_quota(obj: dict[str, Any]) -> Quota:
+    spec = obj.get("spec") or {}
+    return Quota(
+        name=obj["metadata"]["name"],
+        hard={k: quantity.parse(v) for k, v in (spec.get("hard") or {}).items()},
+        scopes=tuple(spec.get("scopes") or ()),
+        scope_selector=tuple((spec.get("scopeSelector") or {}).get("matchExpressions") or ()),
+    )
+
+
+def keep_namespace(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
+    metadata = obj.get("metadata") or {}
+    return {"labels": metadata.get("labels") or {}, "annotations": metadata.get("annotations") or {}}
+
+
+def keep_limitrange(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace")},
+        "spec": obj.get("spec") or {},
+    }
+
+
+def keep_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """What placement reads: labels, allocatable, taints and the node agent's record; not the status
+    conditions, so kubelet heartbeats change nothing kept."""
+    metadata = obj.get("metadata") or {}
+    capability = (metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION)
+    return {
+        "kind": "Node",
+        "metadata": {
+            "name": metadata.get("name"),
+            "labels": metadata.get("labels") or {},
+            "annotations": {CAPABILITY_ANNOTATION: capability} if capability else {},
+        },
+        "status": {"allocatable": (obj.get("status") or {}).get("allocatable") or {}},
+        "spec": {"taints": (obj.get("spec") or {}).get("taints") or []},
+    }
+
+
+class _Store:
+    """One resource kind, relisted whole then kept current by watch events, grouped by namespace
+    ("" for cluster-scoped kinds) so a read touches one namespace only."""
+
+    def __init__(self, keep: Callable[[dict[str, Any]], Any], key: str = "name"):
+        self.keep = keep  # the compact value to hold, or None for objects not worth holding
+        self.key = key  # the metadata field that names an object within its group
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.version = 0  # bumped whenever what is held changes
+        self.group_versions: dict[str, int] = {}  # likewise, per group (namespace)
+
+    def apply(self, kind: str, obj: dict[str, Any] | None, items: Iterable[dict[str, Any]]) -> None:
+        if kind == "RELIST":
+            groups: dict[str, dict[str, Any]] = {}
+            for item in items:
+                value = self.keep(item)
+                if value is not None:
+                    groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
+            self.replace(groups)
+            return
+        group = self.groups.setdefault(self._group(obj), {})
+        name = obj["metadata"][self.key]
+        value = self.keep(obj) if kind != "DELETED" else None
+        held = group.get(name)
+        if value is not None and held is not None and _same(held, value):
+            return  # nothing it means changed; the record keeps its first-seen version
+        if isinstance(value, dict) and isinstance(held, dict) and FIRST_SEEN in held:
+            value[FIRST_SEEN] = held[FIRST_SEEN]
+        changed = held != value
+        if changed:
+            key = self._group(obj)
+            self.group_versions[key] = self.group_versions.get(key, 0) + 1
+        if value is None:
+            group.pop(name, None)
+        else:
+            group[name] = value
+        if changed:
+            self.version += 1
+
+    def replace(self, groups: dict[str, dict[str, Any]]) -> None:
+        """Hold a fresh list's records; those already held keep their first-seen versions."""
+        for group, records in groups.items():
+            held = self.groups.get(group, {})
+            for name, record in records.items():
+                if isinstance(record, dict) and FIRST_SEEN in record and name in held:
+                    record[FIRST_SEEN] = held[name].get(FIRST_SEEN)
+        changed = False
+        for group in set(groups) | set(self.groups):
+            if not _same_group(groups.get(group), self.groups.get(group)):
+                self.group_versions[group] = self.group_versions.get(group, 0) + 1
+                changed = True
+        self.groups = groups
+        if changed:
+            self.version += 1
+
+    def in_group(self, group: str) -> list[Any]:
+        return list(self.groups.get(group, {}).values())
+
+    @staticmethod
+    def _group(obj: dict[str, Any]) -> str:
+        return (obj.get("metadata") or {}).get("namespace") or ""
+
+
+class ClusterView:
+    def __init__(self, core_api, backoff_max: float = 30.0):
+        self.core = core_api
+        self.backoff_max = backoff_max
+        self._lock = threading.Lock()
+        self._stores = {
+            "pods": _Store(compact_pod, key="uid"),
+            "resourcequotas": _Store(to_quota),
+            "namespaces": _Store(keep_namespace),
+            "limitranges": _Store(keep_limitrange),
+            "nodes": _Store(keep_node),
+        }
+        self._synced = {name: threading.Event() for name in self._stores}
+        self._read_through: dict[str, int] = {}  # kind → resourceVersion its stream has been applied to
+        self._stop = threading.Event()
+
+    # -- reads, for the admission path --------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return all(event.is_set() for event in self._synced.values())
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until every kind has been listed once (or the timeout passes); True when synced."""
+        return all(event.wait(timeout) for event in self._synced.values())
+
+    def has_synced(self, *names: str) -> bool:
+        """Whether these kinds have been listed at least once: before that, the view knows nothing."""
+        return all(self._synced[name].is_set() for name in names)
+
+    @property
+    def nodes_version(self) -> int:
+        """Changes whenever a node change the decisions would see arrives (not on heartbeats)."""
+        return self._stores["nodes"].version
+
+    def pods_read_through(self) -> int:
+        """The resourceVersion the pods list and watch have been applied up to (0: not known): every
+        pod created at or before it is in this view, unless it is gone."""
+        return self._read_through.get("pods", 0)
+
+    def pod_first_seen(self, namespace: str, uid: str) -> int | None:
+        """The resourceVersion at which this view first held the pod, or None."""
+        with self._lock:
+            record = self._stores["pods"].groups.get(namespace, {}).get(uid)
+        return record.get(FIRST_SEEN) if record else None
+
+    def pods_version(self, namespace: str) -> int:
+        """Changes whenever a GPU pod of the namespace is added, changed or removed."""
+        with self._lock:
+            return self._stores["pods"].group_versions.get(namespace, 0)
+
+    def pods_in(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            pods = self._stores["pods"].in_group(namespace)
+        return [p for p in pods if p["status"]["phase"] not in TERMINAL]
+
+    def quotas_in(self, namespace: str) -> list[Quota]:
+        with self._lock:
+            return self._stores["resourcequotas"].in_group(namespace)
+
+    def limitranges_in(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return self._stores["limitranges"].in_group(namespace)
+
+    def namespace(self, namespace: str) -> dict[str, dict[str, str]]:
+        """Labels and annotations of a namespace (set by its admins, never by a pod)."""
+        with self._lock:
+            found = self._stores["namespaces"].groups.get("", {}).get(namespace, {})
+            return {
+                "labels": dict(found.get("labels", {})),
+                "annotations": dict(found.get("annotations", {})),
+            }
+
+    def inventory(self):
+        """The nodes as an Inventory (labels, allocatable, taints, node-agent capability), or None."""
+        from webhook.core.inventory import InventoryError, parse_inventory
+
+        with self._lock:
+            nodes = self._stores["nodes"].in_group("")
+        try:
+            return parse_inventory(nodes) if nodes else None
+        except InventoryError as exc:
+            log.warning("node inventory not usable: %s", exc)
+            return None
+
+    # -- the watch loops ------------------------------------------------------------------------
+    def apply(self, name: str, kind: str, obj: dict[str, Any] | None = None, items=()) -> None:
+        """One list result (kind RELIST) or watch event for the named resource kind."""
+        if kind == "RELIST":
+            # Compacted outside the lock, page by page; only the swap holds it.
+            fresh = _Store(self._stores[name].keep, self._stores[name].key)
+            fresh.apply("RELIST", None, items)
+            with self._lock:
+                self._stores[name].replace(fresh.groups)
+            return
+        with self._lock:
+            self._stores[name].apply(kind, obj, ())
+
+    def start(self) -> None:
+        lists = {
+            "pods": self.core.list_pod_for_all_namespaces,
+            "resourcequotas": self.core.list_resource_quota_for_all_namespaces,
+            "namespaces": self.core.list_namespace,
+            "limitranges": self.core.list_limit_range_for_all_namespaces,
+            "nodes": self.core.list_node,
+        }
+        for name, list_fn in lists.items():
+            threading.Thread(
+                target=self._run, args=(name, list_fn), name=f"watch-{name}", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self, name: str, list_fn: Callable) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        backoff = 0.5
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = _Listing(list_fn)
+                    self.apply(name, "RELIST", items=listing.items())
+                    self._synced[name].set()
+                    version = listing.version
+                    self._note_read_through(name, version)
+                    backoff = 0.5
+                stream = watch.Watch().stream(
+                    list_fn,
+                    resource_version=version,
+                    timeout_seconds=WATCH_SECONDS,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                    _request_timeout=(LIST_TIMEOUT[0], WATCH_SECONDS + 30),
+                )
+                for event in stream:
+                    obj = event["object"]
+                    version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                    if event["type"] != "BOOKMARK":
+                        self.apply(name, event["type"], obj)
+                    self._note_read_through(name, version)
+                backoff = 0.5
+                continue  # the server ended the watch on time: resume from where it stood
+            except KeyError as exc:
+                # kubernetes' Watch with deserialize=False reads an ERROR event (410 Gone: the version is
+                # too old) under a key raw JSON does not have; either way the answer is to list again.
+                log.info("%s watch ended with an error event (%s): listing again", name, exc)
+                version = None
+            except ApiException as exc:
+                if exc.status == 410:
+                    log.info("%s watch expired (410 Gone): listing again", name)
+                    version = None
+                    continue
+                log.warning(
+                    "%s watch failed (%s %s); retrying in %.1fs", name, exc.status, exc.reason, backoff
+                )
+            except Exception as exc:  # a broken stream or an unreachable API server
+                log.warning("%s watch broke (%s); resuming in %.1fs", name, exc, backoff)
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, self.backoff_max)
+
+    def _note_read_through(self, name: str, version: str | None) -> None:
+        number = as_version(version)
+        if number is not None:
+            self._read_through[name] = max(number, self._read_through.get(name, 0))
+
+
+class _Listing:
+    """A list in pages of PAGE_SIZE, as raw JSON (not the client's typed models, which cost seconds
+    and memory for every pod of a large cluster); `version` is the list's resourceVersion once all
+    pages are read."""
+
+    def __init__(self, list_fn: Callable):
+        self.list_fn = list_fn
+        self.version = ""
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        token = None
+        while True:
+            page = json.loads(
+                self.list_fn(
+                    limit=PAGE_SIZE,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=LIST_TIMEOUT,
+                ).data
+            )
+            yield from page.get("items") or []
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                self.version = metadata["resourceVersion"]
+                return

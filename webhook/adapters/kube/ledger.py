@@ -1,0 +1,330 @@
+"""Quota reservations that hold across threads, workers and replicas.
+
+A reservation is written before a GPU pod is admitted and kept for a short TTL; while the caller's
+cluster view counts the pod itself, the reservation is not counted again. The check and the write are
+one optimistic-concurrency transaction: read the namespace's reservations with their version, decide,
+write back conditioned on that version, and start over on a conflict. Two admissions at once can never
+both pass when together they exceed the quota.
+
+The store is small by design: in memory for unit tests; a Lease per namespace in gpuport's own
+namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
+API server checks on update).
+"""
+
+import functools
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Protocol
+
+from webhook.adapters.kube.lease_store import LeaseStore, StoredLease
+from webhook.core.quota import Usage
+
+TTL_SECONDS = 30.0
+MAX_ATTEMPTS = 20
+# The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
+# the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
+DEADLINE_SECONDS = 3.0
+SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is in the writer's view
+
+
+class LedgerUnavailable(RuntimeError):
+    """The store could not be read or written (API server unreachable, retries exhausted)."""
+
+
+class ViewBehind(LedgerUnavailable):
+    """The caller's view has not read as far as reservations already settled by another replica."""
+
+    def __init__(self, through: int):
+        self.through = through
+        super().__init__(BEHIND)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    key: str  # the pod's UID
+    usage: Usage
+    quotas: tuple[str, ...]
+    expires: float
+
+
+# Decides with the reservations still live: returns a denial message, or None to reserve.
+Decide = Callable[[list[Reservation]], str | None]
+
+
+@dataclass(frozen=True)
+class ViewMark:
+    """How far the caller's view of pods has read (a resourceVersion), and at which version it first
+    held a pod: what lets a reservation leave the store once its pod is in every view that decides."""
+
+    read_through: int
+    first_seen: Callable[[str], int | None]
+
+
+class Ledger(Protocol):
+    def reserve(
+        self,
+        namespace: str,
+        reservation: Reservation,
+        decide: Decide,
+        now: float,
+        settled: Callable[[str], bool],
+        write: bool = True,
+        mark: ViewMark | None = None,
+    ) -> str | None:
+        """Decide on the live reservations and, unless denied or `write` is False (dryRun), add ours.
+        With `mark`, reservations whose pods the caller's view holds may be settled (dropped)."""
+
+
+def encode(reservations: list[Reservation]) -> str:
+    return json.dumps(
+        {
+            r.key: {
+                "gpu": str(r.usage.equivalents),
+                "mib": r.usage.memory_mib,
+                "quotas": list(r.quotas),
+                "expires": r.expires,
+            }
+            for r in reservations
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _usage(gpu: str, mib: int) -> Usage:
+    # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
+    # reading a Lease of a few hundred of them on every commit.
+    return Usage(Fraction(gpu), mib)
+
+
+def decode(text: str | None) -> list[Reservation]:
+    if not text:
+        return []
+    return [
+        Reservation(key, _usage(str(v["gpu"]), int(v["mib"])), tuple(v["quotas"]), float(v["expires"]))
+        for key, v in json.loads(text).items()
+    ]
+
+
+def unexpired(reservations: list[Reservation], now: float) -> list[Reservation]:
+    """What stays in the store: a reservation lives its whole TTL even once its pod is in one view,
+    because another replica's view may not have the pod yet and would then count it nowhere."""
+    return [r for r in reservations if r.expires > now]
+
+
+def uncounted(reservations: list[Reservation], settled: Callable[[str], bool]) -> list[Reservation]:
+    """What to add to the view's usage: reservations whose pod the caller's view did not count."""
+    return [r for r in reservations if not settled(r.key)]
+
+
+class MemoryLedger:
+    """For unit tests and a single process without a cluster: a lock stands in for the API server."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_namespace: dict[str, list[Reservation]] = {}
+
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
+        with self._lock:
+            current = unexpired(self._by_namespace.get(namespace, []), now)
+            denial = decide(uncounted(current, settled))
+            if denial is None and write:
+                self._by_namespace[namespace] = [r for r in current if r.key != reservation.key] + [
+                    reservation
+                ]
+            else:
+                self._by_namespace[namespace] = current
+            return denial
+
+    def reservations(self, namespace: str) -> list[Reservation]:
+        return list(self._by_namespace.get(namespace, []))
+
+
+ANNOTATION = "gpuport.io/reservations"
+# Reservations of pods created at or before this resourceVersion have been dropped: a view that has
+# not read that far may be missing them, so it must not decide.
+SETTLED_THROUGH = "gpuport.io/settled-through"
+
+
+@dataclass(eq=False)  # each admission is itself: found and withdrawn by identity
+class _Ask:
+    """One admission waiting for a turn at a namespace's Lease."""
+
+    reservation: Reservation
+    decide: Decide
+    settled: Callable[[str], bool]
+    write: bool
+    deadline: float
+    mark: ViewMark | None
+    done: threading.Event = field(default_factory=threading.Event)
+    denial: str | None = None
+    error: LedgerUnavailable | None = None
+
+    def finish(self, denial: str | None = None, error: LedgerUnavailable | None = None) -> None:
+        self.denial, self.error = denial, error
+        self.done.set()
+
+
+BEHIND = (
+    "reservation store: this replica's view of pods has not caught up with reservations already "
+    "settled by another; retry shortly"
+)
+
+
+def _settle(
+    current: list[Reservation], leader: "_Ask", through: int, now: float
+) -> tuple[list[Reservation], int]:
+    """Drop the reservations whose pods the leader's view holds and that are SETTLE_AFTER old (by
+    then every healthy view has the pod too, so few replicas must wait), and say up to which version
+    every view must have read before it decides again: the Lease then holds seconds of a burst, not
+    30. Without a mark (a view whose versions are not numbers) nothing is dropped."""
+    if leader.mark is None:
+        return current, through
+    kept = []
+    for reservation in current:
+        old_enough = reservation.expires - TTL_SECONDS + SETTLE_AFTER <= now
+        seen = (
+            leader.mark.first_seen(reservation.key)
+            if old_enough and leader.settled(reservation.key)
+            else None
+        )
+        if seen is None:
+            kept.append(reservation)
+        else:
+            through = max(through, seen)
+    return kept, through
+
+
+class LeaseLedger:
+    """Reservations in coordination.k8s.io Leases named gpuport-quota-<namespace> in gpuport's namespace.
+
+    Admissions to one namespace are committed in groups, as the built-in quota admission batches its
+    status updates: whoever holds the namespace's turn reads the Lease once, decides every admission
+    waiting at that moment in arrival order (each seeing the ones accepted before it), and writes them
+    all with one compare-and-swap. A burst then costs a round trip per group, not per pod, and only
+    other processes can conflict.
+
+    The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
+    compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
+    decided again on a fresh read. A decision on the kept copy stands only once such a write confirms
+    it, so a group that writes nothing is always decided on a fresh read."""
+
+    def __init__(self, coordination_api, namespace: str):
+        self.store = LeaseStore(coordination_api, namespace)
+        self._turns: dict[str, threading.Lock] = {}
+        self._waiting: dict[str, list[_Ask]] = {}
+        self._last_written: dict[str, StoredLease] = {}  # only read or changed under the name's turn
+        self._guard = threading.Lock()
+
+    def _name(self, namespace: str) -> str:
+        return f"gpuport-quota-{namespace}"[:253]
+
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
+        ask = _Ask(reservation, decide, settled, write, time.monotonic() + DEADLINE_SECONDS, mark)
+        with self._guard:
+            self._waiting.setdefault(namespace, []).append(ask)
+            turn = self._turns.setdefault(namespace, threading.Lock())
+        while not ask.done.is_set():
+            if not turn.acquire(timeout=max(ask.deadline - time.monotonic(), 0)):
+                with self._guard:
+                    if ask in self._waiting[namespace]:  # nobody took it: withdraw, write nothing
+                        self._waiting[namespace].remove(ask)
+                        raise LedgerUnavailable(
+                            "reservation store: too many admissions waiting for this namespace"
+                        )
+                ask.done.wait(DEADLINE_SECONDS)  # a group holding it is finishing; its calls time out
+                break
+            try:
+                if not ask.done.is_set():
+                    with self._guard:
+                        group, self._waiting[namespace] = self._waiting[namespace], []
+                    self._commit(namespace, group, now)
+            finally:
+                turn.release()
+        if ask.error is not None:
+            raise ask.error
+        if not ask.done.is_set():
+            raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+        return ask.denial
+
+    def _commit(self, namespace: str, group: list[_Ask], now: float) -> None:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        name = self._name(namespace)
+        kept_copy = self._last_written.pop(name, None)
+        for _ in range(MAX_ATTEMPTS):
+            late = [a for a in group if time.monotonic() > a.deadline]
+            for ask in late:
+                ask.finish(
+                    error=LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+                )
+            group = [a for a in group if not a.done.is_set()]
+            if not group:
+                return
+            try:
+                confirmed = kept_copy is None
+                lease = self.store.read(name) if confirmed else kept_copy
+                kept_copy = None
+                annotations = lease.annotations if lease else {}
+                current = unexpired(decode(annotations.get(ANNOTATION)), now)
+                through = int(annotations.get(SETTLED_THROUGH) or 0)
+                for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
+                    if through and (ask.mark is None or ask.mark.read_through < through):
+                        ask.finish(error=ViewBehind(through))
+                group = [a for a in group if not a.done.is_set()]
+                accepted: list[Reservation] = []
+                decided: list[tuple[_Ask, str | None]] = []
+                for ask in group:
+                    denial = ask.decide(uncounted(current + accepted, ask.settled))
+                    decided.append((ask, denial))
+                    if denial is None and ask.write:
+                        accepted.append(ask.reservation)
+                if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
+                    continue  # too late for some: decide again without them, write nothing for them
+                kept, settled_through = (
+                    _settle(current, group[0], through, now) if group else (current, through)
+                )
+                # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
+                tidy = confirmed and all(a.write for a in group) and _worth_writing(current, kept)
+                if accepted or tidy:
+                    keys = {r.key for r in accepted}
+                    kept = [r for r in kept if r.key not in keys] + accepted
+                    body = {ANNOTATION: encode(kept)}
+                    if settled_through:
+                        body[SETTLED_THROUGH] = str(settled_through)
+                    self._last_written[name] = self.store.write(name, lease, body)
+                elif not confirmed:
+                    continue  # decided on the kept copy and nothing to write: decide on a fresh read
+                for ask, denial in decided:
+                    ask.finish(denial)
+                return
+            except ApiException as exc:
+                if exc.status in (404, 409):
+                    # Someone reserved (or removed the Lease) meanwhile: decide again on what is there,
+                    # after a short random pause so that colliding replicas do not collide in lockstep.
+                    time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
+                    continue
+                error = LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}")
+            except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+                error = LedgerUnavailable(f"reservation store: {exc}")
+            for ask in group:
+                ask.finish(error=error)
+            return
+        for ask in group:
+            ask.finish(
+                error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
+            )
+
+
+def _worth_writing(current: list[Reservation], kept: list[Reservation]) -> bool:
+    """A group that admits nothing (the quota is full, or dryRun) still writes when settling would drop
+    a quarter of the Lease: otherwise the last seconds of a burst stay stored until the next admission."""
+    dropped = len(current) - len(kept)
+    return dropped > 0 and dropped * 4 >= len(current)

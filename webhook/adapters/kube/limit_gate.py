@@ -1,0 +1,60 @@
+"""GPU limits on the admission path: gpuport's namespace limits, real LimitRanges read in
+GPU-equivalents, and the LimitRanger default-injection trap. Runs on /mutate (so users see this
+message before the built-in one) and again on /validate (which fails closed)."""
+
+import logging
+
+from webhook.core.admission import Context
+from webhook.core.decision import Decision, deny
+from webhook.core.demand import PodDemand, read_demand
+from webhook.core.limits import (
+    ANNOTATION,
+    OPT_IN_LABEL,
+    LimitsError,
+    from_annotation,
+    from_limitrange,
+    injected,
+    trap_message,
+    violations,
+)
+from webhook.core.review import AdmissionRequest
+
+log = logging.getLogger("gpuport.limits")
+
+
+class LimitGate:
+    def __init__(self, view):
+        self.view = view
+
+    def admit(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    ) -> Decision | None:
+        if not request.is_pod_create:
+            return None
+        pod = request.object or {}
+        namespace = self.view.namespace(request.namespace)
+        subject = f'pods "{request.name}"' if request.name else "pods"
+        pairs = injected(pod, context.dialects)
+        if pairs and namespace["labels"].get(OPT_IN_LABEL) != "true":
+            names = [
+                lr["metadata"]["name"]
+                for lr in self.view.limitranges_in(request.namespace)
+                if from_limitrange(lr, context.dialects)
+            ]
+            return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
+        demand = demand if demand is not None else read_demand(pod, context.dialects)
+        if not demand.asks:
+            return None
+        limits = []
+        if ANNOTATION in namespace["annotations"]:
+            try:
+                limits += from_annotation(namespace["annotations"][ANNOTATION])
+            except LimitsError as exc:
+                log.error("namespace %s: %s", request.namespace, exc)  # a bad edit must not block pods
+        for limitrange in self.view.limitranges_in(request.namespace):
+            limits += from_limitrange(limitrange, context.dialects)
+        found = violations(pod, demand, limits, context.target, context.dialects.catalogue)
+        if not found:
+            return None
+        listed = found[0] if len(found) == 1 else "[" + ", ".join(found) + "]"
+        return deny("gpu-limit", f"{subject} is forbidden: {listed}")

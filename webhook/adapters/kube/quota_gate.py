@@ -1,0 +1,210 @@
+"""The quota step of /validate: GPU-equivalents against the namespace's quotas, with a reservation.
+
+An adapter: it reads the cluster view and writes the reservation store; the arithmetic and the
+message are the pure functions in webhook.core.quota and webhook.core.equivalents. Only pods that
+ask for a GPU in a namespace with a GPU quota pay the store's round trip.
+
+When the store cannot be reached it denies (fail closed): quota is a promise to the namespace's
+owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
+GPU quotas are never affected.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from webhook.adapters.kube.ledger import (
+    TTL_SECONDS,
+    Ledger,
+    LedgerUnavailable,
+    Reservation,
+    ViewBehind,
+    ViewMark,
+)
+from webhook.core.admission import Context
+from webhook.core.decision import Decision, deny
+from webhook.core.demand import PodDemand, read_demand
+from webhook.core.equivalents import pod_use
+from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
+from webhook.core.review import AdmissionRequest
+
+log = logging.getLogger("gpuport.quota")
+
+
+class QuotaGate:
+    def __init__(
+        self,
+        view,
+        ledger: Ledger,
+        clock: Callable[[], float] = time.time,
+        max_waiting: int = 7,
+        wait_for_slot: float = 0.5,
+    ):
+        self.view = view
+        self.ledger = ledger
+        self.clock = clock
+        # At most this many of a worker's threads wait on the reservation store at once (set it below
+        # the worker's thread count): a slow or frozen API server then delays quota'd GPU pods only,
+        # never the reviews of everything else.
+        self._slots = threading.BoundedSemaphore(max_waiting)
+        self.wait_for_slot = wait_for_slot
+        # Each running pod's usage, worked out once per context (maps reload → new context → recount).
+        self._usage: dict[str, tuple[Usage, object]] = {}
+        self._usage_context: Context | None = None  # held, so its identity cannot be reused
+        # namespace → (key, usage per quota, counted UIDs, context) of its last snapshot
+        self._by_namespace: dict[str, tuple] = {}
+
+    def admit(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    ) -> Decision | None:
+        """A denial, or None when quota has nothing against this request."""
+        if not request.is_pod_create:
+            return None
+        pod = request.object or {}
+        target, catalogue = context.target, context.dialects.catalogue
+        demand = demand if demand is not None else read_demand(pod, context.dialects)
+        if not demand.asks:
+            return None
+        # Never on a view that is still loading: an empty view would count nothing as used. Until the
+        # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
+        if not self.view.has_synced("resourcequotas"):
+            return _loading(request)
+        facts = pod_facts(pod)
+        quotas = [
+            q
+            for q in gpu_quotas(self.view.quotas_in(request.namespace), target.whole_gpu)
+            if applies(q, facts)
+        ]
+        if not quotas:
+            return None
+        if not self.view.has_synced("pods"):
+            return _loading(request)
+        asked = pod_use(pod, demand, target, catalogue)
+        if not self._slots.acquire(timeout=self.wait_for_slot):
+            log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
+            return deny(
+                "quota-busy",
+                f"gpuport is waiting on the API server for other GPU pods and cannot check the GPU quota "
+                f"of {request.namespace} now; retry shortly",
+            )
+        try:
+            try:
+                denial = self._reserve(request, quotas, asked, context)
+            except ViewBehind as behind:
+                # Another replica settled pods this view has not read yet: they arrive within moments.
+                if not self._catch_up(behind.through):
+                    raise
+                denial = self._reserve(request, quotas, asked, context)
+        except LedgerUnavailable as exc:
+            log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
+            return deny(
+                "quota-unavailable",
+                f"gpuport could not check the GPU quota of {request.namespace} ({exc}); retry shortly",
+            )
+        finally:
+            self._slots.release()
+        if denial:
+            subject = f'pods "{request.name}"' if request.name else "pods"
+            return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
+        return None
+
+    def _catch_up(self, through: int, seconds: float = 1.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while self.view.pods_read_through() < through:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _reserve(self, request: AdmissionRequest, quotas: list, asked, context: Context) -> str | None:
+        """One attempt: this view's usage of the namespace, then the store's decision."""
+        target = context.target
+        # How far the view has read is taken before its snapshot: the snapshot holds at least that.
+        mark = self._mark(request.namespace)
+        used, counted = self._namespace_usage(request.namespace, quotas, context)
+
+        def decide(reservations: list[Reservation]) -> str | None:
+            for quota in quotas:
+                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
+                message = exceeded(quota, asked, used[quota.name] + reserved, target.whole_gpu)
+                if message:
+                    return message
+            return None
+
+        pod = request.object or {}
+        key = str((pod.get("metadata") or {}).get("uid") or request.uid)
+        now = self.clock()
+        reservation = Reservation(
+            key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
+        )
+        return self.ledger.reserve(
+            request.namespace,
+            reservation,
+            decide,
+            now,
+            counted.__contains__,
+            write=not request.dry_run,
+            mark=mark,
+        )
+
+    def _mark(self, namespace: str) -> ViewMark | None:
+        read_through = self.view.pods_read_through()
+        if not read_through:
+            return None  # a view that cannot say how far it has read settles nothing
+        return ViewMark(read_through, lambda uid: self.view.pod_first_seen(namespace, uid))
+
+    def _namespace_usage(self, namespace: str, quotas: list, context: Context):
+        """(usage per quota, UIDs counted) of the namespace's running GPU pods, from one snapshot of the
+        view: a pod the view counts must also be the pod whose reservation is skipped, or a pod that
+        lands between two reads would be counted nowhere. Worked out again only when the namespace's
+        pods, its quotas or the context changed; when pods were only added (a burst), only the new ones
+        are summed onto the last result, so a burst of n pods costs n additions, not n squared."""
+        quotas_key = repr(quotas)
+        key = (self.view.pods_version(namespace), quotas_key, id(context))
+        cached = self._by_namespace.get(namespace)
+        if cached is not None and cached[0] == key and cached[3] is context:
+            return cached[1], cached[2]
+        snapshot = self.view.pods_in(namespace)
+        by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
+        counted = frozenset(by_uid)
+        comparable = cached is not None and cached[0][1:] == key[1:] and cached[3] is context
+        if comparable and cached[2] <= counted:
+            used, new = dict(cached[1]), [by_uid[uid] for uid in counted - cached[2]]
+        else:
+            used, new = {q.name: Usage() for q in quotas}, snapshot
+        for other in new:
+            other_use, other_facts = self._counted(other, context)
+            for quota in quotas:
+                if applies(quota, other_facts):
+                    used[quota.name] = used[quota.name] + other_use
+        if len(self._usage) > 4 * len(snapshot) + 1000:
+            self._usage.clear()  # pods come and go; keep the memo about the size of what runs
+        self._by_namespace[namespace] = (key, used, counted, context)
+        return used, counted
+
+    def _counted(self, other: dict, context: Context):
+        """(Usage, PodFacts) of a running pod; a pod's spec never changes, so once per context is enough."""
+        if context is not self._usage_context:
+            self._usage.clear()
+            self._usage_context = context
+        key = str(other["metadata"].get("uid"))
+        found = self._usage.get(key)
+        if found is None:
+            use = pod_use(
+                other, read_demand(other, context.dialects), context.target, context.dialects.catalogue
+            )
+            found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
+            self._usage[key] = found
+        return found
+
+
+def _loading(request: AdmissionRequest) -> Decision:
+    log.warning(
+        "GPU quota not checked for %s/%s: cluster view still loading", request.namespace, request.name
+    )
+    return deny(
+        "quota-view-loading",
+        f"gpuport is still loading its view of the cluster and cannot check the GPU quota of "
+        f"{request.namespace} yet; retry shortly",
+    )

@@ -1,0 +1,51 @@
+"""Composition root: build the decision context and the Flask app around it."""
+
+import os
+from pathlib import Path
+
+from flask import Flask
+
+from webhook.adapters.http.server import ServerState, create_app
+from webhook.adapters.kube.limit_gate import LimitGate
+from webhook.config.cloudmap import directory_signature
+from webhook.config.loading import build_context
+
+
+def quota_gate(cluster: str, namespace: str, threads: int = 16):
+    """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
+    watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
+    from kubernetes import client
+
+    from webhook.adapters.kube.clusterview import ClusterView
+    from webhook.adapters.kube.kubeclient import api_client
+    from webhook.adapters.kube.ledger import LeaseLedger
+    from webhook.adapters.kube.quota_gate import QuotaGate
+
+    api = api_client(cluster)
+    return QuotaGate(
+        ClusterView(client.CoreV1Api(api)),
+        LeaseLedger(client.CoordinationV1Api(api), namespace),
+        max_waiting=max(threads - 1, 1),  # one thread always left for everything else
+    )
+
+
+def build_app(
+    cloudmap_dir: Path,
+    cloud: str,
+    inventory: Path | None = None,
+    cluster: str = "",
+    namespace: str = "gpuport-system",
+    threads: int = 16,
+) -> Flask:
+    # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
+    signature = (directory_signature(cloudmap_dir, inventory), 0)
+    gate = quota_gate(cluster, namespace, threads) if cluster else None
+    state = ServerState(
+        context=build_context(cloudmap_dir, cloud, inventory),
+        maps_signature=signature,
+        quota_gate=gate,
+        limit_gate=LimitGate(gate.view) if gate else None,
+    )
+    app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
+    app.extensions["gpuport"] = state
+    return app

@@ -1,0 +1,297 @@
+"""Cloud maps and the GPU catalogue from YAML: safe loading, schema validation, errors at file:line.
+
+An admin who breaks a map gets `file:line: problem`; the server keeps serving the last good maps.
+"""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from webhook.core.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
+from webhook.core.platform import CloudMap, MigForm, ModelAnnotations, ModelLabel, NodeLabels, SharedForm
+
+CATALOGUE_FILE = "gpus.yaml"
+
+_CATALOGUE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["models"],
+    "properties": {
+        "models": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["vendor", "family", "memory_gb"],
+                "properties": {
+                    "vendor": {"enum": ["nvidia", "amd"]},
+                    "family": {"type": "string"},
+                    "class": {"enum": ["training", "inference"]},
+                    "memory_gb": {"type": "integer", "minimum": 1},
+                    "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
+                    "names": {"type": "array", "items": {"type": "string"}},
+                    "mig": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["compute_slices", "profiles"],
+                        "properties": {
+                            "compute_slices": {"type": "integer", "minimum": 1},
+                            "profiles": {
+                                "type": "object",
+                                "additionalProperties": {"type": "integer", "minimum": 1},
+                            },
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+
+
+class CloudMapError(ValueError):
+    def __init__(self, path: Path | str, line: int | None, problem: str):
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class LoadedMaps:
+    catalogue: Catalogue
+    maps: dict[str, CloudMap]
+
+
+def _map_schema() -> dict[str, Any]:
+    return json.loads(resources.files("webhook.config").joinpath("schemas/cloudmap.schema.json").read_text())
+
+
+_MAP_VALIDATOR = jsonschema.Draft202012Validator(_map_schema())
+_CATALOGUE_VALIDATOR = jsonschema.Draft202012Validator(_CATALOGUE_SCHEMA)
+
+
+def _compose(text: str, source: Path | str) -> tuple[yaml.Node | None, Any]:
+    """Parse YAML safely, keeping the node tree for line numbers; refuse duplicate keys."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise CloudMapError(
+            source, mark.line + 1 if mark else None, f"not valid YAML: {exc.problem}"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise CloudMapError(source, None, f"not valid YAML: {exc}") from None
+    for key_node in _duplicate_keys(node):
+        raise CloudMapError(source, key_node.start_mark.line + 1, f"duplicate key {key_node.value!r}")
+    return node, data
+
+
+def _validate(validator, data, node, source) -> None:
+    errors = list(validator.iter_errors(data))
+    if errors:
+        error = jsonschema.exceptions.best_match(errors)
+        location = ".".join(map(str, error.absolute_path)) or "(top level)"
+        raise CloudMapError(source, _line_of(node, _error_path(error)), f"{location}: {error.message}")
+
+
+def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:
+    node, data = _compose(text, source)
+    if not isinstance(data, dict):
+        raise CloudMapError(source, 1, "the GPU catalogue must be a YAML mapping with a 'models' key")
+    _validate(_CATALOGUE_VALIDATOR, data, node, source)
+    for model_id, entry in data["models"].items():
+        for profile in (entry.get("mig") or {}).get("profiles", {}):
+            try:
+                MigProfile.parse(profile)
+            except ProfileError as exc:
+                raise CloudMapError(
+                    source, _line_of(node, ["models", model_id, "mig", "profiles", profile]), str(exc)
+                ) from None
+    return parse_catalogue(data)
+
+
+def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> CloudMap:
+    node, data = _compose(text, source)
+    if not isinstance(data, dict):
+        raise CloudMapError(source, 1, "a cloud map must be a YAML mapping")
+    _validate(_MAP_VALIDATOR, data, node, source)
+    model_labels = []
+    for index, entry in enumerate(data.get("model_labels", [])):
+        values = entry["values"]
+        if values == "catalogue-names":
+            expanded = {m.id: m.names for m in catalogue.models.values() if m.names}
+        else:
+            expanded = {}
+            for model_id, value in values.items():
+                if model_id not in catalogue.models:
+                    line = _line_of(node, ["model_labels", index, "values", model_id])
+                    raise CloudMapError(
+                        source,
+                        line,
+                        f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})",
+                    )
+                expanded[model_id] = tuple(value) if isinstance(value, list) else (value,)
+        named = {v for values_of_model in expanded.values() for v in values_of_model}
+        for value in entry.get("gpus", {}):
+            if value not in named:
+                line = _line_of(node, ["model_labels", index, "gpus", value])
+                raise CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
+        model_labels.append(ModelLabel(entry["label"], expanded, dict(entry.get("gpus", {}))))
+    for index, model_id in enumerate(data.get("offered_models", [])):
+        if model_id not in catalogue.models:
+            line = _line_of(node, ["offered_models", index])
+            raise CloudMapError(
+                source, line, f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
+            )
+    res = data["resources"]
+    mig = res.get("mig", {"form": "none"})
+    shared = res.get("shared", {"form": "none"})
+    policy = data.get("policy", {})
+    node_labels = data.get("node_labels", {})
+    return CloudMap(
+        name=data["name"],
+        description=data.get("description", ""),
+        vendor=data.get("vendor", "nvidia"),
+        whole_gpu=res["whole"],
+        mig=MigForm(
+            form=mig["form"],
+            resource_prefix=mig.get("resource_prefix", ""),
+            product_label=mig.get("product_label", ""),
+            label=mig.get("label", ""),
+            annotations=dict(mig.get("annotations", {})),
+        ),
+        shared=SharedForm(
+            form=shared["form"],
+            resource=shared.get("resource", ""),
+            label=shared.get("label", ""),
+            values=tuple(shared.get("values", ())),
+            memory_resource=shared.get("memory_resource", ""),
+            memory_percent_resource=shared.get("memory_percent_resource", ""),
+            max_per_container=shared.get("max_per_container", 0),
+            fraction_annotation=shared.get("fraction_annotation", ""),
+            memory_annotation=shared.get("memory_annotation", ""),
+            memory_unit_bytes=shared.get("memory_unit_bytes", 0),
+            count_resource=shared.get("count_resource", ""),
+            core_resource=shared.get("core_resource", ""),
+            core_per_gpu=shared.get("core_per_gpu", 100),
+            replicas_per_gpu=shared.get("replicas_per_gpu", 0),
+            count_optional=shared.get("count_optional", False),
+        ),
+        model_labels=tuple(model_labels),
+        model_annotations=ModelAnnotations(**data.get("model_annotations", {})),
+        node_labels=NodeLabels(
+            owned=tuple(node_labels.get("owned", ())),
+            spot=tuple((s["key"], s["value"]) for s in node_labels.get("spot", ())),
+            spot_tolerations=tuple(node_labels.get("spot_tolerations", ())),
+        ),
+        offered_models=tuple(data.get("offered_models", ())),
+        offered_profiles=tuple(data.get("offered_profiles", ())),
+        tolerations=tuple(data.get("tolerations", ())),
+        topology_labels=dict(data.get("topology_labels", {})),
+        scheduler_name=data.get("scheduler_name", ""),
+        fractional_policy=policy.get("fractional", "deny"),
+        mig_to_whole=policy.get("mig_to_whole", "deny"),
+        substitution=policy.get("substitution", "same-class"),
+        driver_version=str(data.get("driver_version", "")),
+        topology_policy=policy.get("topology", "preferred"),
+        numa_scheduler=data.get("numa_scheduler", ""),
+        preflight_weights=dict(data.get("preflight_weights", {})),
+        source=str(source),
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CloudMapError(path, None, f"cannot read: {exc}") from None
+
+
+def map_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.yaml") if p.name != CATALOGUE_FILE)
+
+
+def load_directory(directory: Path) -> LoadedMaps:
+    """The catalogue and every platform map in a directory; the first bad file raises CloudMapError."""
+    catalogue_path = directory / CATALOGUE_FILE
+    if not catalogue_path.is_file():
+        raise CloudMapError(catalogue_path, None, "the GPU catalogue is missing")
+    catalogue = parse_catalogue_text(_read(catalogue_path), catalogue_path)
+    maps: dict[str, CloudMap] = {}
+    for path in map_files(directory):
+        cloud_map = parse_cloud_map(_read(path), path, catalogue)
+        if cloud_map.name in maps:
+            node, _ = _compose(_read(path), path)
+            raise CloudMapError(path, _line_of(node, ["name"]), f"duplicate map name {cloud_map.name!r}")
+        maps[cloud_map.name] = cloud_map
+    return LoadedMaps(catalogue, maps)
+
+
+def directory_signature(directory: Path, *extra_files: Path | None) -> tuple:
+    """Changes whenever a map file is added, removed or rewritten (a ConfigMap swaps a symlink), or one
+    of `extra_files` (the inventory) changes."""
+    entries = []
+    for path in [*sorted(directory.glob("*.yaml")), *(p for p in extra_files if p is not None)]:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        entries.append((path.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+def default_directory() -> Path:
+    """The repository's cloudmaps/ (a source checkout); the container image sets GPUPORT_CLOUDMAP_DIR."""
+    return Path(__file__).resolve().parents[2] / "cloudmaps"
+
+
+def _duplicate_keys(node: yaml.Node | None) -> Iterator[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    yield key_node
+                seen.add(key_node.value)
+            yield from _duplicate_keys(value_node)
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            yield from _duplicate_keys(child)
+
+
+def _line_of(node: yaml.Node | None, path: list[Any]) -> int | None:
+    """1-based line of the deepest entry on `path` that exists (a mapping entry's key line)."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for key in path:
+        found = None
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            found = (node.value[key], node.value[key])
+        if found is None:
+            break
+        key_node, node = found
+        line = key_node.start_mark.line + 1
+    return line
+
+
+def _error_path(error: jsonschema.ValidationError) -> list[Any]:
+    """The path to point at: for an unexpected key, the key itself rather than its parent."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        if extra:
+            path.append(extra[0])
+    return path

@@ -1,0 +1,114 @@
+"""Build the decision context from the cloud-map directory and, optionally, a node inventory
+(at startup and on every reload)."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from webhook.config.cloudmap import CloudMapError, load_directory
+from webhook.core.admission import Context
+from webhook.core.inventory import Inventory, InventoryError, parse_inventory
+from webhook.core.placement import PlacementHints
+from webhook.core.platform import CloudMap, Dialects
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+def build_context(
+    cloudmap_dir: Path,
+    cloud: str,
+    inventory_file: Path | None = None,
+    inventory: Inventory | None = None,
+    read_as: str | None = None,
+) -> Context:
+    """The decision context; nodes come from `inventory_file`, else `inventory` (the cluster view).
+    `read_as` restricts the dialects asks are read in to that one map (and the target's): the
+    offline commands' --from, for labels two clouds share with different meanings."""
+    try:
+        loaded = load_directory(cloudmap_dir)
+    except CloudMapError as exc:
+        raise StartupError(f"cloud map error: {exc}") from None
+    for name in filter(None, (cloud, read_as)):
+        if name not in loaded.maps:
+            known = ", ".join(sorted(loaded.maps)) or "none"
+            raise StartupError(f"no cloud map named {name!r} in {cloudmap_dir} (found: {known})")
+    readable = [loaded.maps[read_as], loaded.maps[cloud]] if read_as else list(loaded.maps.values())
+    dialects = Dialects(tuple({m.name: m for m in readable}.values()), loaded.catalogue)
+    target = loaded.maps[cloud]
+    if inventory_file is not None:
+        inventory = load_inventory(inventory_file)
+    if inventory is None:
+        return Context(target=target, dialects=dialects)
+    declared = target
+    present = models_present(inventory, dialects)
+    offered = tuple(m for m in target.models_offered(loaded.catalogue) if m in present)
+    if offered:
+        # Translation picks among the models the cluster really has, not all the cloud sells.
+        target = replace(target, offered_models=offered)
+    profiles = profiles_present(inventory, target)
+    if profiles:
+        target = replace(target, offered_profiles=tuple(sorted(profiles)))
+    return Context(
+        target=target,
+        dialects=dialects,
+        mutations=(PlacementHints(target, inventory),),
+        present_models=frozenset(present),
+        present_resources=resources_present(inventory),
+        declared=declared,
+    )
+
+
+def load_inventory(path: Path) -> Inventory:
+    try:
+        return parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
+        raise StartupError(f"inventory {path}: {exc}") from None
+
+
+def profiles_present(inventory: Inventory, target: CloudMap) -> set[str]:
+    """MIG profiles some node offers now, in the target's own words (resource, product or partition label)."""
+    found: set[str] = set()
+    for node in inventory.nodes:
+        for resource, amount in node.allocatable.items():
+            profile = target.mig.profile_of(resource)
+            if profile is not None and amount > 0:
+                found.add(profile.name)
+        if target.mig.form == "single" and "-MIG-" in node.labels.get(target.mig.product_label, ""):
+            found.add(node.labels[target.mig.product_label].rpartition("-MIG-")[2])
+        if target.mig.form == "partition-label" and node.labels.get(target.mig.label):
+            found.add(node.labels[target.mig.label])
+    return found
+
+
+def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
+    """GPU models with at least one healthy GPU: from the node agent's record, else from every label
+    form a node may carry: any platform's model labels, and GFD product names (MIG-single and
+    shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
+    catalogue = dialects.catalogue
+    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
+    present: set[str] = set()
+    for node in inventory.nodes:
+        gpus = node.capability.get("gpus") if node.capability else None
+        if gpus:
+            present |= {
+                g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
+            }
+            continue
+        for label in labels:
+            value = node.labels.get(label.label)
+            if value is not None:
+                present |= label.models_for(value)
+        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
+        if found is not None:
+            present.add(found[0].id)
+    return {m for m in present if m in catalogue.models}
+
+
+def resources_present(inventory: Inventory) -> frozenset[str]:
+    """Extended resources some node has allocatable now (MIG slices, shared GPUs, whole GPUs)."""
+    return frozenset(name for node in inventory.nodes for name, n in node.allocatable.items() if n > 0)

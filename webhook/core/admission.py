@@ -1,0 +1,151 @@
+"""The decision core: an admission request and a read-only context in, a Decision out.
+
+Pure: no I/O, no clock, no randomness. The same input always gives the same Decision, which is what
+makes the webhook idempotent under reinvocation and testable without a server.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.checks import Violation, check_pod_spec
+from webhook.core.decision import Decision, allow, deny
+from webhook.core.demand import PodDemand, read_demand, read_selection
+from webhook.core.patch import diff_mutation
+from webhook.core.platform import CloudMap, Dialects
+from webhook.core.review import AdmissionRequest
+from webhook.core.translate import (
+    Untranslatable,
+    add_tolerations,
+    is_native,
+    missing_tolerations,
+    translate_pod,
+)
+from webhook.core.workloads import containers, find_pod_spec, pod_spec_path, resource_section
+
+# A mutation edits the editable view of a Pod in place and returns one warning line per change.
+# It also receives the whole original Pod, read-only, for context it may not edit.
+Mutation = Callable[[dict[str, Any], Mapping[str, Any]], list[str]]
+
+
+@dataclass(frozen=True)
+class Context:
+    target: CloudMap
+    dialects: Dialects
+    # Extra rewrites after translation (placement hints plug in here).
+    mutations: tuple[Mutation, ...] = ()
+    # GPU models some node has now (from the inventory); None when gpuport has no view of the cluster.
+    present_models: frozenset[str] | None = None
+    # Extended resources some node has allocatable now; None without a view of the cluster.
+    present_resources: frozenset[str] | None = None
+    # The map as written, when `target` was narrowed to what the nodes have: whether a pod is
+    # already in this cluster's words is decided on it, never on the nodes of the moment.
+    declared: CloudMap | None = None
+
+    @property
+    def as_declared(self) -> CloudMap:
+        return self.declared or self.target
+
+
+def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:
+    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates).
+    `demand` is the pod's, when the caller has already read it."""
+    checked = _check(request, context)
+    if checked is not None:
+        return checked
+    if not request.is_pod_create:
+        return allow("checked")
+    pod = request.object or {}
+    try:
+        patch, warnings = rewrite_pod(pod, context, demand)
+    except Untranslatable as exc:
+        return deny("untranslatable", untranslatable_message(request, context.target, exc))
+    return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
+
+
+def rewrite_pod(
+    pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None, hints: bool = True
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
+    A pod already in the target's words changes only where it could not schedule as written (the
+    map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files)."""
+    demand = demand if demand is not None else read_demand(pod, context.dialects)
+    spec = pod.get("spec") or {}
+    native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
+    wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
+    if native and not hints:
+        wanted = []
+    tolerate = bool(demand.asks) and missing_tolerations(spec, context.target)
+    if native and not wanted and not tolerate:
+        # No copy, no diff; the pod's models are the ones already read with its demand.
+        return [], _absent(spec, context, demand.selection.models) if demand.asks else []
+    warnings: list[str] = []
+
+    def mutate(view: dict[str, Any]) -> None:
+        if native:
+            warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
+        else:
+            warnings.extend(
+                translate_pod(view, demand, context.target, context.dialects, context.as_declared)
+            )
+        # A translated pod asks for other models now: read them from what it became.
+        models = demand.selection.models if native else read_selection(view["spec"], context.dialects).models
+        warnings.extend(_absent(view["spec"], context, models))
+        for mutation in wanted:
+            warnings.extend(mutation(view, pod))
+
+    return diff_mutation(pod, mutate), warnings
+
+
+def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:
+    """What the pod now asks for (`chosen` models, its GPU resources) that no node has at the moment:
+    said, never changed (an autoscaler may add the node; gpuport does not second-guess a pod written
+    for this cluster)."""
+    warnings = []
+    if context.present_models is not None and chosen and not chosen & context.present_models:
+        warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
+    if context.present_resources is not None:
+        for name in sorted({n for c in containers(spec, ("spec",)) for n in _gpu_names(c, context)}):
+            if name not in context.present_resources:
+                warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
+    return warnings
+
+
+def _gpu_names(container, context: Context) -> set[str]:
+    names = {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
+    return {name for name in names if context.target.is_accelerator(name)}
+
+
+def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:
+    subject = f'{request.kind} "{request.name}"' if request.name else request.kind
+    return f"{subject} cannot run on this cluster ({target.name}): " + "; ".join(exc.messages)
+
+
+def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
+    """The /validate path: the same checks, on the final object after every mutating webhook."""
+    checked = _check(request, context)
+    return checked if checked is not None else allow("checked")
+
+
+def _check(request: AdmissionRequest, context: Context) -> Decision | None:
+    """A denial, an allowance for requests gpuport does not look at, or None to go on."""
+    if request.operation not in ("CREATE", "UPDATE"):
+        return allow("operation-ignored")
+    path = pod_spec_path(request.group, request.kind)
+    if path is None:
+        return allow("kind-ignored")
+    pod_spec = find_pod_spec(request.object or {}, path)
+    if pod_spec is None:
+        return allow("no-pod-spec")
+    violations = check_pod_spec(pod_spec, path, context.target, context.dialects)
+    if violations:
+        return deny(violations[0].reason, denial_message(request, violations))
+    return None
+
+
+def denial_message(request: AdmissionRequest, violations: list[Violation]) -> str:
+    subject = f'{request.kind} "{request.name}"' if request.name else request.kind
+    if len(violations) == 1:
+        return f"{subject}: {violations[0].message}"
+    listed = "; ".join(f"({n}) {v.message}" for n, v in enumerate(violations, 1))
+    return f"{subject} has {len(violations)} problems: {listed}"

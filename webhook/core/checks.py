@@ -1,0 +1,123 @@
+"""GPU request checks that mirror the API server's own rules for extended resources, with better words.
+
+The API server rejects a fractional extended resource with a Go structure dump, and only after every
+mutating webhook has run. These checks run first and say what to ask for instead. They are never
+stricter than the API server: every pod they deny, the API server would deny too.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from webhook.core import quantity
+from webhook.core.platform import CloudMap, Dialects
+from webhook.core.workloads import ContainerRef, containers, resource_section
+
+
+@dataclass(frozen=True)
+class Violation:
+    reason: (
+        str  # fractional-gpu | fractional-extended | missing-limit | request-limit-mismatch | bad-quantity
+    )
+    field: str
+    message: str
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' rule: a domain-qualified name outside *kubernetes.io/, not a quota key."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def check_pod_spec(
+    pod_spec: Mapping[str, Any],
+    spec_path: tuple[str, ...],
+    target: CloudMap,
+    dialects: Dialects,
+) -> list[Violation]:
+    violations: list[Violation] = []
+    for container in containers(pod_spec, spec_path):
+        violations.extend(_check_container(container, target, dialects))
+    return violations
+
+
+def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialects) -> list[Violation]:
+    requests = resource_section(container.spec, "requests")
+    limits = resource_section(container.spec, "limits")
+    names = [n for n in (*limits, *(n for n in requests if n not in limits)) if is_extended_resource(n)]
+    found: list[Violation] = []
+    for name in names:
+        parsed: dict[str, Decimal] = {}
+        for section, values in (("limits", limits), ("requests", requests)):
+            if name not in values:
+                continue
+            try:
+                parsed[section] = quantity.parse(values[name])
+            except quantity.QuantityError as exc:
+                found.append(
+                    Violation(
+                        "bad-quantity",
+                        f"{container.field}.resources.{section}[{name}]",
+                        f"{container.label}: {section}.{name} {exc}",
+                    )
+                )
+        fractional = next(
+            (parsed[s] for s in ("limits", "requests") if s in parsed and not quantity.is_whole(parsed[s])),
+            None,
+        )
+        if fractional is not None and _translated_by_policy(name, fractional, target, dialects):
+            continue
+        if fractional is not None:
+            found.append(_fractional(container, name, fractional, target, dialects))
+            continue
+        if "requests" in parsed and name not in limits:
+            found.append(
+                Violation(
+                    "missing-limit",
+                    f"{container.field}.resources.limits",
+                    f"{container.label}: {name} is requested ({quantity.as_written(parsed['requests'])}) "
+                    "without a limit: Limit must be set for non overcommitable resources "
+                    f"(set limits {name}: {quantity.as_written(parsed['requests'])})",
+                )
+            )
+        elif "requests" in parsed and "limits" in parsed and parsed["requests"] != parsed["limits"]:
+            request_text = quantity.as_written(parsed["requests"])
+            limit_text = quantity.as_written(parsed["limits"])
+            found.append(
+                Violation(
+                    "request-limit-mismatch",
+                    f"{container.field}.resources.requests",
+                    f'{container.label}: requests {name} "{request_text}" must be equal to '
+                    f"{name} limit of {limit_text}",
+                )
+            )
+    return found
+
+
+def _translated_by_policy(name: str, amount: Decimal, target: CloudMap, dialects: Dialects) -> bool:
+    """A cloud map may turn part of a whole GPU into a MIG slice or a shared GPU instead of denying it."""
+    whole_names = {m.whole_gpu for m in dialects.maps}
+    return target.fractional_policy != "deny" and name in whole_names and 0 < amount < 1
+
+
+def _fractional(
+    container: ContainerRef, name: str, amount: Decimal, target: CloudMap, dialects: Dialects
+) -> Violation:
+    written = quantity.as_written(amount)
+    field = f"{container.field}.resources.limits[{name}]"
+    if name not in dialects:
+        return Violation(
+            "fractional-extended",
+            field,
+            f"{container.label}: {name} is {written}, but extended resources must be whole numbers",
+        )
+    options = target.partial_gpu_options()
+    if options:
+        instead = "for part of a GPU ask for " + " or ".join(options)
+    else:
+        instead = f"this cluster offers no partial GPUs: ask for whole ones ({target.whole_gpu}: 1)"
+    return Violation(
+        "fractional-gpu",
+        field,
+        f"{container.label}: {name} is {written}, but GPUs are whole units; {instead}",
+    )

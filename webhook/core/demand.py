@@ -1,0 +1,337 @@
+"""Canonical demand: every container's GPU ask, read from any loaded dialect, in one model.
+
+Whole GPUs, MIG slices and shared GPUs look different on every platform (a resource per profile, a
+node label naming the profile, a memory resource, a sharing label...). Translation works from this
+model only, so N platforms need N maps rather than N² rules.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from webhook.core import quantity
+from webhook.core.catalogue import MigProfile, ProfileError
+from webhook.core.checks import is_extended_resource
+from webhook.core.platform import Dialects
+from webhook.core.workloads import containers, resource_section
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SharedAsk:
+    memory_mib: int | None = None
+    core_percent: int | None = None
+    memory_percent: int | None = None  # of one card's memory, when asked that way
+
+
+@dataclass(frozen=True)
+class ContainerAsk:
+    list_name: str
+    index: int
+    name: str
+    kind: str  # whole | mig | shared | fraction
+    count: int
+    vendor: str = "nvidia"
+    profile: MigProfile | None = None
+    share: SharedAsk | None = None
+    fraction: Fraction | None = None  # a fractional whole-GPU ask, translated only by policy
+    written: Mapping[str, str] = field(default_factory=dict)  # the resource entries as the user wrote them
+
+    @property
+    def label(self) -> str:
+        return f"{self.list_name}[{self.index}]"
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(self.written.items()))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the pod's node selector and required node affinity say about GPUs."""
+
+    models: frozenset[str] | None = None  # acceptable GPU models; None = any
+    profile: MigProfile | None = None  # a MIG profile chosen by label (partition size, -MIG- product)
+    shared: bool = False  # a sharing label (time-sharing, MPS, -SHARED product)
+    keys: frozenset[str] = frozenset()  # every GPU-meaning label key the pod used
+    unknown: tuple[str, ...] = ()  # label values that name no known model
+    annotations: frozenset[str] = frozenset()  # model-choosing annotation keys the pod used
+    avoid: frozenset[str] = frozenset()  # models the pod refuses (HAMi's nouse-gputype)
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    asks: tuple[ContainerAsk, ...]
+    selection: Selection
+    problems: tuple[str, ...] = ()
+
+
+def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), Mapping) else {}
+    selection = with_model_annotations(read_selection(spec, dialects), annotations, dialects)
+    asks: list[ContainerAsk] = []
+    problems: list[str] = []
+    for container in containers(spec, ("spec",)):
+        ask, problem = _read_container(container, selection, dialects)
+        if ask is not None:
+            asks.append(ask)
+        if problem:
+            problems.append(problem)
+    shared, problem = _annotation_share(spec, annotations, dialects)
+    if shared is not None:
+        if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
+            problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
+        else:
+            asks.append(shared)
+            selection = replace(selection, annotations=selection.annotations | set(shared.written))
+    if problem:
+        problems.append(problem)
+    return PodDemand(tuple(asks), selection, tuple(problems))
+
+
+def _annotation_share(spec, annotations: Mapping[str, Any], dialects: Dialects):
+    """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
+    gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
+    for cloud_map in dialects.maps:
+        form = cloud_map.shared
+        if form.form != "annotation" or spec.get("schedulerName") != cloud_map.scheduler_name:
+            continue
+        written = {k: str(annotations[k]) for k in form.annotation_names() if k in annotations}
+        first = next((c for c in containers(spec, ("spec",)) if c.list_name == "containers"), None)
+        if not written or first is None:
+            continue
+        where = f'containers[{first.index}] "{first.name}"'
+        try:
+            fraction = (
+                Decimal(written[form.fraction_annotation]) if form.fraction_annotation in written else None
+            )
+            memory = int(written[form.memory_annotation]) if form.memory_annotation in written else None
+        except (ArithmeticError, ValueError):
+            return None, f"{where}: GPU share annotations {written} are not numbers"
+        if fraction is not None and not 0 < fraction < 1:
+            return None, f"{where}: {form.fraction_annotation} is {fraction}; a share is between 0 and 1"
+        share = SharedAsk(
+            memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
+        )
+        base = {"list_name": "containers", "index": first.index, "name": first.name, "written": written}
+        return ContainerAsk(kind="shared", count=1, share=share, vendor=cloud_map.vendor, **base), ""
+    return None, ""
+
+
+def node_constraints(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(key, operator, values) of every label requirement the pod puts on its node: nodeSelector
+    entries (as In) and each required node-affinity expression (values empty for Exists/DoesNotExist)."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        found += [(str(k), "In", (str(v),)) for k, v in selector.items()]
+    for expression in required_expressions(spec):
+        if isinstance(expression.get("key"), str):
+            values = tuple(map(str, expression.get("values") or ()))
+            found.append((expression["key"], str(expression.get("operator")), values))
+    return found
+
+
+def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(key, acceptable values) for the given label keys, from nodeSelector and required affinity (In)."""
+    return [(k, values) for k, op, values in node_constraints(spec) if k in keys and op == "In"]
+
+
+def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:
+    constraints = selector_constraints(spec, dialects.selector_keys())
+    models: frozenset[str] | None = None
+    profile: MigProfile | None = None
+    shared = False
+    unknown: list[str] = []
+    for key, values in constraints:
+        named: set[str] = set()
+        names_models = False
+        for value in values:
+            for cloud_map in dialects.maps:
+                for model_label in cloud_map.model_labels:
+                    if model_label.label == key:
+                        names_models = True
+                        named |= model_label.models_for(value)
+                if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
+                    # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
+                    found = dialects.catalogue.by_product_name(value)
+                    if found is not None:
+                        named.add(found[0].id)
+                        profile = found[1] or profile
+                        shared = shared or value.endswith("-SHARED")
+                if cloud_map.mig.form == "partition-label" and key == cloud_map.mig.label:
+                    try:
+                        profile = MigProfile.parse(value)
+                    except ProfileError:
+                        unknown.append(f"{key}={value}")
+                if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
+                    shared = shared or value in cloud_map.shared.values
+        if names_models:
+            if named:
+                models = frozenset(named) if models is None else models & named
+            else:
+                unknown.append(f"{key} in {list(values)}")
+    return Selection(models, profile, shared, frozenset(k for k, _ in constraints), tuple(unknown))
+
+
+def with_model_annotations(
+    selection: Selection, annotations: Mapping[str, Any], dialects: Dialects
+) -> Selection:
+    """Narrow the acceptable models by annotations such as HAMi's nvidia.com/use-gputype: "A100,H100"
+    and nvidia.com/nouse-gputype: "T4" (comma-separated, matched as words of the model's names)."""
+    models = selection.models
+    avoid: frozenset[str] = frozenset()
+    used: set[str] = set()
+    unknown = list(selection.unknown)
+    for cloud_map in dialects.maps:
+        named_by = cloud_map.model_annotations
+        for key, keep in ((named_by.use, True), (named_by.avoid, False)):
+            value = annotations.get(key) if key else None
+            if not isinstance(value, str) or key in used:
+                continue
+            used.add(key)
+            named = _models_named(value, dialects)
+            if keep and not named:
+                unknown.append(f"{key}={value}")
+            if keep:
+                models = named if models is None else models & named
+            else:
+                avoid |= named
+    if not used:
+        return selection
+    if models is not None:
+        models -= avoid
+    return replace(selection, models=models, unknown=tuple(unknown), annotations=frozenset(used), avoid=avoid)
+
+
+def _models_named(value: str, dialects: Dialects) -> frozenset[str]:
+    tokens = [t.strip().upper() for t in value.split(",") if t.strip()]
+    return frozenset(
+        model.id
+        for model in dialects.catalogue.models.values()
+        for token in tokens
+        if any(token in name.upper() for name in (model.id, *model.names))
+    )
+
+
+def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    terms = (
+        (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+            .get("nodeSelectorTerms")
+        )
+        if isinstance(spec.get("affinity"), Mapping)
+        else None
+    )
+    expressions = []
+    for term in terms or ():
+        if isinstance(term, Mapping):
+            expressions += [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
+    return expressions
+
+
+def _read_container(container, selection: Selection, dialects: Dialects) -> tuple[ContainerAsk | None, str]:
+    limits = resource_section(container.spec, "limits")
+    requests = resource_section(container.spec, "requests")
+    written: dict[str, str] = {}
+    amounts: dict[str, Decimal] = {}
+    for name in (*limits, *(n for n in requests if n not in limits)):
+        if not is_extended_resource(name) or name not in dialects:
+            continue
+        raw = limits.get(name, requests.get(name))
+        try:
+            amount = quantity.parse(raw)
+        except quantity.QuantityError:
+            continue  # the checks have already denied it
+        if amount == 0:
+            continue  # "nvidia.com/gpu: 0" asks for nothing
+        amounts[name] = amount
+        written[name] = str(raw)
+    if not amounts:
+        return None, ""
+    base = {
+        "list_name": container.list_name,
+        "index": container.index,
+        "name": container.name,
+        "written": written,
+    }
+    where = f'{container.list_name}[{container.index}] "{container.name}"'
+
+    for cloud_map in dialects.maps:
+        form = cloud_map.shared
+        # A share is named by its memory or core resource, or by a count resource of its own
+        # (aliyun.com/gpu-count); HAMi's count is nvidia.com/gpu, a whole GPU when alone.
+        own_count = form.count_resource and form.count_resource != cloud_map.whole_gpu
+        if form.form == "memory" and (
+            form.memory_resource in amounts
+            or (form.memory_percent_resource and form.memory_percent_resource in amounts)
+            or (form.core_resource and form.core_resource in amounts)
+            or (own_count and form.count_resource in amounts)
+        ):
+            return _read_share(form, cloud_map.vendor, amounts, base, where)
+
+    kinds = []
+    for name, amount in amounts.items():
+        for cloud_map in dialects.maps:
+            profile = cloud_map.mig.profile_of(name)
+            if profile is not None:
+                kinds.append(
+                    ContainerAsk(
+                        kind="mig", count=int(amount), profile=profile, vendor=cloud_map.vendor, **base
+                    )
+                )
+                break
+            if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
+                kinds.append(
+                    ContainerAsk(
+                        kind="shared", count=int(amount), share=SharedAsk(), vendor=cloud_map.vendor, **base
+                    )
+                )
+                break
+            if name == cloud_map.whole_gpu:
+                kinds.append(_whole(amount, cloud_map.vendor, selection, base))
+                break
+    if len(kinds) != 1:
+        return (
+            None,
+            f"{where} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); ask for one",
+        )
+    return kinds[0], ""
+
+
+def _read_share(form, vendor: str, amounts: Mapping[str, Decimal], base: dict, where: str):
+    memory = amounts.get(form.memory_resource)
+    percent = amounts.get(form.memory_percent_resource) if form.memory_percent_resource else None
+    core = amounts.get(form.core_resource) if form.core_resource else None
+    count = amounts.get(form.count_resource, Decimal(1)) if form.count_resource else Decimal(1)
+    core_percent = int(core * 100 / form.core_per_gpu) if core is not None else None
+    if percent is not None and memory is None and percent >= 100:
+        # All of a card's memory is no share at all: an exclusive GPU (HAMi gpumem-percentage: 100
+        # with gpucores 100 or unset; Koordinator gpu-memory-ratio: 200 is two whole cards).
+        cards, rest = divmod(int(percent), 100)
+        if rest:
+            return None, f"{where} asks for {percent}% of a GPU's memory; ask for whole GPUs or at most 100%"
+        if core_percent is None or core_percent >= 100 * cards:
+            whole = int(count) if form.count_resource in amounts else cards
+            return ContainerAsk(kind="whole", count=whole, vendor=vendor, **base), ""
+    share = SharedAsk(
+        memory_mib=int(memory * form.memory_unit_bytes / MIB) if memory is not None else None,
+        core_percent=core_percent,
+        memory_percent=int(percent) if percent is not None else None,
+    )
+    return ContainerAsk(kind="shared", count=int(count), share=share, vendor=vendor, **base), ""
+
+
+def _whole(amount: Decimal, vendor: str, selection: Selection, base: dict) -> ContainerAsk:
+    if not quantity.is_whole(amount):
+        return ContainerAsk(kind="fraction", count=0, fraction=Fraction(amount), vendor=vendor, **base)
+    if selection.profile is not None:
+        return ContainerAsk(kind="mig", count=int(amount), profile=selection.profile, vendor=vendor, **base)
+    if selection.shared:
+        return ContainerAsk(kind="shared", count=int(amount), share=SharedAsk(), vendor=vendor, **base)
+    return ContainerAsk(kind="whole", count=int(amount), vendor=vendor, **base)

@@ -1,0 +1,91 @@
+"""GPU-equivalents: one number for every way of asking for a GPU, so one quota covers them all.
+
+- A whole GPU of any vendor counts 1.
+- A MIG slice counts its compute slices over the GPU's total: 1g on a 7-slice GPU is 1/7, on an A30 1/4.
+  The GPU is the model the pod pins; if it pins none, the model with that profile that makes the slice
+  count most (never undercount).
+- A shared GPU counts its share: memory over the GPU's memory, or a memory or compute percentage
+  over 100, whichever is larger; the GPU is the pinned model, else the smallest the cluster offers.
+  A shared slot that names neither (time-slicing) counts 1/replicas of the platform map
+  (`shared.replicas_per_gpu`), else 1.
+- A pod counts like Kubernetes counts requests: the larger of its largest init container and the sum of
+  its app containers plus restartable init containers ("sidecars").
+Exact fractions throughout: seven 1g slices sum to exactly one GPU.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from webhook.core.catalogue import Catalogue
+from webhook.core.demand import ContainerAsk, PodDemand
+from webhook.core.platform import CloudMap
+
+
+@dataclass(frozen=True)
+class PodGpuUse:
+    equivalents: Fraction
+    memory_mib: int  # GPU memory the pod can use, for the optional gpuport.io/gpu-memory budget
+
+
+def ask_equivalents(
+    ask: ContainerAsk, models: frozenset[str] | None, target: CloudMap, catalogue: Catalogue
+) -> tuple[Fraction, int]:
+    pinned = [catalogue.models[m] for m in sorted(models or ()) if m in catalogue.models]
+    if ask.kind == "whole":
+        memory = min((m.memory_gb for m in pinned), default=0) * 1024
+        return Fraction(ask.count), ask.count * memory
+    if ask.kind == "mig":
+        holders = [m for m in (pinned or catalogue.models.values()) if ask.profile.name in m.profiles] or [
+            m for m in catalogue.models.values() if ask.profile.name in m.profiles
+        ]
+        slices = min((m.compute_slices for m in holders), default=7)
+        return Fraction(ask.profile.compute, slices) * ask.count, ask.profile.memory_gb * 1024 * ask.count
+    if ask.kind == "fraction":
+        memory = int(min((m.memory_gb for m in pinned), default=0) * 1024 * ask.fraction)
+        return ask.fraction, memory
+    share = ask.share
+    gpu = pinned or [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
+    gpu_mib = min((m.memory_gb for m in gpu), default=0) * 1024
+    parts = []
+    if share and share.memory_mib and gpu_mib:
+        parts.append(Fraction(share.memory_mib, gpu_mib))
+    if share and share.core_percent:
+        parts.append(Fraction(share.core_percent, 100))
+    if share and share.memory_percent:
+        parts.append(Fraction(share.memory_percent, 100))
+    if not parts:
+        parts.append(Fraction(1, target.shared.replicas_per_gpu or 1))
+    memory = share.memory_mib if share and share.memory_mib else int(gpu_mib * max(parts))
+    return min(max(parts), Fraction(1)) * ask.count, memory * ask.count
+
+
+def pod_use(pod: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> PodGpuUse:
+    spec = pod.get("spec") or {}
+    sidecars = {
+        i
+        for i, c in enumerate(spec.get("initContainers") or [])
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+    }
+    app, sidecar, init = (Fraction(0), 0), (Fraction(0), 0), (Fraction(0), 0)
+    for ask in demand.asks:
+        amount = ask_equivalents(ask, demand.selection.models, target, catalogue)
+        if ask.list_name == "containers":
+            app = (app[0] + amount[0], app[1] + amount[1])
+        elif ask.index in sidecars:
+            sidecar = (sidecar[0] + amount[0], sidecar[1] + amount[1])
+        else:
+            init = (max(init[0], amount[0]), max(init[1], amount[1]))
+    running = (app[0] + sidecar[0], app[1] + sidecar[1])
+    return PodGpuUse(
+        equivalents=max(running[0], init[0]),
+        memory_mib=max(running[1], init[1]),
+    )
+
+
+def show(value: Fraction) -> str:
+    """3 as "3", 3/7 as "0.429": the quota message's numbers, as kubectl users read them."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.3f}".rstrip("0")

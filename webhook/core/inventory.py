@@ -1,0 +1,103 @@
+"""A target cluster's nodes and quotas, from `kubectl get nodes -o yaml` (or a list of Node documents)."""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from webhook.core import quantity
+
+
+class InventoryError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, Decimal]
+    taints: tuple[Mapping[str, str], ...] = ()
+    capability: Mapping[str, Any] = field(default_factory=dict)  # the node agent's annotation, if any
+
+
+@dataclass(frozen=True)
+class Quota:
+    namespace: str
+    name: str
+    hard: Mapping[str, Decimal]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    nodes: tuple[Node, ...]
+    quotas: tuple[Quota, ...] = ()
+
+
+CAPABILITY_ANNOTATION = "gpuport.io/capability"
+
+
+def parse_inventory(documents: list[Any]) -> Inventory:
+    items: list[Mapping[str, Any]] = []
+    for doc in documents:
+        if isinstance(doc, Mapping) and doc.get("kind") == "List":
+            items += [i for i in doc.get("items") or [] if isinstance(i, Mapping)]
+        elif isinstance(doc, list):
+            items += [i for i in doc if isinstance(i, Mapping)]
+        elif isinstance(doc, Mapping):
+            items.append(doc)
+    nodes, quotas = [], []
+    for item in items:
+        kind = item.get("kind", "Node")
+        metadata = item.get("metadata") or {}
+        name = str(metadata.get("name", "?"))
+        if kind == "Node":
+            status = item.get("status") or {}
+            resources = status.get("allocatable") or status.get("capacity") or {}
+            annotations = metadata.get("annotations") or {}
+            capability: dict[str, Any] = {}
+            if CAPABILITY_ANNOTATION in annotations:
+                try:
+                    capability = json.loads(annotations[CAPABILITY_ANNOTATION])
+                except (TypeError, ValueError) as exc:
+                    raise InventoryError(f"node {name}: {CAPABILITY_ANNOTATION} is not JSON: {exc}") from None
+            nodes.append(
+                Node(
+                    name=name,
+                    labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+                    allocatable={str(k): _amount(v, name, k) for k, v in resources.items()},
+                    taints=tuple((item.get("spec") or {}).get("taints") or ()),
+                    capability=capability,
+                )
+            )
+        elif kind == "ResourceQuota":
+            hard = ((item.get("spec") or {}).get("hard")) or {}
+            quotas.append(
+                Quota(
+                    str(metadata.get("namespace", "default")),
+                    name,
+                    {str(k): _amount(v, name, k) for k, v in hard.items()},
+                )
+            )
+    if not nodes:
+        raise InventoryError("the inventory holds no Node objects (use `kubectl get nodes -o yaml`)")
+    return Inventory(tuple(nodes), tuple(quotas))
+
+
+def inventory_from_cluster(core_api) -> Inventory:
+    """The same inventory read live: nodes and ResourceQuotas through the Kubernetes API (read-only)."""
+    serialize = core_api.api_client.sanitize_for_serialization
+    nodes = [{"kind": "Node", **serialize(n)} for n in core_api.list_node().items]
+    quotas = [
+        {"kind": "ResourceQuota", **serialize(q)}
+        for q in core_api.list_resource_quota_for_all_namespaces().items
+    ]
+    return parse_inventory(nodes + quotas)
+
+
+def _amount(value: Any, owner: str, key: str) -> Decimal:
+    try:
+        return quantity.parse(value)
+    except quantity.QuantityError as exc:
+        raise InventoryError(f"{owner}: {key}: {exc}") from None

@@ -1,0 +1,238 @@
+"""Topology and NUMA hints for multi-GPU pods, and co-location for pods of one job (pure).
+
+From the node agent's capability records it groups nodes into classes, computes for each the best
+cost Σ_{i<j} D_ij × Hop_ij of k GPUs (uniform D, as for data-parallel training; Hop: NVLink 1, same PCIe
+switch 2, host bridge / NUMA 3, cross-socket 4), and steers the pod toward nodes whose NVLink domain
+holds k GPUs, or else toward the cheapest class.
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core import quantity
+from webhook.core.inventory import Inventory
+from webhook.core.platform import CloudMap
+from webhook.core.topology import best_cost
+
+JOB_LABELS = (
+    "batch.kubernetes.io/job-name",
+    "training.kubeflow.org/job-name",
+    "jobset.sigs.k8s.io/jobset-name",
+)
+NVLINK_LABEL = "gpuport.io/nvlink-domain-size"
+NUMA_HINT = "gpuport.io/numa-hint"
+NUMA_ANNOTATIONS = {
+    "volcano": ("volcano.sh/numa-topology-policy", "single-numa-node"),
+    "koordinator": (
+        "scheduling.koordinator.sh/numa-topology-spec",
+        '{"numaTopologyPolicy":"SingleNUMANode"}',
+    ),
+}
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    model: str
+    gpus: int
+    nvlink_domain_size: int
+    gpus_per_numa_node: int | None
+    nodes: tuple[str, ...]
+    topology: tuple[tuple[str, ...], ...]
+
+    @property
+    def label(self) -> str:
+        numa = self.gpus_per_numa_node if self.gpus_per_numa_node is not None else "?"
+        return f"{self.gpus}×{self.model}, NVLink domain {self.nvlink_domain_size}, {numa} GPUs/NUMA"
+
+
+@dataclass(frozen=True)
+class CostRow:
+    node_class: NodeClass
+    cost: int | None  # None: the class cannot hold k GPUs
+    gpus: tuple[int, ...]
+
+
+def node_classes(inventory: Inventory | None) -> list[NodeClass]:
+    groups: dict[tuple, list] = {}
+    for node in inventory.nodes if inventory else ():
+        capability = node.capability
+        if not capability or not capability.get("gpus"):
+            continue
+        models = {g.get("model") or g.get("name") for g in capability["gpus"]}
+        key = (
+            "/".join(sorted(m for m in models if m)),
+            capability.get("healthy_gpu_count", len(capability["gpus"])),
+            capability.get("nvlink_domain_size", 0),
+            capability.get("gpus_per_numa_node"),
+            json.dumps(capability.get("topology")),
+        )
+        groups.setdefault(key, []).append(node.name)
+    return [
+        NodeClass(
+            key[0], key[1], key[2], key[3], tuple(sorted(names)), tuple(map(tuple, json.loads(key[4]) or ()))
+        )
+        for key, names in sorted(groups.items(), key=lambda item: item[0][:4])
+    ]
+
+
+def cost_table(classes: list[NodeClass], k: int) -> list[CostRow]:
+    rows = []
+    for node_class in classes:
+        if node_class.gpus < k or not node_class.topology:
+            rows.append(CostRow(node_class, None, ()))
+            continue
+        cost, chosen = best_cost([list(r) for r in node_class.topology], k)
+        rows.append(CostRow(node_class, cost, tuple(chosen)))
+    return sorted(
+        rows, key=lambda r: (r.cost is None, r.cost if r.cost is not None else 0, r.node_class.label)
+    )
+
+
+def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
+    total = 0
+    for container in spec.get("containers") or []:
+        value = ((container.get("resources") or {}).get("limits") or {}).get(target.whole_gpu)
+        if value is not None:
+            try:
+                total += int(quantity.parse(value))
+            except (quantity.QuantityError, ValueError):
+                continue
+    return total
+
+
+class PlacementHints:
+    """A mutation (see core.admission.Mutation) adding the hints; `wants` lets the core skip the copy."""
+
+    def __init__(self, target: CloudMap, inventory: Inventory | None):
+        self.target = target
+        self.classes = node_classes(inventory)
+
+    def wants(self, pod: Mapping[str, Any]) -> bool:
+        """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect)."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return any(key in labels for key in JOB_LABELS) or (bool(self.classes) and _asks_several(pod))
+
+    def __call__(self, view: dict[str, Any], pod: Mapping[str, Any]) -> list[str]:
+        warnings = self._job_affinity(view, pod)
+        k = whole_gpus(view["spec"], self.target)
+        if k >= 2 and self.classes:
+            warnings += self._topology(view, k)
+        return warnings
+
+    def _topology(self, view: dict[str, Any], k: int) -> list[str]:
+        rows = cost_table(self.classes, k)
+        feasible = [r for r in rows if r.cost is not None]
+        if not feasible:
+            return [f"gpuport: no node has {k} healthy GPUs now"]
+        nvlink = sorted(
+            {r.node_class.nvlink_domain_size for r in feasible if r.node_class.nvlink_domain_size >= k}
+        )
+        warnings = []
+        if nvlink:
+            expression = {"key": NVLINK_LABEL, "operator": "Gt", "values": [str(k - 1)]}
+            why = f"NVLink domain ≥ {k}"
+            chosen = [r for r in feasible if r.node_class.nvlink_domain_size >= k]
+        else:
+            best = feasible[0]
+            chosen = [r for r in feasible if r.cost == best.cost]
+            values = sorted({str(r.node_class.nvlink_domain_size) for r in chosen})
+            expression = {"key": NVLINK_LABEL, "operator": "In", "values": values}
+            why = f"lowest GPU-pair cost {best.cost} for {k} GPUs"
+        if self._add_node_affinity(view["spec"], expression):
+            mode = "required" if self.target.topology_policy == "required" else "preferred"
+            warnings.append(
+                f"gpuport: {mode} node affinity {NVLINK_LABEL} {expression['operator']} "
+                f"{expression['values']} ({why})"
+            )
+        numa = [r.node_class.gpus_per_numa_node for r in chosen if r.node_class.gpus_per_numa_node]
+        if numa and k <= min(numa):
+            warnings += self._numa(view, k)
+        return warnings
+
+    def _add_node_affinity(self, spec: dict[str, Any], expression: dict[str, Any]) -> bool:
+        node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        if self.target.topology_policy == "required":
+            terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}).setdefault(
+                "nodeSelectorTerms", [{}]
+            )
+            if all(expression in (t.get("matchExpressions") or []) for t in terms):
+                return False
+            for term in terms:
+                term.setdefault("matchExpressions", []).append(dict(expression))
+            return True
+        preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        wanted = {"weight": 100, "preference": {"matchExpressions": [expression]}}
+        if wanted in preferred:
+            return False
+        preferred.append(wanted)
+        return True
+
+    def _numa(self, view: dict[str, Any], k: int) -> list[str]:
+        annotations = view["metadata"].setdefault("annotations", {})
+        changed = annotations.get(NUMA_HINT) != "single-numa-node"
+        annotations[NUMA_HINT] = "single-numa-node"
+        if self.target.numa_scheduler in NUMA_ANNOTATIONS:
+            key, value = NUMA_ANNOTATIONS[self.target.numa_scheduler]
+            changed |= annotations.get(key) != value
+            annotations[key] = value
+        if not changed:
+            return []
+        warnings = [f"gpuport: {k} GPUs fit one NUMA node: NUMA hint added"]
+        if not guaranteed_qos(view["spec"]):
+            warnings.append(
+                "gpuport: pod is not Guaranteed QoS, so the kubelet will not align its CPUs and GPUs"
+            )
+        return warnings
+
+    def _job_affinity(self, view: dict[str, Any], pod: Mapping[str, Any]) -> list[str]:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        key = next((k for k in JOB_LABELS if k in labels), None)
+        if key is None:
+            return []
+        topology = (
+            self.target.topology_labels.get("block")
+            or self.target.topology_labels.get("zone")
+            or "topology.kubernetes.io/zone"
+        )
+        term = {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {key: labels[key]}},
+                "topologyKey": topology,
+            },
+        }
+        preferred = (
+            view["spec"]
+            .setdefault("affinity", {})
+            .setdefault("podAffinity", {})
+            .setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        )
+        if term in preferred:
+            return []
+        preferred.append(term)
+        return [f"gpuport: pods of {key}={labels[key]} prefer one {topology}"]
+
+
+def _asks_several(pod: Mapping[str, Any]) -> bool:
+    totals: dict[str, int] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("limits") or {}).items():
+            if "/" in name:
+                try:
+                    totals[name] = totals.get(name, 0) + int(quantity.parse(value))
+                except (quantity.QuantityError, ValueError, ArithmeticError):
+                    continue
+    return any(total >= 2 for total in totals.values())
+
+
+def guaranteed_qos(spec: Mapping[str, Any]) -> bool:
+    """Every container has cpu and memory limits, and requests equal to them (or unset)."""
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return False
+    return True

@@ -1,0 +1,200 @@
+"""A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
+
+
+@dataclass(frozen=True)
+class ModelLabel:
+    """A node label whose value names the GPU model (model id → the values that mean it)."""
+
+    label: str
+    values: Mapping[str, tuple[str, ...]]
+    gpus: Mapping[str, int] = field(default_factory=dict)  # value → GPUs a node with it holds
+
+    def models_for(self, value: str) -> frozenset[str]:
+        return frozenset(model for model, values in self.values.items() if value in values)
+
+    def holds(self, value: str, gpus: int) -> bool:
+        """Whether a node with this value can hold a pod asking `gpus` GPUs (unknown counts: yes)."""
+        return self.gpus.get(value, gpus) >= gpus
+
+
+@dataclass(frozen=True)
+class MigForm:
+    form: str = "none"  # none | mixed | single | partition-label | by-memory
+    resource_prefix: str = ""
+    product_label: str = ""
+    label: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)  # by-memory: "cut a MIG instance"
+
+    def resource_for(self, profile: MigProfile) -> str:
+        return self.resource_prefix + profile.name.replace("+", ".")
+
+    def profile_of(self, resource: str) -> MigProfile | None:
+        """The profile a mixed-strategy resource name asks for: mig-1g.10gb.me → 1g.10gb+me."""
+        if self.form != "mixed" or not resource.startswith(self.resource_prefix):
+            return None
+        name = resource[len(self.resource_prefix) :]
+        for dotted, plus in ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx")):
+            if name.endswith(dotted):
+                name = name[: -len(dotted)] + plus
+                break
+        try:
+            return MigProfile.parse(name)
+        except ProfileError:
+            return None
+
+
+@dataclass(frozen=True)
+class SharedForm:
+    form: str = "none"  # none | resource | label | memory | annotation
+    resource: str = ""
+    label: str = ""
+    values: tuple[str, ...] = ()
+    memory_resource: str = ""
+    memory_percent_resource: str = ""  # memory as a percentage of one card
+    memory_unit_bytes: int = 0
+    count_resource: str = ""
+    core_resource: str = ""
+    core_per_gpu: int = 100
+    count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
+    replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
+    max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
+    fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
+    memory_annotation: str = ""  # annotation form: GPU memory in MiB
+
+    def annotation_names(self) -> tuple[str, ...]:
+        return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
+
+    def resource_names(self) -> frozenset[str]:
+        names = {
+            self.resource,
+            self.memory_resource,
+            self.memory_percent_resource,
+            self.count_resource,
+            self.core_resource,
+        }
+        return frozenset(n for n in names if n)
+
+
+@dataclass(frozen=True)
+class ModelAnnotations:
+    """Pod annotations naming GPU models to use or avoid, comma-separated (HAMi's use-gputype)."""
+
+    use: str = ""
+    avoid: str = ""
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.use, self.avoid) if k)
+
+
+@dataclass(frozen=True)
+class NodeLabels:
+    """A platform's own node labels beyond GPUs: what a pod moving elsewhere must not keep."""
+
+    owned: tuple[str, ...] = ()  # key prefixes ending in "/", or exact keys
+    spot: tuple[tuple[str, str], ...] = ()  # (key, value) marking spot nodes; the first is written
+    spot_tolerations: tuple[Mapping[str, str], ...] = ()  # what a pod needs on those nodes
+
+    def owns(self, key: str) -> bool:
+        return any(key.startswith(p) if p.endswith("/") else key == p for p in self.owned)
+
+    def is_spot(self, key: str, value: str) -> bool:
+        return (key, value) in self.spot
+
+
+@dataclass(frozen=True)
+class CloudMap:
+    name: str
+    whole_gpu: str
+    description: str = ""
+    vendor: str = "nvidia"
+    mig: MigForm = field(default_factory=MigForm)
+    shared: SharedForm = field(default_factory=SharedForm)
+    model_labels: tuple[ModelLabel, ...] = ()
+    model_annotations: ModelAnnotations = field(default_factory=ModelAnnotations)
+    node_labels: NodeLabels = field(default_factory=NodeLabels)
+    offered_models: tuple[str, ...] = ()
+    offered_profiles: tuple[str, ...] = ()  # MIG profiles the cluster's layout has; empty: all
+    tolerations: tuple[Mapping[str, str], ...] = ()
+    topology_labels: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = ""
+    fractional_policy: str = "deny"  # deny | mig | shared
+    mig_to_whole: str = "deny"
+    substitution: str = "same-class"  # same-class | any: which models may replace one the map lacks
+    topology_policy: str = "preferred"  # preferred | required: how hard NVLink affinity is
+    numa_scheduler: str = ""  # volcano | koordinator: which NUMA annotation to write
+    driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
+    preflight_weights: Mapping[str, float] = field(default_factory=dict)
+    source: str = ""
+
+    def resource_names(self) -> frozenset[str]:
+        """Exact resource names pods on this platform ask for (MIG names of the mixed form aside)."""
+        return frozenset({self.whole_gpu} | self.shared.resource_names())
+
+    def annotation_keys(self) -> frozenset[str]:
+        """Pod annotations that carry GPU meaning on this platform."""
+        return frozenset(
+            (*self.model_annotations.keys(), *self.shared.annotation_names(), *self.mig.annotations)
+        )
+
+    def is_accelerator(self, resource: str) -> bool:
+        return resource in self.resource_names() or self.mig.profile_of(resource) is not None
+
+    def selector_keys(self) -> frozenset[str]:
+        """Node-label keys that carry GPU meaning on this platform."""
+        keys = {m.label for m in self.model_labels}
+        keys |= {k for k in (self.mig.product_label, self.mig.label, self.shared.label) if k}
+        return frozenset(keys)
+
+    def models_offered(self, catalogue: Catalogue) -> tuple[str, ...]:
+        if self.offered_models:
+            return self.offered_models
+        if self.model_labels:
+            return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
+        return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
+
+    def partial_gpu_options(self) -> list[str]:
+        """What a user who wants part of a GPU can ask for on this platform, in its own words."""
+        options = []
+        if self.mig.form == "mixed":
+            options.append(
+                f"a MIG slice ({self.mig.resource_prefix}<profile>, e.g. {self.mig.resource_prefix}1g.10gb)"
+            )
+        elif self.mig.form == "single":
+            label = f"{self.mig.product_label}=<model>-MIG-<profile>"
+            options.append(f"a MIG slice ({self.whole_gpu} on a node labelled {label})")
+        elif self.mig.form == "partition-label":
+            options.append(
+                f"a MIG slice ({self.whole_gpu}: 1 with node selector {self.mig.label}: <profile>)"
+            )
+        if self.shared.form == "resource":
+            options.append(f"a shared GPU ({self.shared.resource}: 1)")
+        elif self.shared.form == "label":
+            selector = f"{self.shared.label}: {self.shared.values[0]}"
+            options.append(f"a shared GPU ({self.whole_gpu}: 1 with node selector {selector})")
+        elif self.shared.form == "memory":
+            options.append(f"a share of a GPU by memory ({self.shared.memory_resource})")
+        return options
+
+
+@dataclass(frozen=True)
+class Dialects:
+    """Every loaded platform's vocabulary: gpuport reads asks written for any of them."""
+
+    maps: tuple[CloudMap, ...]
+    catalogue: Catalogue
+
+    def __contains__(self, resource: str) -> bool:
+        return any(m.is_accelerator(resource) for m in self.maps)
+
+    @functools.cached_property
+    def _selector_keys(self) -> frozenset[str]:
+        return frozenset().union(*(m.selector_keys() for m in self.maps))
+
+    def selector_keys(self) -> frozenset[str]:
+        return self._selector_keys

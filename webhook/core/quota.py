@@ -1,0 +1,112 @@
+"""GPU quota in GPU-equivalents (pure): which ResourceQuotas apply to a pod, and the denial message.
+
+The budget is the standard `requests.<whole-GPU resource>` entry admins already write (e.g.
+requests.nvidia.com/gpu: 8), counted across every GPU form, plus an optional GPU-memory budget
+`requests.gpuport.io/gpu-memory` (a byte quantity). Scopes are honoured as the built-in plugin does.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from webhook.core.equivalents import PodGpuUse, show
+
+GPU_MEMORY = "requests.gpuport.io/gpu-memory"
+MIB = 1024 * 1024
+FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
+
+
+@dataclass(frozen=True)
+class Quota:
+    name: str
+    hard: Mapping[str, Decimal]
+    scopes: tuple[str, ...] = ()
+    scope_selector: tuple[Mapping[str, Any], ...] = ()  # matchExpressions of spec.scopeSelector
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    terminating: bool
+    best_effort: bool
+    priority_class: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    equivalents: Fraction = Fraction(0)
+    memory_mib: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(self.equivalents + other.equivalents, self.memory_mib + other.memory_mib)
+
+
+def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    best_effort = not any(
+        name in ((c.get("resources") or {}).get(section) or {})
+        for c in containers
+        for section in ("requests", "limits")
+        for name in ("cpu", "memory")
+    )
+    return PodFacts(
+        terminating=spec.get("activeDeadlineSeconds") is not None,
+        best_effort=best_effort,
+        priority_class=str(spec.get("priorityClassName") or ""),
+    )
+
+
+def applies(quota: Quota, facts: PodFacts) -> bool:
+    for scope in quota.scopes:
+        if (scope == "Terminating" and not facts.terminating) or (
+            scope == "NotTerminating" and facts.terminating
+        ):
+            return False
+        if (scope == "BestEffort" and not facts.best_effort) or (
+            scope == "NotBestEffort" and facts.best_effort
+        ):
+            return False
+    for expression in quota.scope_selector:
+        if expression.get("scopeName") != "PriorityClass":
+            continue
+        values = set(expression.get("values") or ())
+        operator = expression.get("operator")
+        if operator == "In" and facts.priority_class not in values:
+            return False
+        if operator == "NotIn" and facts.priority_class in values:
+            return False
+        if operator == "Exists" and not facts.priority_class:
+            return False
+        if operator == "DoesNotExist" and facts.priority_class:
+            return False
+    return True
+
+
+def gpu_quotas(quotas: list[Quota], whole_gpu: str) -> list[Quota]:
+    return [q for q in quotas if f"requests.{whole_gpu}" in q.hard or GPU_MEMORY in q.hard]
+
+
+def exceeded(quota: Quota, asked: PodGpuUse, used: Usage, whole_gpu: str) -> str | None:
+    """The built-in plugin's message if this pod would take `quota` past its limits, else None."""
+    key = f"requests.{whole_gpu}"
+    over = []
+    if key in quota.hard:
+        limit = Fraction(str(quota.hard[key]))
+        if used.equivalents + asked.equivalents > limit:
+            over.append((key, show(asked.equivalents), show(used.equivalents), show(limit)))
+    if GPU_MEMORY in quota.hard:
+        limit_mib = int(quota.hard[GPU_MEMORY] / MIB)
+        if used.memory_mib + asked.memory_mib > limit_mib:
+            over.append((GPU_MEMORY, f"{asked.memory_mib}Mi", f"{used.memory_mib}Mi", f"{limit_mib}Mi"))
+    if not over:
+        return None
+    over.sort()
+    requested = ",".join(f"{k}={r}" for k, r, _, _ in over)
+    used_text = ",".join(f"{k}={u}" for k, _, u, _ in over)
+    limited = ",".join(f"{k}={lim}" for k, _, _, lim in over)
+    return (
+        f"exceeded quota: {quota.name}, requested: {requested}, used: {used_text}, limited: {limited} "
+        f"(in GPU-equivalents across every GPU form: {FORMS})"
+    )
