@@ -44,10 +44,10 @@ def test_a_name_not_in_the_certificate_is_refused(server):
 
 
 def test_server_context_refuses_tls_below_1_2(tmp_path):
-    from webhook.adapters.http.tls import build_context
+    from webhook.adapters.http.tls import server_ssl_context
 
     make_certs(tmp_path)
-    context = build_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+    context = server_ssl_context(tmp_path / "tls.crt", tmp_path / "tls.key")
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
 
 

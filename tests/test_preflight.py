@@ -12,7 +12,7 @@ import yaml
 from tests.helpers import REPO, context
 from tests.translation_cases import pod
 from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for
-from webhook.core.inventory import Inventory, Node, Quota, parse_inventory
+from webhook.core.inventory import Inventory, NamespaceQuota, Node, parse_inventory
 from webhook.core.packing import Replica, pack
 from webhook.core.platform import Dialects
 from webhook.core.preflight import DEFAULT_WEIGHTS, preflight
@@ -195,10 +195,10 @@ def test_quota_in_gpu_equivalents_across_workloads_of_a_namespace():
     spec = pod({"nvidia.com/gpu": "4"})["spec"]
     docs = [deployment("a", spec, replicas=2), deployment("b", spec, replicas=1)]
     nodes = (gpu_node("n", {}, {"nvidia.com/gpu": "16"}),)
-    over = Inventory(nodes, (Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(8)}),))
+    over = Inventory(nodes, (NamespaceQuota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(8)}),))
     result = checks(run(docs, "generic", "generic", over))
     assert result["quota"] == (0.0, "ml would need 12 GPU-equivalents; quota allows 8")
-    fine = Inventory(nodes, (Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(12)}),))
+    fine = Inventory(nodes, (NamespaceQuota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(12)}),))
     assert checks(run(docs, "generic", "generic", fine))["quota"][0] == 1.0
 
 
@@ -412,7 +412,7 @@ def test_inventory_from_a_live_cluster_uses_the_same_parser():
 def test_preflight_quota_counts_mig_slices_like_the_webhook():
     spec = pod({"nvidia.com/mig-1g.10gb": "1"})["spec"]
     nodes = (gpu_node("n", {}, {"nvidia.com/mig-1g.10gb": "56"}),)
-    quota = Quota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+    quota = NamespaceQuota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(1)})
     seven = run([deployment("a", spec, replicas=7)], "generic", "generic", Inventory(nodes, (quota,)))
     assert checks(seven)["quota"] == (1.0, "1 of 1 GPU-equivalents in ml")  # 7 × 1/7, exactly
     eight = run([deployment("a", spec, replicas=8)], "generic", "generic", Inventory(nodes, (quota,)))

@@ -17,8 +17,6 @@ from webhook.core.checks import is_extended_resource
 from webhook.core.platform import Dialects
 from webhook.core.workloads import containers, resource_section
 
-MIB = 1024 * 1024
-
 
 @dataclass(frozen=True)
 class SharedAsk:
@@ -320,7 +318,7 @@ def _read_share(form, vendor: str, amounts: Mapping[str, Decimal], base: dict, w
             whole = int(count) if form.count_resource in amounts else cards
             return ContainerAsk(kind="whole", count=whole, vendor=vendor, **base), ""
     share = SharedAsk(
-        memory_mib=int(memory * form.memory_unit_bytes / MIB) if memory is not None else None,
+        memory_mib=int(memory * form.memory_unit_bytes / quantity.MIB) if memory is not None else None,
         core_percent=core_percent,
         memory_percent=int(percent) if percent is not None else None,
     )

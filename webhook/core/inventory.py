@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.core import quantity
+from webhook.core.topology import CAPABILITY_ANNOTATION
 
 
 class InventoryError(ValueError):
@@ -23,7 +24,10 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Quota:
+class NamespaceQuota:
+    """A namespace's ResourceQuota as an inventory lists it (preflight's input); the admission-time
+    quota with scopes is core.quota.Quota."""
+
     namespace: str
     name: str
     hard: Mapping[str, Decimal]
@@ -32,10 +36,7 @@ class Quota:
 @dataclass(frozen=True)
 class Inventory:
     nodes: tuple[Node, ...]
-    quotas: tuple[Quota, ...] = ()
-
-
-CAPABILITY_ANNOTATION = "gpuport.io/capability"
+    quotas: tuple[NamespaceQuota, ...] = ()
 
 
 def parse_inventory(documents: list[Any]) -> Inventory:
@@ -74,7 +75,7 @@ def parse_inventory(documents: list[Any]) -> Inventory:
         elif kind == "ResourceQuota":
             hard = ((item.get("spec") or {}).get("hard")) or {}
             quotas.append(
-                Quota(
+                NamespaceQuota(
                     str(metadata.get("namespace", "default")),
                     name,
                     {str(k): _amount(v, name, k) for k, v in hard.items()},

@@ -4,6 +4,8 @@ from decimal import Decimal
 
 from kubernetes.utils import parse_quantity
 
+MIB = 1024 * 1024
+
 
 class QuantityError(ValueError):
     pass

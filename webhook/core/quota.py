@@ -12,9 +12,9 @@ from fractions import Fraction
 from typing import Any
 
 from webhook.core.equivalents import PodGpuUse, show
+from webhook.core.quantity import MIB
 
 GPU_MEMORY = "requests.gpuport.io/gpu-memory"
-MIB = 1024 * 1024
 FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
 
 

@@ -4,6 +4,10 @@ the node agent, which publishes the domains, and placement, which ranks nodes by
 
 import itertools
 
+# Where the node agent publishes a node's capability record (its GPUs, MIG layout and this link matrix),
+# and where the inventory reads it back.
+CAPABILITY_ANNOTATION = "gpuport.io/capability"
+
 # Hop cost of a GPU pair, by the closest link between them (lower is faster).
 HOPS = {"NVLINK": 1, "PCIE_SWITCH": 2, "HOST_BRIDGE": 3, "NUMA": 3, "SYSTEM": 4}
 

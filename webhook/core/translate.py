@@ -14,7 +14,6 @@ from typing import Any
 
 from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.demand import (
-    MIB,
     ContainerAsk,
     PodDemand,
     SharedAsk,
@@ -22,6 +21,7 @@ from webhook.core.demand import (
     selector_constraints,
 )
 from webhook.core.platform import CloudMap, Dialects
+from webhook.core.quantity import MIB
 
 TRANSLATED_FROM = "gpuport.io/translated-from"
 

@@ -4,7 +4,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-CAPABILITY_ANNOTATION = "gpuport.io/capability"
+from webhook.core.topology import CAPABILITY_ANNOTATION
+
 MANAGED_ANNOTATION = "gpuport.io/managed-labels"
 # GPU Feature Discovery stamps its runs; where it runs, its nvidia.com/* labels are left to it.
 GFD_MARKERS = ("nvidia.com/gfd.timestamp",)

@@ -20,7 +20,7 @@ from webhook.core.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, b
 
 log = logging.getLogger("gpuport.server")
 
-Decide = Callable[[AdmissionRequest, Context], Decision]
+DecideReview = Callable[[AdmissionRequest, Context], Decision]
 
 
 @dataclass
@@ -59,7 +59,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     app = Flask("gpuport")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
-    def admission_route(route: str, decide: Decide, on_error: Callable[[], Decision]):
+    def admission_route(route: str, decide: DecideReview, on_error: Callable[[], Decision]):
         def handle() -> Response:
             started = time.perf_counter()
             try:

@@ -19,7 +19,7 @@ log = logging.getLogger("gpuport.tls")
 ALPN = ["http/1.1"]
 
 
-def build_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+def server_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(certfile=str(cert_file), keyfile=str(key_file))
@@ -34,7 +34,7 @@ class ReloadingContext:
         self._on_reload = on_reload or (lambda ok: None)
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
-        self._context = build_context(self.cert_file, self.key_file)
+        self._context = server_ssl_context(self.cert_file, self.key_file)
 
     def current(self) -> ssl.SSLContext:
         stamp = self._file_stamp()
@@ -43,7 +43,7 @@ class ReloadingContext:
         with self._lock:
             if stamp != self._stamp:
                 try:
-                    self._context = build_context(self.cert_file, self.key_file)
+                    self._context = server_ssl_context(self.cert_file, self.key_file)
                     log.info("serving certificate reloaded from %s", self.cert_file)
                     self._on_reload(True)
                 except (OSError, ssl.SSLError) as exc:

@@ -16,8 +16,8 @@ from typing import Any
 
 from webhook.core import quantity
 from webhook.core.checks import is_extended_resource
-from webhook.core.inventory import CAPABILITY_ANNOTATION
 from webhook.core.quota import Quota
+from webhook.core.topology import CAPABILITY_ANNOTATION
 
 log = logging.getLogger("gpuport.clusterview")
 TERMINAL = ("Succeeded", "Failed")

@@ -53,7 +53,7 @@ class Reservation:
 
 
 # Decides with the reservations still live: returns a denial message, or None to reserve.
-Decide = Callable[[list[Reservation]], str | None]
+DecideOnReservations = Callable[[list[Reservation]], str | None]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Ledger(Protocol):
         self,
         namespace: str,
         reservation: Reservation,
-        decide: Decide,
+        decide: DecideOnReservations,
         now: float,
         settled: Callable[[str], bool],
         write: bool = True,
@@ -157,7 +157,7 @@ class _Ask:
     """One admission waiting for a turn at a namespace's Lease."""
 
     reservation: Reservation
-    decide: Decide
+    decide: DecideOnReservations
     settled: Callable[[str], bool]
     write: bool
     deadline: float
