@@ -6,8 +6,8 @@ import json
 import pytest
 
 from tests.helpers import fixture
-from webhook.adapters.http import server as server_module
 from webhook.adapters.http.server import ServerState, create_app
+from webhook.core import pipeline
 from webhook.core.review import MAX_BODY_BYTES
 
 
@@ -68,7 +68,7 @@ def test_unexpected_error_on_mutate_admits_unchanged_with_a_warning(client, monk
     def explode(request, context):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(server_module, "decide_mutation", explode)
+    monkeypatch.setattr(pipeline, "decide_mutation", explode)
     app_client = create_app(ServerState(context=None)).test_client()
     body = post_fixture(app_client, "/mutate", "pod-create-gpu-limit-1.json")
     assert body.status_code == 200
@@ -82,7 +82,7 @@ def test_unexpected_error_on_validate_denies_without_a_traceback(monkeypatch):
     def explode(request, context):
         raise KeyError("boom")
 
-    monkeypatch.setattr(server_module, "decide_validation", explode)
+    monkeypatch.setattr(pipeline, "decide_validation", explode)
     app_client = create_app(ServerState(context=None)).test_client()
     response = post_fixture(app_client, "/validate", "validate-pod-create-gpu-8.json")
     assert response.status_code == 200

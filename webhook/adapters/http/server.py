@@ -7,20 +7,27 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.adapters.http import metrics
-from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core import pipeline
+from webhook.core.admission import Context
 from webhook.core.decision import Decision, allow, deny
-from webhook.core.demand import read_demand
+from webhook.core.pipeline import Gate
 from webhook.core.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
 
 log = logging.getLogger("gpuport.server")
 
 DecideReview = Callable[[AdmissionRequest, Context], Decision]
+
+
+class WatchingGate(Gate, Protocol):
+    """The quota gate: a Gate whose cluster view the server starts and reports ready."""
+
+    view: Any
 
 
 @dataclass
@@ -31,8 +38,8 @@ class ServerState:
     draining: threading.Event = field(default_factory=threading.Event)
     reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
     maps_signature: tuple = ()  # the cloud-map files the context was built from
-    quota_gate: Any = None  # webhook.adapters.kube.quota_gate.QuotaGate when gpuport has a cluster to watch
-    limit_gate: Any = None  # webhook.adapters.kube.limit_gate.LimitGate, likewise
+    quota_gate: "WatchingGate | None" = None  # when gpuport has a cluster to watch (adapters.kube)
+    limit_gate: Gate | None = None  # likewise
     # Every worker's view, not only this one's (readiness.WorkerReadiness.ready); None: one process.
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
 
@@ -101,26 +108,11 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         handle.__name__ = f"admission_{route}"
         return handle
 
-    # The pod's GPU asks are read once per request and shared by every step that needs them.
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
-        if demand is not None and state.limit_gate is not None:
-            refused = state.limit_gate.admit(review, context, demand)
-            if refused:
-                return refused
-        return decide_mutation(review, context, demand)
+        return pipeline.mutate(review, context, state.limit_gate)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        decision = decide_validation(review, context)
-        gates = [g for g in (state.limit_gate, state.quota_gate) if g is not None]
-        if not (decision.allowed and gates and review.is_pod_create):
-            return decision
-        demand = read_demand(review.object or {}, context.dialects)
-        for gate in gates:
-            decision = gate.admit(review, context, demand) or decision
-            if not decision.allowed:
-                break
-        return decision
+        return pipeline.validate(review, context, [g for g in (state.limit_gate, state.quota_gate) if g])
 
     app.add_url_rule(
         "/mutate",

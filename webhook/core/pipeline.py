@@ -1,0 +1,45 @@
+"""The admission pipeline: which steps a review goes through, in which order, on which route.
+
+The pod's GPU asks are read once per review and handed to every step. The gates (limits, quota) are
+whatever the server was built with: they satisfy `Gate`, and may read the cluster, but the order and
+the rule that the first refusal wins are decided here, not in the HTTP adapter.
+"""
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core.decision import Decision
+from webhook.core.demand import PodDemand, read_demand
+from webhook.core.review import AdmissionRequest
+
+
+class Gate(Protocol):
+    def admit(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    ) -> Decision | None:
+        """A refusal, or None when this gate has nothing against the request."""
+
+
+def mutate(review: AdmissionRequest, context: Context, limit_gate: Gate | None = None) -> Decision:
+    """/mutate: the limit gate first (a LimitRange default would change what is translated), then the
+    translation."""
+    demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
+    if demand is not None and limit_gate is not None:
+        refused = limit_gate.admit(review, context, demand)
+        if refused:
+            return refused
+    return decide_mutation(review, context, demand)
+
+
+def validate(review: AdmissionRequest, context: Context, gates: Sequence[Gate] = ()) -> Decision:
+    """/validate: the checks, then each gate in order (limits before quota) until one refuses."""
+    decision = decide_validation(review, context)
+    if not (decision.allowed and gates and review.is_pod_create):
+        return decision
+    demand = read_demand(review.object or {}, context.dialects)
+    for gate in gates:
+        decision = gate.admit(review, context, demand) or decision
+        if not decision.allowed:
+            break
+    return decision
