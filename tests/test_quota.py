@@ -611,16 +611,23 @@ def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(5)]
 
 
-def test_a_kept_copy_another_replica_changed_is_decided_again_on_a_fresh_read():
+def two_replicas_with_quota(gpus):
+    """A shared fake API server, two replicas' ledgers, and a reserve(ledger, key) of one GPU under a
+    quota of `gpus`."""
     api = FakeCoordination()
-    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
 
-    def at_most_two(current):
-        return "over" if sum(r.usage.equivalents for r in current) >= 2 else None
+    def within_quota(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= gpus else None
 
     def reserve(ledger, key):
         reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
-        return ledger.reserve("team-a", reservation, at_most_two, 0.0, lambda uid: False)
+        return ledger.reserve("team-a", reservation, within_quota, 0.0, lambda uid: False)
+
+    return api, LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system"), reserve
+
+
+def test_a_kept_copy_another_replica_changed_is_decided_again_on_a_fresh_read():
+    api, replica_a, replica_b, reserve = two_replicas_with_quota(2)
 
     assert reserve(replica_a, "a1") is None  # A keeps the Lease holding a1
     assert reserve(replica_b, "b1") is None  # B writes meanwhile: A's copy is now stale
@@ -635,15 +642,7 @@ def test_a_kept_copy_another_replica_changed_is_decided_again_on_a_fresh_read():
 
 
 def test_an_admission_on_a_stale_kept_copy_is_refused_by_the_server_and_redecided():
-    api = FakeCoordination()
-    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
-
-    def at_most_three(current):
-        return "over" if sum(r.usage.equivalents for r in current) >= 3 else None
-
-    def reserve(ledger, key):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
-        return ledger.reserve("team-a", reservation, at_most_three, 0.0, lambda uid: False)
+    api, replica_a, replica_b, reserve = two_replicas_with_quota(3)
 
     assert reserve(replica_a, "a1") is None
     assert reserve(replica_b, "b1") is None
