@@ -29,7 +29,7 @@ class View(FakeView):
 
 
 def gate_says(view, obj):
-    return LimitGate(view).admit(parsed(review_of(obj)), CTX)
+    return LimitGate(view).admit(parsed(review_of(obj)), CTX, read_demand(obj, CTX.dialects))
 
 
 MIN4 = {"gpuport.io/gpu-limits": json.dumps([{"type": "Pod", "min": 4}])}

@@ -184,6 +184,11 @@ class FakeView:
         return any(p["metadata"].get("uid") == uid for p in self.pods)
 
 
+def admit(gate, request, ctx):
+    """A gate's answer as the pipeline asks for it: with the pod's demand read once, by the caller."""
+    return gate.admit(request, ctx, read_demand(request.object or {}, ctx.dialects))
+
+
 def request_for(obj, uid, dry_run=False):
     obj = dict(obj, metadata={**obj["metadata"], "uid": uid})
     return parsed(review_of(obj, dry_run=dry_run, uid=f"req-{uid}"))
@@ -195,14 +200,14 @@ def test_gate_admits_up_to_the_limit_counting_running_pods_and_reservations():
     )
     gate = QuotaGate(FakeView([QUOTA], [running]), MemoryLedger(), clock=lambda: 1000.0)
     ctx = context("generic")
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "4"}), "a"), ctx) is None  # 3 + 4 ≤ 8
-    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "b"), ctx)  # 3 + 4 (reserved) + 2 > 8
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "4"}), "a"), ctx) is None  # 3 + 4 ≤ 8
+    denied = admit(gate, request_for(pod({"nvidia.com/gpu": "2"}), "b"), ctx)  # 3 + 4 (reserved) + 2 > 8
     assert denied.reason == "quota-exceeded"
     assert (
         'pods "work" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=2, '
         "used: requests.nvidia.com/gpu=7" in denied.message
     )
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # exactly 8
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # exactly 8
 
 
 def test_reservations_expire_and_are_dropped_once_the_pod_is_in_the_view():
@@ -211,32 +216,32 @@ def test_reservations_expire_and_are_dropped_once_the_pod_is_in_the_view():
     view = FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})])
     gate = QuotaGate(view, ledger, clock=lambda: clock[0])
     ctx = context("generic")
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx) is None
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx) is not None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx) is None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx) is not None
     clock[0] += 31  # the first pod never appeared (a later step refused it): its reservation lapses
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None
     view.pods.append(
         dict(pod({"nvidia.com/gpu": "1"}), metadata={"name": "c", "namespace": "team-a", "uid": "c"})
     )
     assert (
-        gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx) is not None
+        admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx) is not None
     )  # c counted once, from the view, not twice
     # c stays in the store for its TTL (another replica's view may lag behind):
     assert [r.key for r in ledger.reservations("team-a")] == ["c"]
     view.pods.clear()  # c finished
     clock[0] += 31
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "e"), ctx) is None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "e"), ctx) is None
 
 
 def test_dry_run_decides_but_reserves_nothing():
     ledger = MemoryLedger()
     gate = QuotaGate(FakeView([QUOTA]), ledger, clock=lambda: 0.0)
     assert (
-        gate.admit(request_for(pod({"nvidia.com/gpu": "8"}), "a", dry_run=True), context("generic")) is None
+        admit(gate, request_for(pod({"nvidia.com/gpu": "8"}), "a", dry_run=True), context("generic")) is None
     )
     assert ledger.reservations("team-a") == []
     assert (
-        gate.admit(request_for(pod({"nvidia.com/gpu": "9"}), "b", dry_run=True), context("generic"))
+        admit(gate, request_for(pod({"nvidia.com/gpu": "9"}), "b", dry_run=True), context("generic"))
         is not None
     )
 
@@ -247,9 +252,9 @@ def test_pods_without_gpus_or_quota_never_touch_the_store():
             raise AssertionError("no round trip expected")
 
     ctx = context("generic")
-    assert QuotaGate(FakeView([QUOTA]), Exploding()).admit(request_for(pod({"cpu": "1"}), "a"), ctx) is None
+    assert admit(QuotaGate(FakeView([QUOTA]), Exploding()), request_for(pod({"cpu": "1"}), "a"), ctx) is None
     assert (
-        QuotaGate(FakeView([]), Exploding()).admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx)
+        admit(QuotaGate(FakeView([]), Exploding()), request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx)
         is None
     )
 
@@ -259,9 +264,9 @@ def test_every_gpu_form_draws_from_one_budget():
         FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})]), MemoryLedger(), clock=lambda: 0.0
     )
     ctx = context("generic")
-    assert gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a"), ctx) is None  # 3/7
-    assert gate.admit(request_for(SOURCES["hami-shared"][1], "b"), ctx) is None  # 8 GiB of the smallest GPU
-    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx)
+    assert admit(gate, request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a"), ctx) is None  # 3/7
+    assert admit(gate, request_for(SOURCES["hami-shared"][1], "b"), ctx) is None  # 8 GiB of the smallest GPU
+    denied = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx)
     assert denied is not None
 
 
@@ -271,7 +276,7 @@ def test_fifty_threads_never_overshoot_the_quota():
     admitted = []
 
     def create(n):
-        if gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), f"p{n}"), ctx) is None:
+        if admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), f"p{n}"), ctx) is None:
             admitted.append(n)
 
     threads = [threading.Thread(target=create, args=(n,)) for n in range(50)]
@@ -362,7 +367,7 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
             lambda u: False,
         )
     gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Down(), "gpuport-system"))
-    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
+    denied = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
     assert denied.reason == "quota-unavailable"
 
 
@@ -379,11 +384,11 @@ def test_running_pods_are_recounted_when_the_maps_change():
     )
     before = context("generic")
     assert (
-        gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a", dry_run=True), before) is not None
+        admit(gate, request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a", dry_run=True), before) is not None
     )
     target = replace(before.target, shared=replace(before.target.shared, replicas_per_gpu=4))
     after = replace(before, target=target)  # an admin set replicas_per_gpu: the slot now counts 1/4
-    assert gate.admit(request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "b", dry_run=True), after) is None
+    assert admit(gate, request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "b", dry_run=True), after) is None
 
 
 def test_quota_is_never_decided_on_a_view_still_loading():
@@ -392,17 +397,17 @@ def test_quota_is_never_decided_on_a_view_still_loading():
     gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
     ctx = context("generic")
     view.listed = set()  # a worker just started: it knows neither quotas nor pods
-    refused = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx)
+    refused = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx)
     assert refused.reason == "quota-view-loading"
     assert "still loading its view of the cluster" in refused.message and "retry shortly" in refused.message
     view.listed = {"resourcequotas"}  # quotas known, pods not yet: an empty view would admit over quota
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx).reason == "quota-view-loading"
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx).reason == "quota-view-loading"
     no_quota = QuotaGate(FakeView([], []), MemoryLedger(), clock=lambda: 1000.0)
     no_quota.view.listed = {"resourcequotas"}
-    assert no_quota.admit(request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # no GPU quota here
+    assert admit(no_quota, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None  # no GPU quota here
     view.listed |= {"pods"}
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx).reason == "quota-exceeded"
-    assert gate.admit(request_for(pod({"cpu": "1"}), "e"), ctx) is None  # never for pods asking no GPU
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "d"), ctx).reason == "quota-exceeded"
+    assert admit(gate, request_for(pod({"cpu": "1"}), "e"), ctx) is None  # never for pods asking no GPU
 
 
 def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
@@ -433,7 +438,7 @@ def test_a_frozen_api_server_gets_a_quick_refusal_not_a_late_admission(monkeypat
             return super().read_namespaced_lease(name, namespace, _request_timeout, _preload_content)
 
     gate = QuotaGate(FakeView([QUOTA]), LeaseLedger(Frozen(), "gpuport-system"))
-    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
+    denied = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic"))
     assert denied is not None and denied.reason == "quota-unavailable"
     assert "retry shortly" in denied.message
 
@@ -453,17 +458,17 @@ def test_admissions_waiting_on_the_api_server_never_take_every_thread():
     gate = QuotaGate(FakeView([QUOTA]), Slow(), clock=lambda: 0.0, max_waiting=2, wait_for_slot=0.05)
     ctx = context("generic")
     waiting = [
-        threading.Thread(target=gate.admit, args=(request_for(pod({"nvidia.com/gpu": "1"}), f"w{n}"), ctx))
+        threading.Thread(target=admit, args=(gate, request_for(pod({"nvidia.com/gpu": "1"}), f"w{n}"), ctx))
         for n in range(2)
     ]
     for thread in waiting:
         thread.start()
     assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
-    busy = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "third"), ctx)
+    busy = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "third"), ctx)
     assert busy.reason == "quota-busy"
     assert "retry shortly" in busy.message
     no_quota = QuotaGate(FakeView([]), Slow(), max_waiting=2)
-    assert no_quota.admit(request_for(pod({"nvidia.com/gpu": "1"}), "elsewhere"), ctx) is None
+    assert admit(no_quota, request_for(pod({"nvidia.com/gpu": "1"}), "elsewhere"), ctx) is None
     release.set()
     for thread in waiting:
         thread.join(5)
@@ -480,12 +485,12 @@ def test_a_namespace_s_usage_is_summed_once_until_its_pods_change():
     gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
     ctx = context("generic")
     for n in range(3):
-        assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), f"a{n}", dry_run=True), ctx) is None
+        assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), f"a{n}", dry_run=True), ctx) is None
     assert len(reads) == 1
     view.pods.append(
         dict(pod({"nvidia.com/gpu": "4"}), metadata={"name": "big", "namespace": "team-a", "uid": "big"})
     )
-    denied = gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "b", dry_run=True), ctx)
+    denied = admit(gate, request_for(pod({"nvidia.com/gpu": "2"}), "b", dry_run=True), ctx)
     assert len(reads) == 2 and denied.reason == "quota-exceeded"  # 3 + 4 + 2 > 8: the new pod counted
 
 
@@ -593,9 +598,9 @@ def test_a_replica_a_moment_behind_waits_for_its_view_instead_of_refusing():
     view.read_through = 90
     gate = QuotaGate(view, LeaseLedger(api, "gpuport-system"), clock=lambda: 0.0)
     threading.Timer(0.1, lambda: setattr(view, "read_through", 120)).start()  # the watch delivers
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic")) is None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "x"), context("generic")) is None
     view.read_through = 50
-    lagging = gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "y"), context("generic"))
+    lagging = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "y"), context("generic"))
     assert lagging.reason == "quota-unavailable" and "not caught up" in lagging.message
 
 
@@ -686,16 +691,16 @@ def test_a_burst_sums_only_the_pods_added_since_the_last_decision():
     original = gate._counted
     gate._counted = lambda other, ctx: summed.append(other["metadata"]["uid"]) or original(other, ctx)
     ctx = context("generic")
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "a", dry_run=True), ctx) is None
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "a", dry_run=True), ctx) is None
     assert sorted(summed) == ["r0", "r1", "r2"]
     summed.clear()
     view.pods.append(running("r3", "4"))
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "1"}), "b", dry_run=True), ctx) is None  # 7 + 1
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "b", dry_run=True), ctx) is None  # 7 + 1
     assert summed == ["r3"]
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "c", dry_run=True), ctx).reason == (
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "2"}), "c", dry_run=True), ctx).reason == (
         "quota-exceeded"
     )
     summed.clear()
     view.pods[:] = [p for p in view.pods if p["metadata"]["uid"] != "r3"]  # the big pod finished
-    assert gate.admit(request_for(pod({"nvidia.com/gpu": "2"}), "d", dry_run=True), ctx) is None  # 3 + 2
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "2"}), "d", dry_run=True), ctx) is None  # 3 + 2
     assert sorted(summed) == ["r0", "r1", "r2"]  # a pod left: summed afresh, never subtracted

@@ -15,10 +15,9 @@ from webhook.core.review import AdmissionRequest
 
 
 class Gate(Protocol):
-    def admit(
-        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
-    ) -> Decision | None:
-        """A refusal, or None when this gate has nothing against the request."""
+    def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
+        """A refusal, or None when this gate has nothing against the pod create. Called only for pod
+        creates, with the demand the pipeline read once."""
 
 
 def mutate(review: AdmissionRequest, context: Context, limit_gate: Gate | None = None) -> Decision:

@@ -6,7 +6,7 @@ import logging
 
 from webhook.core.admission import Context
 from webhook.core.decision import Decision, deny
-from webhook.core.demand import PodDemand, read_demand
+from webhook.core.demand import PodDemand
 from webhook.core.limits import (
     ANNOTATION,
     OPT_IN_LABEL,
@@ -26,11 +26,8 @@ class LimitGate:
     def __init__(self, view):
         self.view = view
 
-    def admit(
-        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
-    ) -> Decision | None:
-        if not request.is_pod_create:
-            return None
+    def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
+        """A denial, or None when no GPU limit stands against this pod create."""
         pod = request.object or {}
         namespace = self.view.namespace(request.namespace)
         subject = f'pods "{request.name}"' if request.name else "pods"
@@ -42,7 +39,6 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
-        demand = demand if demand is not None else read_demand(pod, context.dialects)
         if not demand.asks:
             return None
         limits = []

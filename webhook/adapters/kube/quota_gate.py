@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from webhook.adapters.kube.ledger import (
     TTL_SECONDS,
@@ -52,18 +53,12 @@ class QuotaGate:
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
         self._usage: dict[str, tuple[Usage, object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
-        # namespace → (key, usage per quota, counted UIDs, context) of its last snapshot
-        self._by_namespace: dict[str, tuple] = {}
+        self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
 
-    def admit(
-        self, request: AdmissionRequest, context: Context, demand: PodDemand | None = None
-    ) -> Decision | None:
-        """A denial, or None when quota has nothing against this request."""
-        if not request.is_pod_create:
-            return None
+    def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
+        """A denial, or None when quota has nothing against this pod create."""
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        demand = demand if demand is not None else read_demand(pod, context.dialects)
         if not demand.asks:
             return None
         # Never on a view that is still loading: an empty view would count nothing as used. Until the
@@ -160,17 +155,16 @@ class QuotaGate:
         lands between two reads would be counted nowhere. Worked out again only when the namespace's
         pods, its quotas or the context changed; when pods were only added (a burst), only the new ones
         are summed onto the last result, so a burst of n pods costs n additions, not n squared."""
-        quotas_key = repr(quotas)
-        key = (self.view.pods_version(namespace), quotas_key, id(context))
-        cached = self._by_namespace.get(namespace)
-        if cached is not None and cached[0] == key and cached[3] is context:
-            return cached[1], cached[2]
+        version, quotas_key = self.view.pods_version(namespace), repr(quotas)
+        last = self._by_namespace.get(namespace)
+        same_rules = last is not None and last.quotas_key == quotas_key and last.context is context
+        if same_rules and last.pods_version == version:
+            return last.used, last.counted
         snapshot = self.view.pods_in(namespace)
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
         counted = frozenset(by_uid)
-        comparable = cached is not None and cached[0][1:] == key[1:] and cached[3] is context
-        if comparable and cached[2] <= counted:
-            used, new = dict(cached[1]), [by_uid[uid] for uid in counted - cached[2]]
+        if same_rules and last.counted <= counted:
+            used, new = dict(last.used), [by_uid[uid] for uid in counted - last.counted]
         else:
             used, new = {q.name: Usage() for q in quotas}, snapshot
         for other in new:
@@ -180,7 +174,7 @@ class QuotaGate:
                     used[quota.name] = used[quota.name] + other_use
         if len(self._usage) > 4 * len(snapshot) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
-        self._by_namespace[namespace] = (key, used, counted, context)
+        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, counted)
         return used, counted
 
     def _counted(self, other: dict, context: Context):
@@ -197,6 +191,19 @@ class QuotaGate:
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
             self._usage[key] = found
         return found
+
+
+@dataclass(frozen=True)
+class _NamespaceSum:
+    """A namespace's usage per quota and the pods counted in it, and what it was summed under: the
+    view's version of the namespace's pods, its quotas and the context (held, so its identity cannot
+    be reused by a later one)."""
+
+    pods_version: int
+    quotas_key: str
+    context: Context
+    used: dict[str, Usage]
+    counted: frozenset[str]
 
 
 def _loading(request: AdmissionRequest) -> Decision:

@@ -1,0 +1,57 @@
+"""The admission pipeline's order: which steps run, for which requests, and who wins."""
+
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import pod
+from webhook.core import pipeline
+from webhook.core.decision import deny
+
+CTX = context("generic")
+
+
+class Recording:
+    """A gate that remembers what it was asked with, and refuses when told to."""
+
+    def __init__(self, refuse: bool = False):
+        self.calls = []
+        self.refuse = refuse
+
+    def admit(self, request, context, demand):
+        self.calls.append((request.uid, demand))
+        return deny("test-refusal", "refused by a test gate") if self.refuse else None
+
+
+def gpu_pod(operation="CREATE"):
+    return parsed(review_of(pod({"nvidia.com/gpu": "1"}), operation=operation, uid=operation.lower()))
+
+
+def test_gates_see_pod_creates_only_with_the_demand_read_once():
+    limits, quota = Recording(), Recording()
+    assert pipeline.validate(gpu_pod(), CTX, [limits, quota]).allowed
+    assert len(limits.calls) == len(quota.calls) == 1
+    assert limits.calls[0][1] is quota.calls[0][1]  # one read of the pod's asks, shared
+    assert limits.calls[0][1].asks[0].count == 1
+    assert pipeline.validate(gpu_pod("UPDATE"), CTX, [limits, quota]).allowed
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "team-a"},
+        "spec": {"template": {"spec": pod({"nvidia.com/gpu": "1"})["spec"]}},
+    }
+    assert pipeline.validate(parsed(review_of(deployment)), CTX, [limits, quota]).allowed
+    assert pipeline.mutate(gpu_pod("UPDATE"), CTX, limits).allowed
+    assert len(limits.calls) == len(quota.calls) == 1  # no update, no workload template
+
+
+def test_the_first_refusal_wins_and_later_gates_are_not_asked():
+    limits, quota = Recording(refuse=True), Recording()
+    refused = pipeline.validate(gpu_pod(), CTX, [limits, quota])
+    assert refused.reason == "test-refusal" and quota.calls == []
+    mutated = pipeline.mutate(gpu_pod(), CTX, limits)
+    assert mutated.reason == "test-refusal"
+
+
+def test_a_pod_the_checks_deny_never_reaches_a_gate():
+    quota = Recording()
+    fractional = parsed(review_of(pod({"nvidia.com/gpu": "500m"})))
+    assert not pipeline.validate(fractional, CTX, [quota]).allowed
+    assert quota.calls == []
