@@ -328,6 +328,8 @@ class FakeCoordination:
 
         self.timeouts.append(_request_timeout)
         self.calls.append(("replace", name))
+        if name not in self.leases:
+            raise ApiException(status=404)
         version, _ = self.leases[name]
         if self.conflicts:
             self.conflicts -= 1
@@ -704,3 +706,20 @@ def test_a_burst_sums_only_the_pods_added_since_the_last_decision():
     view.pods[:] = [p for p in view.pods if p["metadata"]["uid"] != "r3"]  # the big pod finished
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "2"}), "d", dry_run=True), ctx) is None  # 3 + 2
     assert sorted(summed) == ["r0", "r1", "r2"]  # a pod left: summed afresh, never subtracted
+
+
+def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+
+    def reserve(key):
+        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False)
+
+    assert reserve("u1") is None
+    del api.leases["gpuport-quota-team-a"]  # an admin cleaned up gpuport's namespace
+    api.calls.clear()
+    assert reserve("u2") is None
+    assert [verb for verb, _ in api.calls] == ["replace", "read", "create"]
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]

@@ -258,7 +258,7 @@ class LeaseLedger:
         from kubernetes.client.exceptions import ApiException
 
         name = self._name(namespace)
-        kept_copy = self._last_written.pop(name, None)
+        kept_copy = self._last_written.pop(name, None)  # only the first attempt may decide on it
         for _ in range(MAX_ATTEMPTS):
             late = [a for a in group if time.monotonic() > a.deadline]
             for ask in late:
@@ -269,8 +269,8 @@ class LeaseLedger:
             if not group:
                 return
             try:
-                confirmed = kept_copy is None
-                lease = self.store.read(name) if confirmed else kept_copy
+                fresh = kept_copy is None  # decided on a read, or on this process's own last write
+                lease = self.store.read(name) if fresh else kept_copy
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
                 current = unexpired(decode(annotations.get(ANNOTATION)), now)
@@ -279,6 +279,8 @@ class LeaseLedger:
                     if through and (ask.mark is None or ask.mark.read_through < through):
                         ask.finish(error=ViewBehind(through))
                 group = [a for a in group if not a.done.is_set()]
+                if not group:
+                    return
                 accepted: list[Reservation] = []
                 decided: list[tuple[_Ask, str | None]] = []
                 for ask in group:
@@ -288,11 +290,9 @@ class LeaseLedger:
                         accepted.append(ask.reservation)
                 if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
                     continue  # too late for some: decide again without them, write nothing for them
-                kept, settled_through = (
-                    _settle(current, group[0], through, now) if group else (current, through)
-                )
+                kept, settled_through = _settle(current, group[0], through, now)
                 # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
-                tidy = confirmed and all(a.write for a in group) and _worth_writing(current, kept)
+                tidy = fresh and all(a.write for a in group) and _worth_writing(current, kept)
                 if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
@@ -300,7 +300,7 @@ class LeaseLedger:
                     if settled_through:
                         body[SETTLED_THROUGH] = str(settled_through)
                     self._last_written[name] = self.store.write(name, lease, body)
-                elif not confirmed:
+                elif not fresh:
                     continue  # decided on the kept copy and nothing to write: decide on a fresh read
                 for ask, denial in decided:
                     ask.finish(denial)
