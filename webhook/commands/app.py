@@ -1,17 +1,17 @@
 """Composition root: build the decision context and the Flask app around it."""
 
 import os
-from pathlib import Path
 
 from flask import Flask
 
 from webhook.adapters.http.server import ServerState, create_app
+from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import build_context
 
 
-def quota_gate(cluster: str, namespace: str, threads: int = 16):
+def quota_gate(cluster: str, namespace: str, threads: int):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
@@ -29,19 +29,12 @@ def quota_gate(cluster: str, namespace: str, threads: int = 16):
     )
 
 
-def build_app(
-    cloudmap_dir: Path,
-    cloud: str,
-    inventory: Path | None = None,
-    cluster: str = "",
-    namespace: str = "gpuport-system",
-    threads: int = 16,
-) -> Flask:
+def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
-    signature = (directory_signature(cloudmap_dir, inventory), 0)
-    gate = quota_gate(cluster, namespace, threads) if cluster else None
+    signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
+    gate = quota_gate(settings.cluster, settings.namespace, settings.threads) if settings.cluster else None
     state = ServerState(
-        context=build_context(cloudmap_dir, cloud, inventory),
+        context=build_context(settings.cloudmap_dir, settings.cloud, settings.inventory),
         maps_signature=signature,
         quota_gate=gate,
         limit_gate=LimitGate(gate.view) if gate else None,

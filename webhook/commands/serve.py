@@ -26,8 +26,7 @@ class _GunicornApp(BaseApplication):
     def load(self):
         from webhook.commands.app import build_app
 
-        s = self.settings
-        return build_app(s.cloudmap_dir, s.cloud, s.inventory, s.cluster, s.namespace, s.threads)
+        return build_app(self.settings)
 
 
 def serve(settings: Settings) -> int:

@@ -141,15 +141,17 @@ class _Store:
         self.version = 0  # bumped whenever what is held changes
         self.group_versions: dict[str, int] = {}  # likewise, per group (namespace)
 
-    def apply(self, kind: str, obj: dict[str, Any] | None, items: Iterable[dict[str, Any]]) -> None:
-        if kind == "RELIST":
-            groups: dict[str, dict[str, Any]] = {}
-            for item in items:
-                value = self.keep(item)
-                if value is not None:
-                    groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
-            self.replace(groups)
-            return
+    def compact(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """A list's objects as the records this store would hold, grouped; holds nothing yet."""
+        groups: dict[str, dict[str, Any]] = {}
+        for item in items:
+            value = self.keep(item)
+            if value is not None:
+                groups.setdefault(self._group(item), {})[item["metadata"][self.key]] = value
+        return groups
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED)."""
         group = self.groups.setdefault(self._group(obj), {})
         name = obj["metadata"][self.key]
         value = self.keep(obj) if kind != "DELETED" else None
@@ -280,15 +282,14 @@ class ClusterView:
     # -- the watch loops ------------------------------------------------------------------------
     def apply(self, name: str, kind: str, obj: dict[str, Any] | None = None, items=()) -> None:
         """One list result (kind RELIST) or watch event for the named resource kind."""
+        store = self._stores[name]
         if kind == "RELIST":
-            # Compacted outside the lock, page by page; only the swap holds it.
-            fresh = _Store(self._stores[name].keep, self._stores[name].key)
-            fresh.apply("RELIST", None, items)
+            groups = store.compact(items)  # outside the lock, page by page; only the swap holds it
             with self._lock:
-                self._stores[name].replace(fresh.groups)
+                store.replace(groups)
             return
         with self._lock:
-            self._stores[name].apply(kind, obj, ())
+            store.apply(kind, obj)
 
     def start(self) -> None:
         lists = {
