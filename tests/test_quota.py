@@ -683,6 +683,27 @@ def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_noth
     assert annotations["gpuport.io/settled-through"] == "1500"
 
 
+def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_it():
+    from webhook.adapters.kube.ledger import ViewMark
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(8):
+        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
+        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    one_seen = ViewMark(2000, {"u0": 1500}.get)
+    late = Reservation("late", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    api.calls.clear()
+    assert (
+        ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0"}.__contains__, mark=one_seen) == "over"
+    )
+    assert [verb for verb, _ in api.calls] == ["read"]  # 1 of 8 settled: not worth a write
+    two_seen = ViewMark(2000, {"u0": 1500, "u1": 1501}.get)
+    assert ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0", "u1"}.__contains__, mark=two_seen)
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(2, 8)]
+
+
 def test_a_burst_sums_only_the_pods_added_since_the_last_decision():
     def running(uid, gpus="1"):
         return dict(pod({"nvidia.com/gpu": gpus}), metadata={"name": uid, "namespace": "team-a", "uid": uid})
