@@ -659,14 +659,20 @@ def test_an_admission_on_a_stale_kept_copy_is_refused_by_the_server_and_redecide
     assert reserve(replica_b, "b2") == "over"
 
 
+def ledger_holding(n):
+    """A fake API server and a ledger that reserved u0..u<n-1> (1 GPU each) at t=1000."""
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for k in range(n):
+        reservation = Reservation(f"u{k}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
+        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    return api, ledger
+
+
 def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_nothing():
     from webhook.adapters.kube.ledger import ViewMark
 
-    api = FakeCoordination()
-    ledger = LeaseLedger(api, "gpuport-system")
-    for n in range(4):
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
-        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    api, ledger = ledger_holding(4)
     everything_seen = ViewMark(2000, lambda uid: 1500)
 
     def full(current):
@@ -686,11 +692,7 @@ def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_noth
 def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_it():
     from webhook.adapters.kube.ledger import ViewMark
 
-    api = FakeCoordination()
-    ledger = LeaseLedger(api, "gpuport-system")
-    for n in range(8):
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
-        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    api, ledger = ledger_holding(8)
     one_seen = ViewMark(2000, {"u0": 1500}.get)
     late = Reservation("late", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
     api.calls.clear()
