@@ -417,3 +417,17 @@ def test_preflight_quota_counts_mig_slices_like_the_webhook():
     assert checks(seven)["quota"] == (1.0, "1 of 1 GPU-equivalents in ml")  # 7 × 1/7, exactly
     eight = run([deployment("a", spec, replicas=8)], "generic", "generic", Inventory(nodes, (quota,)))
     assert checks(eight)["quota"][0] == 0.0
+
+
+def test_packing_counts_gpus_asked_in_limits_when_requests_name_only_cpu():
+    # The API server defaults each missing request to its limit: a container that requests cpu but
+    # limits nvidia.com/gpu: 8 still needs eight GPUs, so two such replicas cannot share one node.
+    container = {
+        "name": "train",
+        "image": "trainer:1",
+        "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4", "nvidia.com/gpu": "8"}},
+    }
+    spec = {"containers": [container], "nodeSelector": {"node.kubernetes.io/instance-type": "p4d.24xlarge"}}
+    inventory = Inventory((gpu_node("p4d-0", P4D, {"nvidia.com/gpu": "8"}),))
+    report = run([deployment("train", spec, replicas=2)], source="eks", target="eks", inventory=inventory)
+    assert report.workloads[0].pending == 1

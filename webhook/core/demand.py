@@ -15,7 +15,7 @@ from webhook.core import quantity
 from webhook.core.catalogue import MigProfile, ProfileError
 from webhook.core.checks import is_extended_resource
 from webhook.core.platform import Dialects
-from webhook.core.workloads import containers, resource_section
+from webhook.core.workloads import containers, required_terms, resource_section
 
 
 @dataclass(frozen=True)
@@ -217,17 +217,8 @@ def _models_named(value: str, dialects: Dialects) -> frozenset[str]:
 
 
 def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    terms = (
-        (
-            ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
-            .get("nodeSelectorTerms")
-        )
-        if isinstance(spec.get("affinity"), Mapping)
-        else None
-    )
     expressions = []
-    for term in terms or ():
+    for term in required_terms(spec) or ():
         if isinstance(term, Mapping):
             expressions += [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
     return expressions

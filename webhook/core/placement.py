@@ -15,6 +15,7 @@ from webhook.core import quantity
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
 from webhook.core.topology import best_cost
+from webhook.core.workloads import containers, find_pod_spec, resource_entries, resource_section
 
 JOB_LABELS = (
     "batch.kubernetes.io/job-name",
@@ -92,9 +93,8 @@ def cost_table(classes: list[NodeClass], k: int) -> list[CostRow]:
 
 def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
     total = 0
-    for container in spec.get("containers") or []:
-        value = ((container.get("resources") or {}).get("limits") or {}).get(target.whole_gpu)
-        if value is not None:
+    for _, name, value in resource_entries(spec, "limits", ("containers",)):
+        if name == target.whole_gpu:
             try:
                 total += int(quantity.parse(value))
             except (quantity.QuantityError, ValueError):
@@ -217,21 +217,21 @@ class PlacementHints:
 
 def _asks_several(pod: Mapping[str, Any]) -> bool:
     totals: dict[str, int] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for name, value in ((container.get("resources") or {}).get("limits") or {}).items():
-            if "/" in name:
-                try:
-                    totals[name] = totals.get(name, 0) + int(quantity.parse(value))
-                except (quantity.QuantityError, ValueError, ArithmeticError):
-                    continue
+    spec = find_pod_spec(pod, ("spec",)) or {}
+    for _, name, value in resource_entries(spec, "limits", ("containers",)):
+        if "/" in name:
+            try:
+                totals[name] = totals.get(name, 0) + int(quantity.parse(value))
+            except (quantity.QuantityError, ValueError, ArithmeticError):
+                continue
     return any(total >= 2 for total in totals.values())
 
 
 def guaranteed_qos(spec: Mapping[str, Any]) -> bool:
     """Every container has cpu and memory limits, and requests equal to them (or unset)."""
-    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        resources = container.get("resources") or {}
-        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    for container in containers(spec):
+        limits = resource_section(container.spec, "limits")
+        requests = resource_section(container.spec, "requests")
         for name in ("cpu", "memory"):
             if name not in limits or requests.get(name, limits[name]) != limits[name]:
                 return False

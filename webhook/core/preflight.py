@@ -26,6 +26,7 @@ from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
+from webhook.core.workloads import containers, find_pod_spec, requested, resource_entries, resource_section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "resource_names": 0.20,
@@ -271,19 +272,15 @@ def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
 
 def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
     """Extended resources one pod asks for: app containers add up, init containers take the max."""
-    spec = template.get("spec") or {}
     totals: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        asks = resources.get("requests") or resources.get("limits") or {}
-        for name, value in asks.items():
-            if is_extended_resource(name):
-                totals[name] = totals.get(name, Decimal(0)) + quantity.parse(value)
-    for container in spec.get("initContainers") or []:
-        resources = container.get("resources") or {}
-        for name, value in (resources.get("requests") or resources.get("limits") or {}).items():
-            if is_extended_resource(name):
-                totals[name] = max(totals.get(name, Decimal(0)), quantity.parse(value))
+    for container in containers(find_pod_spec(template, ("spec",)) or {}):
+        names = {*resource_section(container.spec, "requests"), *resource_section(container.spec, "limits")}
+        for name in filter(is_extended_resource, names):
+            amount = quantity.parse(requested(container.spec, name))
+            if container.list_name == "containers":
+                totals[name] = totals.get(name, Decimal(0)) + amount
+            else:
+                totals[name] = max(totals.get(name, Decimal(0)), amount)
     return totals
 
 
@@ -526,10 +523,10 @@ def _topology_check(templates, inventory: Inventory | None, models: set[str], ca
     for t in templates:
         if t.translated is None:
             continue
-        for container in (t.translated.get("spec") or {}).get("containers") or []:
-            for name, value in ((container.get("resources") or {}).get("limits") or {}).items():
-                if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):
-                    k = max(k, int(quantity.parse(value)))
+        spec = find_pod_spec(t.translated, ("spec",)) or {}
+        for _, name, value in resource_entries(spec, "limits", ("containers",)):
+            if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):
+                k = max(k, int(quantity.parse(value)))
     if k <= 1:
         return 1.0, "one GPU per pod: no topology needs"
     if inventory is None:

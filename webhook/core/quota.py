@@ -13,6 +13,7 @@ from typing import Any
 
 from webhook.core.equivalents import PodGpuUse, show
 from webhook.core.quantity import MIB
+from webhook.core.workloads import find_pod_spec, resource_entries
 
 GPU_MEMORY = "requests.gpuport.io/gpu-memory"
 FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
@@ -43,13 +44,11 @@ class Usage:
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
-    spec = pod.get("spec") or {}
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    spec = find_pod_spec(pod, ("spec",)) or {}
     best_effort = not any(
-        name in ((c.get("resources") or {}).get(section) or {})
-        for c in containers
+        name in ("cpu", "memory")
         for section in ("requests", "limits")
-        for name in ("cpu", "memory")
+        for _, name, _ in resource_entries(spec, section)
     )
     return PodFacts(
         terminating=spec.get("activeDeadlineSeconds") is not None,

@@ -50,9 +50,13 @@ def find_pod_spec(obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str,
     return node if isinstance(node, Mapping) else None
 
 
-def containers(pod_spec: Mapping[str, Any], spec_path: tuple[str, ...]) -> Iterator[ContainerRef]:
+def containers(
+    pod_spec: Mapping[str, Any],
+    spec_path: tuple[str, ...] = ("spec",),
+    lists: tuple[str, ...] = CONTAINER_LISTS,
+) -> Iterator[ContainerRef]:
     dotted = ".".join(spec_path)
-    for list_name in CONTAINER_LISTS:
+    for list_name in lists:
         items = pod_spec.get(list_name)
         if not isinstance(items, list):
             continue
@@ -70,3 +74,33 @@ def resource_section(container: Mapping[str, Any], section: str) -> Mapping[str,
         return {}
     values = resources.get(section)
     return values if isinstance(values, Mapping) else {}
+
+
+def resource_entries(
+    pod_spec: Mapping[str, Any], section: str, lists: tuple[str, ...] = CONTAINER_LISTS
+) -> Iterator[tuple[ContainerRef, str, Any]]:
+    """(container, resource name, amount as written) for each entry of one resources section."""
+    for container in containers(pod_spec, lists=lists):
+        for name, amount in resource_section(container.spec, section).items():
+            yield container, str(name), amount
+
+
+def requested(container: Mapping[str, Any], name: str) -> Any:
+    """What a container requests of one resource: its request, else its limit (the API server
+    defaults a missing request to the limit); None when it names the resource in neither."""
+    requests = resource_section(container, "requests")
+    return requests[name] if name in requests else resource_section(container, "limits").get(name)
+
+
+def required_terms(pod_spec: Mapping[str, Any]) -> list[Any] | None:
+    """The pod's required node-affinity terms (ORed), as the list in the spec so edits land there;
+    None when it has none."""
+    affinity = pod_spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    return terms if isinstance(terms, list) else None
