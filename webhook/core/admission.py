@@ -13,14 +13,9 @@ from webhook.core.decision import Decision, allow, deny
 from webhook.core.demand import PodDemand, read_demand, read_selection
 from webhook.core.patch import diff_mutation
 from webhook.core.platform import CloudMap, Dialects
+from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
-from webhook.core.translate import (
-    Untranslatable,
-    add_tolerations,
-    is_native,
-    missing_tolerations,
-    translate_pod,
-)
+from webhook.core.translate import Untranslatable, is_native, translate_pod
 from webhook.core.workloads import containers, find_pod_spec, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
@@ -75,7 +70,7 @@ def rewrite_pod(
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
     if native and not hints:
         wanted = []
-    tolerate = bool(demand.asks) and missing_tolerations(spec, context.target)
+    tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
     if native and not wanted and not tolerate:
         # No copy, no diff; the pod's models are the ones already read with its demand.
         return [], _absent(spec, context, demand.selection.models) if demand.asks else []

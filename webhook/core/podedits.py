@@ -1,0 +1,127 @@
+"""Edits on a Pod-shaped view: the few spec fields translation changes, changed in place and only
+as far as asked. Each edit keeps what the author wrote around it (other selector keys, other
+affinity terms, the value of an amount that already means the same) and reports whether it changed
+anything, so a pod already in the target's words comes out byte for byte.
+"""
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.core.demand import ContainerAsk
+from webhook.core.workloads import required_terms
+
+
+def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The map's tolerations for its GPU nodes' taints, each added once; one warning per addition."""
+    warnings = []
+    for toleration in tolerations:
+        present = spec.setdefault("tolerations", [])
+        if dict(toleration) not in present:
+            present.append(dict(toleration))
+            warnings.append(f"gpuport: toleration {toleration.get('key')} added")
+    return warnings
+
+
+def missing_tolerations(spec: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    present = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    return any(dict(t) not in present for t in tolerations)
+
+
+def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, str]) -> None:
+    container = spec[ask.list_name][ask.index]
+    resources = container.setdefault("resources", {})
+    if new and not any(
+        isinstance(resources.get(s), dict) and any(n in resources[s] for n in ask.written)
+        for s in ("limits", "requests")
+    ):
+        # Asked by annotation (KAI): the resources are new, and limits alone ask for them.
+        resources.setdefault("limits", {}).update(new)
+        return
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if not isinstance(values, dict) or not any(name in values for name in ask.written):
+            continue
+        for name in ask.written:
+            if name not in new:
+                values.pop(name, None)
+        if not values and not new:
+            del resources[section]  # the ask moved to annotations (KAI): no empty section left
+        for name, amount in new.items():
+            # Keep the value as written when it means the same (a YAML 1 stays 1, not "1").
+            if str(values.get(name)) != amount:
+                values[name] = amount
+    if not new and not resources:
+        del container["resources"]
+
+
+def remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    removed: dict[str, Any] = {}
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        dropped = {k: selector.pop(k) for k in sorted(keys) if k in selector}
+        if dropped:
+            removed["nodeSelector"] = dropped
+        if not selector:
+            del spec["nodeSelector"]
+    affinity = spec.get("affinity")
+    terms = required_terms(spec)
+    if terms is not None:
+        dropped_expressions = []
+        kept_terms = []
+        for term in terms:
+            expressions = term.get("matchExpressions") or []
+            keep = [e for e in expressions if e.get("key") not in keys]
+            dropped_expressions += [e for e in expressions if e.get("key") in keys]
+            if keep or term.get("matchFields"):
+                if keep:
+                    term["matchExpressions"] = keep
+                else:
+                    term.pop("matchExpressions", None)
+                kept_terms.append(term)
+            elif not expressions:
+                kept_terms.append(term)
+        if dropped_expressions:
+            removed["nodeAffinity"] = dropped_expressions
+            node_affinity = affinity["nodeAffinity"]
+            if kept_terms:
+                node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = (
+                    kept_terms
+                )
+            else:
+                # An empty term matches no node: drop the requirement rather than keep an empty one.
+                del node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+                if not node_affinity:
+                    del affinity["nodeAffinity"]
+                if not affinity:
+                    del spec["affinity"]
+    return removed
+
+
+def require_label(spec: dict[str, Any], key: str, values: tuple[str, ...]) -> bool:
+    """Require a node label value: nodeSelector for one value, required node affinity for several.
+    Returns False when the pod already says exactly that."""
+    if len(values) == 1:
+        selector = spec.setdefault("nodeSelector", {})
+        if selector.get(key) == values[0]:
+            return False
+        selector[key] = values[0]
+        return True
+    return require_expression(spec, {"key": key, "operator": "In", "values": list(values)})
+
+
+def require_expression(spec: dict[str, Any], expression: dict[str, Any]) -> bool:
+    """Add a required node-affinity expression to every term (terms are ORed: it must hold in each).
+    Returns False when every term already has it."""
+    terms = required_terms(spec)
+    if terms:
+        if all(expression in (term.get("matchExpressions") or []) for term in terms):
+            return False
+        for term in terms:
+            term.setdefault("matchExpressions", []).append(copy.deepcopy(expression))
+        return True
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+    }
+    return True

@@ -1,0 +1,250 @@
+"""One container's GPU ask in the target's words: the resources, node labels and annotations that
+ask for the same thing there (a MIG slice on a model that has it, a share sized in the target's
+unit...), or why the target cannot give it. The pod-level choices (which models, which selectors
+stay) are translate.py's; this module answers per ask.
+"""
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
+from webhook.core.demand import ContainerAsk, SharedAsk
+from webhook.core.platform import CloudMap
+from webhook.core.quantity import MIB
+
+
+class Untranslatable(Exception):
+    """The pod asks for something the target cannot give; the messages say what it offers instead."""
+
+    def __init__(self, messages: list[str]):
+        self.messages = messages
+        super().__init__("; ".join(messages))
+
+
+@dataclass(frozen=True)
+class TargetAsk:
+    """The target-side answer for one container: resources, plus labels the node must carry."""
+
+    resources: dict[str, str]
+    node_labels: dict[str, tuple[str, ...]]  # label → acceptable values
+    models: tuple[str, ...]  # the GPU models this ask now needs (empty: any the resource implies)
+    note: str  # what changed, for the warning
+    annotations: Mapping[str, str] = field(default_factory=dict)  # pod annotations the form needs
+
+
+def translate_ask(
+    ask: ContainerAsk, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+) -> TargetAsk:
+    if ask.vendor != target.vendor:
+        raise Untranslatable(
+            [
+                f"asks for an {ask.vendor.upper()} GPU ({ask.describe()}); "
+                f"{target.name} offers {target.vendor.upper()} GPUs only"
+            ]
+        )
+    if ask.kind == "whole":
+        return TargetAsk({target.whole_gpu: str(ask.count)}, {}, (), "")
+    if ask.kind == "mig":
+        return _place_mig(ask, ask.profile, models, target, catalogue)
+    if ask.kind == "shared":
+        return _place_shared(ask, models, target, catalogue)
+    return _place_fraction(ask, models, target, catalogue)
+
+
+def mig_candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalogue) -> list[GpuModel]:
+    """MIG-capable models to place a slice on, each limited to the profiles the cluster has set up
+    (`offered_profiles`, from the map or the inventory) when it has any of them."""
+    ids = models or target.models_offered(catalogue)
+    found = []
+    for model in (catalogue.models[m] for m in ids if catalogue.models[m].mig_capable):
+        if target.offered_profiles:
+            present = {p: n for p, n in model.profiles.items() if p in target.offered_profiles}
+            model = replace(model, profiles=present) if present else model
+        found.append(model)
+    return found
+
+
+def _place_mig(ask, wanted: MigProfile, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
+    if target.mig.form == "by-memory":
+        return _place_mig_by_memory(ask, wanted, target)
+    if target.mig.form == "none":
+        if target.mig_to_whole == "allow":
+            return TargetAsk(
+                {target.whole_gpu: str(ask.count)}, {}, (), " (no MIG here: whole GPUs, by policy)"
+            )
+        raise Untranslatable(
+            [f"asks for MIG {wanted.name}; {target.name} offers no MIG slices. {_offer(target)}"]
+        )
+    candidates = mig_candidates(models, target, catalogue)
+    fit = smallest_model_fit(candidates, wanted)
+    if fit is None:
+        offered = sorted(
+            {p.name for g in candidates for p in g.mig_profiles()}, key=lambda n: MigProfile.parse(n)
+        )
+        raise Untranslatable(
+            [
+                f"asks for MIG {wanted.name}; no {target.name} GPU has a slice with ≥ {wanted.compute}g and "
+                f"≥ {wanted.memory_gb}gb (offered: {', '.join(offered) or 'none'})"
+            ]
+        )
+    model, profile = fit
+    note = ""
+    if profile != wanted:
+        more = "; more compute" if profile.compute > wanted.compute else ""
+        note = f" ({model.id} has no {wanted.name}{more})"
+    if target.mig.form == "mixed":
+        return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
+    if target.mig.form == "single":
+        # The product label names model and slice at once: NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.
+        products = tuple(f"{name}-MIG-{profile.name}" for name in model.names)
+        return TargetAsk({target.whole_gpu: str(ask.count)}, {target.mig.product_label: products}, (), note)
+    return TargetAsk(
+        {target.whole_gpu: str(ask.count)}, {target.mig.label: (profile.name,)}, (model.id,), note
+    )
+
+
+def _place_mig_by_memory(ask, wanted: MigProfile, target: CloudMap) -> TargetAsk:
+    """HAMi's dynamic MIG: the layer cuts a MIG instance with at least the memory asked for, so the
+    slice is written as a share of that memory (and of the compute, where the layer takes cores)."""
+    form = target.shared
+    resources = {form.memory_resource: _memory_quantity(wanted.memory_gb * 1024, form.memory_unit_bytes)}
+    if form.count_resource:
+        resources[form.count_resource] = str(ask.count)
+    note = f" (MIG {wanted.name}: {target.name} cuts an instance with at least this memory)"
+    return TargetAsk(resources, {}, (), note, dict(target.mig.annotations))
+
+
+def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
+    share = ask.share
+    form = target.shared
+    if form.form == "none":
+        raise Untranslatable(
+            [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target)}"]
+        )
+    lost = " (memory limit not enforced by time-slicing)" if share.memory_mib or share.memory_percent else ""
+    if form.form == "resource":
+        return TargetAsk({form.resource: str(ask.count)}, {}, (), lost)
+    if form.form == "annotation":
+        return _place_annotation_share(ask, share, target)
+    if form.form == "label":
+        if form.max_per_container and ask.count > form.max_per_container:
+            raise Untranslatable(
+                [
+                    f"asks for {ask.count} shared GPUs in one container; {target.name} allows at most "
+                    f"{form.max_per_container} {target.whole_gpu} per container on shared GPUs. "
+                    "Ask for whole GPUs, or split the work over containers"
+                ]
+            )
+        return TargetAsk({target.whole_gpu: str(ask.count)}, {form.label: (form.values[0],)}, (), lost)
+    if share.memory_percent is not None and form.memory_percent_resource and share.memory_mib is None:
+        resources = {form.memory_percent_resource: str(share.memory_percent)}
+    else:
+        memory = _share_memory_mib(share, models, catalogue)
+        if memory is None:
+            raise Untranslatable([f"{_share_words(share, models)}; {_memory_advice(target)}"])
+        resources = {form.memory_resource: _memory_quantity(memory, form.memory_unit_bytes)}
+    if form.count_resource and (ask.count != 1 or not form.count_optional):
+        resources[form.count_resource] = str(ask.count)
+    if form.core_resource and share.core_percent is not None:
+        resources[form.core_resource] = str(math.ceil(share.core_percent * form.core_per_gpu / 100))
+    return TargetAsk(resources, {}, (), "")
+
+
+def _place_annotation_share(ask, share: SharedAsk, target: CloudMap) -> TargetAsk:
+    """KAI: one share of a GPU per pod, for its first container, by annotation; no GPU resource."""
+    form = target.shared
+    if ask.count != 1 or ask.list_name != "containers":
+        raise Untranslatable(
+            [
+                f"asks for {ask.count} shared GPUs; {target.name} gives one share per pod, "
+                "to its first container"
+            ]
+        )
+    if share.memory_mib is not None:
+        annotation = {form.memory_annotation: str(share.memory_mib)}
+    elif (percent := share.memory_percent or share.core_percent) is not None:
+        annotation = {form.fraction_annotation: f"{percent / 100:g}"}
+    else:
+        raise Untranslatable(
+            [
+                f"asks for a shared GPU without a size; {target.name} shares GPUs by "
+                f"{form.fraction_annotation} or {form.memory_annotation} (MiB): ask with one of them"
+            ]
+        )
+    return TargetAsk({}, {}, (), "", annotation)
+
+
+def _share_memory_mib(share: SharedAsk, models, catalogue: Catalogue) -> int | None:
+    """MiB of GPU memory a share means: as asked, or its percentage of the one model it is pinned to."""
+    if share.memory_mib is not None:
+        return share.memory_mib
+    percent = share.memory_percent if share.memory_percent is not None else share.core_percent
+    if percent is None or len(models) != 1:
+        return None
+    return catalogue.models[models[0]].memory_gb * 1024 * percent // 100
+
+
+def _share_words(share: SharedAsk, models: tuple[str, ...]) -> str:
+    which = f"on one of {' or '.join(models)}" if models else "on no particular GPU model"
+    if share.memory_percent is not None:
+        return f"asks for {share.memory_percent}% of a GPU's memory {which}"
+    if share.core_percent is not None:
+        return f"asks for {share.core_percent}% of a GPU's cores {which}"
+    return "asks for a shared GPU without a memory size"
+
+
+def _memory_advice(target: CloudMap) -> str:
+    form = target.shared
+    return (
+        f"{target.name} shares GPUs by memory ({form.memory_resource}): name one GPU model in a node "
+        f"selector so gpuport can size the share, or ask for {form.memory_resource} directly"
+    )
+
+
+def _place_fraction(ask, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
+    amount = ask.fraction
+    if target.fractional_policy == "shared" and amount < 1:
+        shared = ContainerAsk(
+            ask.list_name,
+            ask.index,
+            ask.name,
+            "shared",
+            1,
+            ask.vendor,
+            written=ask.written,
+            share=_fraction_share(amount, models, catalogue),
+        )
+        return _place_shared(shared, models, target, catalogue)
+    if target.fractional_policy == "mig" and amount < 1:
+        if len(models) != 1 or not catalogue.models[models[0]].mig_capable:
+            raise Untranslatable(
+                [
+                    f"asks for {float(amount):g} GPU; name one MIG-capable GPU model in a node selector "
+                    "so gpuport can size the slice"
+                ]
+            )
+        model = catalogue.models[models[0]]
+        wanted = MigProfile(math.ceil(amount * model.compute_slices), math.ceil(amount * model.memory_gb))
+        return _place_mig(replace(ask, count=1), wanted, models, target, catalogue)
+    raise Untranslatable([f"asks for {float(amount):g} GPU; GPUs are whole units"])
+
+
+def _fraction_share(amount, models, catalogue):
+    if len(models) == 1:
+        return SharedAsk(
+            memory_mib=math.ceil(catalogue.models[models[0]].memory_gb * 1024 * amount),
+            core_percent=math.ceil(amount * 100),
+        )
+    return SharedAsk(core_percent=math.ceil(amount * 100))
+
+
+def _memory_quantity(mib: int, unit_bytes: int) -> str:
+    if unit_bytes == 1:
+        return f"{mib}Mi"
+    return str(math.ceil(mib * MIB / unit_bytes))
+
+
+def _offer(target: CloudMap) -> str:
+    options = [f"whole GPUs ({target.whole_gpu})", *target.partial_gpu_options()]
+    return f"{target.name} offers: {'; '.join(options)}"
