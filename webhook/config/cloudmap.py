@@ -4,7 +4,6 @@ An admin who breaks a map gets `file:line: problem`; the server keeps serving th
 """
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from webhook.config.yamlsource import duplicate_keys, error_line, line_of
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
 from webhook.core.platform import CloudMap, MigForm, ModelAnnotations, ModelLabel, NodeLabels, SharedForm
 
@@ -84,13 +84,10 @@ def _compose(text: str, source: Path | str) -> tuple[yaml.Node | None, Any]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise CloudMapError(
-            source, mark.line + 1 if mark else None, f"not valid YAML: {exc.problem}"
-        ) from None
+        raise CloudMapError(source, error_line(exc), f"not valid YAML: {exc.problem}") from None
     except yaml.YAMLError as exc:
         raise CloudMapError(source, None, f"not valid YAML: {exc}") from None
-    for key_node in _duplicate_keys(node):
+    for key_node in duplicate_keys(node):
         raise CloudMapError(source, key_node.start_mark.line + 1, f"duplicate key {key_node.value!r}")
     return node, data
 
@@ -100,7 +97,7 @@ def _validate(validator, data, node, source) -> None:
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         location = ".".join(map(str, error.absolute_path)) or "(top level)"
-        raise CloudMapError(source, _line_of(node, _error_path(error)), f"{location}: {error.message}")
+        raise CloudMapError(source, line_of(node, _error_path(error)), f"{location}: {error.message}")
 
 
 def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:
@@ -114,7 +111,7 @@ def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:
                 MigProfile.parse(profile)
             except ProfileError as exc:
                 raise CloudMapError(
-                    source, _line_of(node, ["models", model_id, "mig", "profiles", profile]), str(exc)
+                    source, line_of(node, ["models", model_id, "mig", "profiles", profile]), str(exc)
                 ) from None
     return parse_catalogue(data)
 
@@ -133,7 +130,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             expanded = {}
             for model_id, value in values.items():
                 if model_id not in catalogue.models:
-                    line = _line_of(node, ["model_labels", index, "values", model_id])
+                    line = line_of(node, ["model_labels", index, "values", model_id])
                     raise CloudMapError(
                         source,
                         line,
@@ -143,12 +140,12 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         named = {v for values_of_model in expanded.values() for v in values_of_model}
         for value in entry.get("gpus", {}):
             if value not in named:
-                line = _line_of(node, ["model_labels", index, "gpus", value])
+                line = line_of(node, ["model_labels", index, "gpus", value])
                 raise CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
         model_labels.append(ModelLabel(entry["label"], expanded, dict(entry.get("gpus", {}))))
     for index, model_id in enumerate(data.get("offered_models", [])):
         if model_id not in catalogue.models:
-            line = _line_of(node, ["offered_models", index])
+            line = line_of(node, ["offered_models", index])
             raise CloudMapError(
                 source, line, f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
             )
@@ -231,7 +228,7 @@ def load_directory(directory: Path) -> LoadedMaps:
         cloud_map = parse_cloud_map(_read(path), path, catalogue)
         if cloud_map.name in maps:
             node, _ = _compose(_read(path), path)
-            raise CloudMapError(path, _line_of(node, ["name"]), f"duplicate map name {cloud_map.name!r}")
+            raise CloudMapError(path, line_of(node, ["name"]), f"duplicate map name {cloud_map.name!r}")
         maps[cloud_map.name] = cloud_map
     return LoadedMaps(catalogue, maps)
 
@@ -252,38 +249,6 @@ def directory_signature(directory: Path, *extra_files: Path | None) -> tuple:
 def default_directory() -> Path:
     """The repository's cloudmaps/ (a source checkout); the container image sets GPUPORT_CLOUDMAP_DIR."""
     return Path(__file__).resolve().parents[2] / "cloudmaps"
-
-
-def _duplicate_keys(node: yaml.Node | None) -> Iterator[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        seen = set()
-        for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                if key_node.value in seen:
-                    yield key_node
-                seen.add(key_node.value)
-            yield from _duplicate_keys(value_node)
-    elif isinstance(node, yaml.SequenceNode):
-        for child in node.value:
-            yield from _duplicate_keys(child)
-
-
-def _line_of(node: yaml.Node | None, path: list[Any]) -> int | None:
-    """1-based line of the deepest entry on `path` that exists (a mapping entry's key line)."""
-    if node is None:
-        return None
-    line = node.start_mark.line + 1
-    for key in path:
-        found = None
-        if isinstance(node, yaml.MappingNode):
-            found = next(((k, v) for k, v in node.value if k.value == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            found = (node.value[key], node.value[key])
-        if found is None:
-            break
-        key_node, node = found
-        line = key_node.start_mark.line + 1
-    return line
 
 
 def _error_path(error: jsonschema.ValidationError) -> list[Any]:

@@ -13,6 +13,7 @@ from webhook.config.cloudmap import (
     parse_catalogue_text,
     parse_cloud_map,
 )
+from webhook.config.yamlsource import error_line, line_of
 from webhook.core.catalogue import Catalogue
 from webhook.core.checks import is_extended_resource
 
@@ -51,8 +52,7 @@ def _lint_text(path: Path, text: str, names: dict[str, Path]) -> list[Finding]:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         docs = list(yaml.safe_load_all(text))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        return [Finding(str(path), mark.line + 1 if mark else None, f"not valid YAML: {exc.problem}")]
+        return [Finding(str(path), error_line(exc), f"not valid YAML: {exc.problem}")]
     if len(docs) == 1 and isinstance(docs[0], dict) and "resources" in docs[0] and "kind" not in docs[0]:
         cloud_map = parse_cloud_map(text, path, _catalogue_for(path))
         if cloud_map.name in names:
@@ -82,7 +82,7 @@ def _quota_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
             findings.append(
                 Finding(
                     str(path),
-                    _key_line(node, ["spec", "hard", key]),
+                    line_of(node, ["spec", "hard", key]),
                     f"{key} is never counted for extended resources; use requests.{resource}",
                 )
             )
@@ -99,7 +99,7 @@ def _limitrange_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding
                 findings.append(
                     Finding(
                         str(path),
-                        _item_line(node, index),
+                        line_of(node, ["spec", "limits", index]),
                         f"{resource} max without a default: every container gets {item['max'][resource]} "
                         f"GPUs by default; add default: {{{resource}: 0}} (or use gpuport.io/gpu-limits)",
                     )
@@ -109,7 +109,7 @@ def _limitrange_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding
                 findings.append(
                     Finding(
                         str(path),
-                        _item_line(node, index),
+                        line_of(node, ["spec", "limits", index]),
                         f"{resource} min on type Pod refuses every CPU-only pod; "
                         "use gpuport.io/gpu-limits instead",
                     )
@@ -117,29 +117,8 @@ def _limitrange_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding
     return findings
 
 
-def _item_line(node: yaml.Node, index: int) -> int | None:
-    for key in ("spec", "limits"):
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        node = next((v for k, v in node.value if k.value == key), None)
-    if isinstance(node, yaml.SequenceNode) and index < len(node.value):
-        return node.value[index].start_mark.line + 1
-    return None
-
-
 def _catalogue_for(path: Path) -> Catalogue:
     sibling = path.parent / CATALOGUE_FILE
     if sibling.is_file():
         return parse_catalogue_text(sibling.read_text(encoding="utf-8"), sibling)
     return load_directory(default_directory()).catalogue
-
-
-def _key_line(node: yaml.Node, path: list[str]) -> int | None:
-    for key in path:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        match = next(((k, v) for k, v in node.value if k.value == key), None)
-        if match is None:
-            return None
-        key_node, node = match
-    return key_node.start_mark.line + 1
