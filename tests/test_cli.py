@@ -96,3 +96,15 @@ def test_serve_with_a_broken_inventory_says_which_file(tmp_path, capsys):
     assert (
         f"inventory {tmp_path / 'nodes.yaml'}: the inventory holds no Node objects" in capsys.readouterr().err
     )
+
+
+def test_building_the_parser_imports_no_server_cluster_or_gpu_library():
+    # Every command module is loaded to build the parser: a top-level import of gunicorn, flask,
+    # kubernetes or NVML there would slow every command and pull a web server into the node agent.
+    probe = (
+        "import sys; from webhook.commands.cli import build_parser; build_parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'gunicorn', 'flask', 'kubernetes', 'pynvml', 'prometheus_client', 'ruamel'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
