@@ -386,7 +386,7 @@ def test_bad_inventory_is_a_clear_error(tmp_path):
 def test_inventory_from_a_live_cluster_uses_the_same_parser():
     from types import SimpleNamespace
 
-    from webhook.core.inventory import inventory_from_cluster
+    from webhook.adapters.kube.inventory_reader import inventory_from_cluster
 
     node = {
         "apiVersion": "v1",
@@ -431,3 +431,25 @@ def test_packing_counts_gpus_asked_in_limits_when_requests_name_only_cpu():
     inventory = Inventory((gpu_node("p4d-0", P4D, {"nvidia.com/gpu": "8"}),))
     report = run([deployment("train", spec, replicas=2)], source="eks", target="eks", inventory=inventory)
     assert report.workloads[0].pending == 1
+
+
+def test_cli_reports_an_unreachable_cluster_as_bad_input(tmp_path):
+    # Port 9 (discard) on loopback refuses at once: the read fails fast, and the user gets one line
+    # naming what was being read, not a traceback.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    code, _, err = cli("--from", "gke", "--to", "eks", "--kubeconfig", str(kubeconfig), str(EXAMPLE))
+    assert code == 2
+    assert err.startswith("gpuport preflight: reading the cluster's nodes and quotas:")
+    assert "Traceback" not in err

@@ -48,14 +48,17 @@ def run(args: argparse.Namespace) -> int:
         return bad_input("preflight", exc)
     if args.kubeconfig:
         from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
+        from webhook.adapters.kube.inventory_reader import inventory_from_cluster
         from webhook.adapters.kube.kubeclient import api_client
-        from webhook.core.inventory import InventoryError, inventory_from_cluster
+        from webhook.core.inventory import InventoryError
 
         try:
             inventory = inventory_from_cluster(client.CoreV1Api(api_client(args.kubeconfig)))
-        except (OSError, InventoryError) as exc:
-            return bad_input("preflight", exc)
+        except (OSError, InventoryError, ApiException, HTTPError) as exc:
+            return bad_input("preflight", f"reading the cluster's nodes and quotas: {exc}")
     source = next(m for m in context.dialects.maps if m.name == args.source)
     report = preflight(
         documents, source, context, inventory, max_risk_fraction=args.max_risk, wave_size=args.wave_size

@@ -86,17 +86,6 @@ def parse_inventory(documents: list[Any]) -> Inventory:
     return Inventory(tuple(nodes), tuple(quotas))
 
 
-def inventory_from_cluster(core_api) -> Inventory:
-    """The same inventory read live: nodes and ResourceQuotas through the Kubernetes API (read-only)."""
-    serialize = core_api.api_client.sanitize_for_serialization
-    nodes = [{"kind": "Node", **serialize(n)} for n in core_api.list_node().items]
-    quotas = [
-        {"kind": "ResourceQuota", **serialize(q)}
-        for q in core_api.list_resource_quota_for_all_namespaces().items
-    ]
-    return parse_inventory(nodes + quotas)
-
-
 def _amount(value: Any, owner: str, key: str) -> Decimal:
     try:
         return quantity.parse(value)
