@@ -2,6 +2,7 @@
 
 import datetime as dt
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -44,7 +45,7 @@ def issue_bundle(
     *,
     days: int = 365,
     now: dt.datetime | None = None,
-    keep_cas: list[x509.Certificate] = (),
+    keep_cas: Sequence[x509.Certificate] = (),
 ) -> Bundle:
     """A fresh CA and a serving certificate for the names; `keep_cas` are appended to the bundle."""
     if not dns_names and not ip_addresses:

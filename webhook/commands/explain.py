@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from webhook.core.placement import cost_table, node_classes, whole_gpus
     from webhook.core.templates import pod_templates
     from webhook.core.translate import Untranslatable
-    from webhook.core.workloads import find_pod_spec
+    from webhook.core.workloads import mapping_at
 
     try:
         inventory = load_inventory(args.inventory)
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name}: not translatable: {exc}")
                 continue
             pod = jsonpatch.apply_patch(template, patch)
-            k = whole_gpus(find_pod_spec(pod, ("spec",)) or {}, context.target)
+            k = whole_gpus(mapping_at(pod, ("spec",)) or {}, context.target)
             print(f"{name}: {k} whole GPU(s)")
             for row in cost_table(classes, k) if k >= 2 else []:
                 cost = "cannot hold them" if row.cost is None else f"cost {row.cost} on GPUs {list(row.gpus)}"

@@ -254,8 +254,13 @@ def default_directory() -> Path:
 def _error_path(error: jsonschema.ValidationError) -> list[Any]:
     """The path to point at: for an unexpected key, the key itself rather than its parent."""
     path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
+    schema = error.schema
+    if (
+        error.validator == "additionalProperties"
+        and isinstance(error.instance, dict)
+        and isinstance(schema, dict)
+    ):
+        allowed = set(schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in allowed)
         if extra:
             path.append(extra[0])

@@ -16,7 +16,7 @@ from webhook.core.platform import CloudMap, Dialects
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.translate import Untranslatable, is_native, translate_pod
-from webhook.core.workloads import containers, find_pod_spec, pod_spec_path, resource_section
+from webhook.core.workloads import ContainerRef, containers, mapping_at, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
 # It also receives the whole original Pod, read-only, for context it may not edit.
@@ -106,7 +106,7 @@ def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | 
     return warnings
 
 
-def _gpu_names(container, context: Context) -> set[str]:
+def _gpu_names(container: ContainerRef, context: Context) -> set[str]:
     names = {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
     return {name for name in names if context.target.is_accelerator(name)}
 
@@ -129,7 +129,7 @@ def _check(request: AdmissionRequest, context: Context) -> Decision | None:
     path = pod_spec_path(request.group, request.kind)
     if path is None:
         return allow("kind-ignored")
-    pod_spec = find_pod_spec(request.object or {}, path)
+    pod_spec = mapping_at(request.object or {}, path)
     if pod_spec is None:
         return allow("no-pod-spec")
     violations = check_pod_spec(pod_spec, path, context.target, context.dialects)

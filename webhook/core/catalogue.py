@@ -3,6 +3,7 @@
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 PROFILE_PATTERN = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
@@ -114,7 +115,7 @@ class Catalogue:
         return min(fits, key=lambda g: (g.memory_gb, g.id)) if fits else None
 
 
-def parse_catalogue(data: Mapping) -> Catalogue:
+def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
     models = {}
     for model_id, entry in data["models"].items():
         mig = entry.get("mig") or {}

@@ -46,12 +46,12 @@ def container_cuda(template: Mapping[str, Any]) -> tuple[tuple[int, int] | None,
     """The CUDA major.minor a pod template needs, and where that came from."""
     annotation = ((template.get("metadata") or {}).get("annotations") or {}).get("gpuport.io/cuda")
     if annotation and (version := parse_version(str(annotation))) and len(version) >= 2:
-        return version[:2], "annotation gpuport.io/cuda"
+        return (version[0], version[1]), "annotation gpuport.io/cuda"
     for container in (template.get("spec") or {}).get("containers") or []:
         for env in container.get("env") or []:
             version = parse_version(str(env.get("value"))) if env.get("name") == "CUDA_VERSION" else None
             if version and len(version) >= 2:
-                return version[:2], f"env CUDA_VERSION of {container.get('name')}"
+                return (version[0], version[1]), f"env CUDA_VERSION of {container.get('name')}"
         match = _IMAGE_CUDA.search(str(container.get("image", "")))
         if match:
             return (int(match[1]), int(match[2])), f"image {container.get('image')}"

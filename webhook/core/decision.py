@@ -1,8 +1,9 @@
 """What the decision core answers: a small value the HTTP layer turns into an AdmissionReview."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 # The API server cuts each warning at 256 characters; kubectl output stays readable under 120.
 MAX_WARNING_CHARS = 120
@@ -14,12 +15,18 @@ class Decision:
     # Short, stable label for metrics and logs ("ok", "fractional-gpu", ...), never shown to users.
     reason: str
     message: str = ""
-    patch: tuple[Mapping, ...] = ()
+    patch: tuple[Mapping[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     audit_annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
-def allow(reason: str = "ok", *, patch=(), warnings=(), audit_annotations=None) -> Decision:
+def allow(
+    reason: str = "ok",
+    *,
+    patch: Iterable[Mapping[str, Any]] = (),
+    warnings: Iterable[str] = (),
+    audit_annotations: Mapping[str, str] | None = None,
+) -> Decision:
     return Decision(
         allowed=True,
         reason=reason,
@@ -29,7 +36,7 @@ def allow(reason: str = "ok", *, patch=(), warnings=(), audit_annotations=None) 
     )
 
 
-def deny(reason: str, message: str, *, warnings=()) -> Decision:
+def deny(reason: str, message: str, *, warnings: Iterable[str] = ()) -> Decision:
     return Decision(
         allowed=False,
         reason=reason,

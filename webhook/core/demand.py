@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile, ProfileError
 from webhook.core.checks import is_extended_resource
-from webhook.core.platform import Dialects
-from webhook.core.workloads import containers, required_terms, resource_section
+from webhook.core.platform import Dialects, SharedForm
+from webhook.core.workloads import ContainerRef, containers, mapping_at, required_terms, resource_section
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,15 @@ class SharedAsk:
     memory_percent: int | None = None  # of one card's memory, when asked that way
 
 
+AskKind = Literal["whole", "mig", "shared", "fraction"]
+
+
 @dataclass(frozen=True)
 class ContainerAsk:
     list_name: str
     index: int
     name: str
-    kind: str  # whole | mig | shared | fraction
+    kind: AskKind
     count: int
     vendor: str = "nvidia"
     profile: MigProfile | None = None
@@ -44,6 +47,50 @@ class ContainerAsk:
 
     def describe(self) -> str:
         return ", ".join(f"{k}: {v}" for k, v in sorted(self.written.items()))
+
+    @property
+    def mig_profile(self) -> MigProfile:
+        """The slice a "mig" ask names; asking it of another kind is a programming error."""
+        if self.profile is None:
+            raise TypeError(f"{self.label} is a {self.kind} ask, not a MIG slice")
+        return self.profile
+
+    @property
+    def gpu_share(self) -> SharedAsk:
+        """The share of one GPU a "shared" ask names (empty when only the sharing is asked for)."""
+        if self.share is None:
+            raise TypeError(f"{self.label} is a {self.kind} ask, not a shared GPU")
+        return self.share
+
+    @property
+    def gpu_fraction(self) -> Fraction:
+        """How much of one GPU a "fraction" ask names."""
+        if self.fraction is None:
+            raise TypeError(f"{self.label} is a {self.kind} ask, not a fraction of a GPU")
+        return self.fraction
+
+
+@dataclass(frozen=True)
+class _Site:
+    """Where an ask was written and in which words: what every kind of ask carries."""
+
+    list_name: str
+    index: int
+    name: str
+    written: Mapping[str, str]
+
+    def ask(
+        self,
+        kind: AskKind,
+        count: int,
+        vendor: str,
+        profile: MigProfile | None = None,
+        share: SharedAsk | None = None,
+        fraction: Fraction | None = None,
+    ) -> ContainerAsk:
+        return ContainerAsk(
+            self.list_name, self.index, self.name, kind, count, vendor, profile, share, fraction, self.written
+        )
 
 
 @dataclass(frozen=True)
@@ -67,9 +114,8 @@ class PodDemand:
 
 
 def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), Mapping) else {}
+    spec = mapping_at(pod, ("spec",)) or {}
+    annotations = mapping_at(pod, ("metadata", "annotations")) or {}
     selection = with_model_annotations(read_selection(spec, dialects), annotations, dialects)
     asks: list[ContainerAsk] = []
     problems: list[str] = []
@@ -91,7 +137,9 @@ def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
     return PodDemand(tuple(asks), selection, tuple(problems))
 
 
-def _annotation_share(spec, annotations: Mapping[str, Any], dialects: Dialects):
+def _annotation_share(
+    spec: Mapping[str, Any], annotations: Mapping[str, Any], dialects: Dialects
+) -> tuple[ContainerAsk | None, str]:
     """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
     gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
     for cloud_map in dialects.maps:
@@ -115,8 +163,8 @@ def _annotation_share(spec, annotations: Mapping[str, Any], dialects: Dialects):
         share = SharedAsk(
             memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
         )
-        base = {"list_name": "containers", "index": first.index, "name": first.name, "written": written}
-        return ContainerAsk(kind="shared", count=1, share=share, vendor=cloud_map.vendor, **base), ""
+        site = _Site("containers", first.index, first.name, written)
+        return site.ask("shared", 1, cloud_map.vendor, share=share), ""
     return None, ""
 
 
@@ -224,7 +272,9 @@ def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return expressions
 
 
-def _read_container(container, selection: Selection, dialects: Dialects) -> tuple[ContainerAsk | None, str]:
+def _read_container(
+    container: ContainerRef, selection: Selection, dialects: Dialects
+) -> tuple[ContainerAsk | None, str]:
     limits = resource_section(container.spec, "limits")
     requests = resource_section(container.spec, "requests")
     written: dict[str, str] = {}
@@ -243,12 +293,7 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
         written[name] = str(raw)
     if not amounts:
         return None, ""
-    base = {
-        "list_name": container.list_name,
-        "index": container.index,
-        "name": container.name,
-        "written": written,
-    }
+    site = _Site(container.list_name, container.index, container.name, written)
     where = f'{container.list_name}[{container.index}] "{container.name}"'
 
     for cloud_map in dialects.maps:
@@ -262,28 +307,20 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
             or (form.core_resource and form.core_resource in amounts)
             or (own_count and form.count_resource in amounts)
         ):
-            return _read_share(form, cloud_map.vendor, amounts, base, where)
+            return _read_share(form, cloud_map.vendor, amounts, site, where)
 
     kinds = []
     for name, amount in amounts.items():
         for cloud_map in dialects.maps:
             profile = cloud_map.mig.profile_of(name)
             if profile is not None:
-                kinds.append(
-                    ContainerAsk(
-                        kind="mig", count=int(amount), profile=profile, vendor=cloud_map.vendor, **base
-                    )
-                )
+                kinds.append(site.ask("mig", int(amount), cloud_map.vendor, profile=profile))
                 break
             if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
-                kinds.append(
-                    ContainerAsk(
-                        kind="shared", count=int(amount), share=SharedAsk(), vendor=cloud_map.vendor, **base
-                    )
-                )
+                kinds.append(site.ask("shared", int(amount), cloud_map.vendor, share=SharedAsk()))
                 break
             if name == cloud_map.whole_gpu:
-                kinds.append(_whole(amount, cloud_map.vendor, selection, base))
+                kinds.append(_whole(amount, cloud_map.vendor, selection, site))
                 break
     if len(kinds) != 1:
         return (
@@ -293,7 +330,9 @@ def _read_container(container, selection: Selection, dialects: Dialects) -> tupl
     return kinds[0], ""
 
 
-def _read_share(form, vendor: str, amounts: Mapping[str, Decimal], base: dict, where: str):
+def _read_share(
+    form: SharedForm, vendor: str, amounts: Mapping[str, Decimal], site: _Site, where: str
+) -> tuple[ContainerAsk | None, str]:
     memory = amounts.get(form.memory_resource)
     percent = amounts.get(form.memory_percent_resource) if form.memory_percent_resource else None
     core = amounts.get(form.core_resource) if form.core_resource else None
@@ -307,20 +346,20 @@ def _read_share(form, vendor: str, amounts: Mapping[str, Decimal], base: dict, w
             return None, f"{where} asks for {percent}% of a GPU's memory; ask for whole GPUs or at most 100%"
         if core_percent is None or core_percent >= 100 * cards:
             whole = int(count) if form.count_resource in amounts else cards
-            return ContainerAsk(kind="whole", count=whole, vendor=vendor, **base), ""
+            return site.ask("whole", whole, vendor), ""
     share = SharedAsk(
         memory_mib=int(memory * form.memory_unit_bytes / quantity.MIB) if memory is not None else None,
         core_percent=core_percent,
         memory_percent=int(percent) if percent is not None else None,
     )
-    return ContainerAsk(kind="shared", count=int(count), share=share, vendor=vendor, **base), ""
+    return site.ask("shared", int(count), vendor, share=share), ""
 
 
-def _whole(amount: Decimal, vendor: str, selection: Selection, base: dict) -> ContainerAsk:
+def _whole(amount: Decimal, vendor: str, selection: Selection, site: _Site) -> ContainerAsk:
     if not quantity.is_whole(amount):
-        return ContainerAsk(kind="fraction", count=0, fraction=Fraction(amount), vendor=vendor, **base)
+        return site.ask("fraction", 0, vendor, fraction=Fraction(amount))
     if selection.profile is not None:
-        return ContainerAsk(kind="mig", count=int(amount), profile=selection.profile, vendor=vendor, **base)
+        return site.ask("mig", int(amount), vendor, profile=selection.profile)
     if selection.shared:
-        return ContainerAsk(kind="shared", count=int(amount), share=SharedAsk(), vendor=vendor, **base)
-    return ContainerAsk(kind="whole", count=int(amount), vendor=vendor, **base)
+        return site.ask("shared", int(amount), vendor, share=SharedAsk())
+    return site.ask("whole", int(amount), vendor)

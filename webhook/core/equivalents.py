@@ -37,14 +37,16 @@ def ask_equivalents(
         memory = min((m.memory_gb for m in pinned), default=0) * 1024
         return Fraction(ask.count), ask.count * memory
     if ask.kind == "mig":
-        holders = [m for m in (pinned or catalogue.models.values()) if ask.profile.name in m.profiles] or [
-            m for m in catalogue.models.values() if ask.profile.name in m.profiles
-        ]
+        holders = [
+            m for m in (pinned or catalogue.models.values()) if ask.mig_profile.name in m.profiles
+        ] or [m for m in catalogue.models.values() if ask.mig_profile.name in m.profiles]
         slices = min((m.compute_slices for m in holders), default=7)
-        return Fraction(ask.profile.compute, slices) * ask.count, ask.profile.memory_gb * 1024 * ask.count
+        return Fraction(
+            ask.mig_profile.compute, slices
+        ) * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
     if ask.kind == "fraction":
-        memory = int(min((m.memory_gb for m in pinned), default=0) * 1024 * ask.fraction)
-        return ask.fraction, memory
+        memory = int(min((m.memory_gb for m in pinned), default=0) * 1024 * ask.gpu_fraction)
+        return ask.gpu_fraction, memory
     share = ask.share
     gpu = pinned or [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
     gpu_mib = min((m.memory_gb for m in gpu), default=0) * 1024

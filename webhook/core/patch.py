@@ -60,14 +60,16 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
 
 
 def apply(pod: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    return jsonpatch.apply_patch(pod, ops, in_place=False)
+    patched: dict[str, Any] = jsonpatch.apply_patch(pod, ops, in_place=False)
+    return patched
 
 
 def _reproduces(before: dict[str, Any], ops: list[dict[str, Any]], after: dict[str, Any]) -> bool:
     try:
-        return jsonpatch.apply_patch(before, ops, in_place=False) == after
+        patched: dict[str, Any] = jsonpatch.apply_patch(before, ops, in_place=False)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError):
         return False
+    return patched == after
 
 
 def _replace_changed_subtrees(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from webhook.core import quantity
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
 from webhook.core.topology import best_cost
-from webhook.core.workloads import containers, find_pod_spec, resource_entries, resource_section
+from webhook.core.workloads import containers, mapping_at, resource_entries, resource_section
 
 JOB_LABELS = (
     "batch.kubernetes.io/job-name",
@@ -56,7 +56,7 @@ class CostRow:
 
 
 def node_classes(inventory: Inventory | None) -> list[NodeClass]:
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[Any, ...], list[str]] = {}
     for node in inventory.nodes if inventory else ():
         capability = node.capability
         if not capability or not capability.get("gpus"):
@@ -217,7 +217,7 @@ class PlacementHints:
 
 def _asks_several(pod: Mapping[str, Any]) -> bool:
     totals: dict[str, int] = {}
-    spec = find_pod_spec(pod, ("spec",)) or {}
+    spec = mapping_at(pod, ("spec",)) or {}
     for _, name, value in resource_entries(spec, "limits", ("containers",)):
         if "/" in name:
             try:

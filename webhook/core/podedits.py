@@ -24,7 +24,8 @@ def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any
 
 
 def missing_tolerations(spec: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
-    present = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    written = spec.get("tolerations")
+    present = written if isinstance(written, list) else []
     return any(dict(t) not in present for t in tolerations)
 
 
@@ -64,7 +65,6 @@ def remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, An
             removed["nodeSelector"] = dropped
         if not selector:
             del spec["nodeSelector"]
-    affinity = spec.get("affinity")
     terms = required_terms(spec)
     if terms is not None:
         dropped_expressions = []
@@ -83,6 +83,7 @@ def remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, An
                 kept_terms.append(term)
         if dropped_expressions:
             removed["nodeAffinity"] = dropped_expressions
+            affinity = spec["affinity"]  # the terms were found under it
             node_affinity = affinity["nodeAffinity"]
             if kept_terms:
                 node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = (

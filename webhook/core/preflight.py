@@ -26,7 +26,7 @@ from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
-from webhook.core.workloads import containers, find_pod_spec, requested, resource_entries, resource_section
+from webhook.core.workloads import containers, mapping_at, requested, resource_entries, resource_section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "resource_names": 0.20,
@@ -171,7 +171,9 @@ def preflight(
     )
 
 
-def _workload(doc: Mapping[str, Any], context: Context, inventory: Inventory | None):
+def _workload(
+    doc: Mapping[str, Any], context: Context, inventory: Inventory | None
+) -> tuple[WorkloadReport, list[_Template]]:
     kind = str(doc.get("kind"))
     metadata = doc.get("metadata") or {}
     category = ((metadata.get("annotations") or {}).get(CLASS_ANNOTATION) or "").strip()
@@ -258,7 +260,8 @@ def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | Non
 def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
     """The `replicas` of the closest object holding the template (a Ray worker group, a replica type,
     a Volcano task, the LeaderWorkerSet itself); 1 when none says."""
-    replicas, node = 1, doc
+    replicas = 1
+    node: Any = doc
     for part in path.strip("/").split("/")[:-1]:
         node = (
             node.get(part.replace("~1", "/").replace("~0", "~"))
@@ -273,7 +276,7 @@ def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
 def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
     """Extended resources one pod asks for: app containers add up, init containers take the max."""
     totals: dict[str, Decimal] = {}
-    for container in containers(find_pod_spec(template, ("spec",)) or {}):
+    for container in containers(mapping_at(template, ("spec",)) or {}):
         names = {*resource_section(container.spec, "requests"), *resource_section(container.spec, "limits")}
         for name in filter(is_extended_resource, names):
             amount = quantity.parse(requested(container.spec, name))
@@ -325,14 +328,14 @@ def _gpu_equivalents(template: _Template, context: Context) -> Fraction:
 
 
 def _checks(
-    workload,
-    templates,
+    workload: WorkloadReport,
+    templates: list[_Template],
     source: CloudMap,
     context: Context,
-    inventory,
+    inventory: Inventory | None,
     packed: bool,
-    workloads,
-    templates_by_workload,
+    workloads: list[WorkloadReport],
+    templates_by_workload: Mapping[str, list[_Template]],
 ) -> dict[str, tuple[float, str]]:
     target = context.target
     catalogue = context.dialects.catalogue
@@ -393,7 +396,7 @@ def _model_check(models: set[str], target: CloudMap, catalogue: Catalogue) -> tu
 
 
 def _memory_check(
-    asks: list[ContainerAsk], models: set[str], target: CloudMap, catalogue
+    asks: list[ContainerAsk], models: set[str], target: CloudMap, catalogue: Catalogue
 ) -> tuple[float, str]:
     worst = (1.0, "every ask gets at least the memory it had")
     for ask in asks:
@@ -402,11 +405,11 @@ def _memory_check(
                 catalogue.models[m]
                 for m in (models & set(target.models_offered(catalogue)) or target.models_offered(catalogue))
             ]
-            fits = [p for m in candidates if m.mig_capable and (p := m.smallest_fit(ask.profile))]
+            fits = [p for m in candidates if m.mig_capable and (p := m.smallest_fit(ask.mig_profile))]
             if target.mig.form == "none" or not fits:
-                result = (0.0, f"no slice with ≥ {ask.profile.memory_gb} GB on {target.name}")
+                result = (0.0, f"no slice with ≥ {ask.mig_profile.memory_gb} GB on {target.name}")
             else:
-                result = (1.0, f"{ask.profile.name} → {min(fits).name}: ≥ {ask.profile.memory_gb} GB")
+                result = (1.0, f"{ask.mig_profile.name} → {min(fits).name}: ≥ {ask.mig_profile.memory_gb} GB")
         elif ask.kind == "shared" and ask.share and ask.share.memory_mib:
             if target.shared.form == "memory":
                 result = (1.0, f"{ask.share.memory_mib} MiB stays a memory limit")
@@ -506,7 +509,10 @@ def _driver_check(
             )
     if not versions and target.driver_version:
         driver = parse_version(target.driver_version)
-        versions.append((driver_runs(driver, cuda), f"{target.name} default driver {target.driver_version}"))
+        if driver is not None:
+            versions.append(
+                (driver_runs(driver, cuda), f"{target.name} default driver {target.driver_version}")
+            )
     if not versions:
         return (
             0.5,
@@ -518,12 +524,14 @@ def _driver_check(
     )
 
 
-def _topology_check(templates, inventory: Inventory | None, models: set[str], catalogue) -> tuple[float, str]:
+def _topology_check(
+    templates: list[_Template], inventory: Inventory | None, models: set[str], catalogue: Catalogue
+) -> tuple[float, str]:
     k = 0
     for t in templates:
         if t.translated is None:
             continue
-        spec = find_pod_spec(t.translated, ("spec",)) or {}
+        spec = mapping_at(t.translated, ("spec",)) or {}
         for _, name, value in resource_entries(spec, "limits", ("containers",)):
             if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):
                 k = max(k, int(quantity.parse(value)))
@@ -550,7 +558,14 @@ def _topology_check(templates, inventory: Inventory | None, models: set[str], ca
     return 0.5, f"{k} GPUs per pod but NVLink domains hold {nvlink}: traffic crosses PCIe"
 
 
-def _quota_check(workload, inventory, target: CloudMap, context, workloads, templates_by_workload):
+def _quota_check(
+    workload: WorkloadReport,
+    inventory: Inventory | None,
+    target: CloudMap,
+    context: Context,
+    workloads: list[WorkloadReport],
+    templates_by_workload: Mapping[str, list[_Template]],
+) -> tuple[float, str]:
     if inventory is None:
         return 0.5, "not checked: no inventory"
     quotas = [

@@ -16,7 +16,8 @@ def parse(value: object) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"{value!r} is not a quantity")
     try:
-        return parse_quantity(value)
+        # The client library ships no type hints; it returns a Decimal.
+        return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
     except (ValueError, ArithmeticError) as exc:
         raise QuantityError(f"{value!r} is not a quantity") from exc
 

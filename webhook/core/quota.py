@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.core.equivalents import PodGpuUse, show
 from webhook.core.quantity import MIB
-from webhook.core.workloads import find_pod_spec, resource_entries
+from webhook.core.workloads import mapping_at, resource_entries
 
 GPU_MEMORY = "requests.gpuport.io/gpu-memory"
 FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
@@ -44,7 +44,7 @@ class Usage:
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
-    spec = find_pod_spec(pod, ("spec",)) or {}
+    spec = mapping_at(pod, ("spec",)) or {}
     best_effort = not any(
         name in ("cpu", "memory")
         for section in ("requests", "limits")

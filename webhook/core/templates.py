@@ -5,7 +5,7 @@ entry of a map (replica types) or a list (worker groups, tasks). A kind that car
 table entry reaches is reported, never passed over in silence (see `unread_reason`).
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from webhook.core.workloads import POD_SPEC_PATHS
@@ -92,7 +92,7 @@ def _escape(part: str) -> str:
     return part.replace("~", "~0").replace("/", "~1")
 
 
-def unread_reason(doc: Mapping[str, Any], is_gpu_resource) -> str:
+def unread_reason(doc: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]) -> str:
     """Why a document that asks for GPUs was not looked into, or "" when it was (or asks for none)."""
     key = kind_key(doc)
     if key == ("", "Pod") or key in TEMPLATE_PATHS:
@@ -104,7 +104,7 @@ def unread_reason(doc: Mapping[str, Any], is_gpu_resource) -> str:
     return f"not looked into: {why}; its GPU asks ({', '.join(found)}) are left as written"
 
 
-def _gpu_resources(node: Any, is_gpu_resource) -> Iterator[str]:
+def _gpu_resources(node: Any, is_gpu_resource: Callable[[str], bool]) -> Iterator[str]:
     if isinstance(node, Mapping):
         for key, value in node.items():
             if key in ("limits", "requests") and isinstance(value, Mapping):

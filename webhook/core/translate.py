@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand, node_constraints, selector_constraints
-from webhook.core.platform import CloudMap, Dialects
+from webhook.core.platform import CloudMap, Dialects, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
     remove_selectors,
@@ -98,7 +98,7 @@ def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dial
         if ask.kind == "fraction" or not all(written_here):
             return False
         if ask.kind == "mig" and not any(
-            ask.profile.name in m.profiles for m in mig_candidates(models, target, catalogue)
+            ask.mig_profile.name in m.profiles for m in mig_candidates(models, target, catalogue)
         ):
             return False
     return True
@@ -221,7 +221,13 @@ def _sharing_label(target: CloudMap) -> str:
     return target.shared.label if target.shared.form == "label" else ""
 
 
-def _carry_spot(spec, leaving, target: CloudMap, dialects: Dialects, node_labels) -> list[str]:
+def _carry_spot(
+    spec: dict[str, Any],
+    leaving: Mapping[str, tuple[str, ...]],
+    target: CloudMap,
+    dialects: Dialects,
+    node_labels: dict[str, tuple[str, ...]],
+) -> list[str]:
     """Spot capacity is a concept every cloud has under its own label: carry it over; every other
     label only the source's nodes carry is dropped, and each is said."""
     warnings = []
@@ -246,7 +252,9 @@ def _gpus_on_one_node(demand: PodDemand) -> int:
     return max(app, init, 1)
 
 
-def _values_holding(label, models: tuple[str, ...], gpus: int, problems: list[str]) -> tuple[str, ...]:
+def _values_holding(
+    label: ModelLabel, models: tuple[str, ...], gpus: int, problems: list[str]
+) -> tuple[str, ...]:
     """The label values naming `models` whose nodes hold `gpus` GPUs (an 8-GPU pod never gets a
     1-GPU instance type)."""
     values = _values(label, models)
@@ -262,7 +270,7 @@ def _values_holding(label, models: tuple[str, ...], gpus: int, problems: list[st
 
 def _target_models(
     demand: PodDemand, target: CloudMap, declared: CloudMap, catalogue: Catalogue, problems: list[str]
-):
+) -> tuple[tuple[str, ...], str]:
     """The GPU models the pod may land on in the target, and a note when one was substituted: first
     among the models present, then among those the map offers. A substitute has the same vendor, at
     least the memory and, unless the map's policy says `any`, the same class (training/inference)."""
@@ -288,7 +296,7 @@ def _target_models(
     return (), ""
 
 
-def _values(label, models: tuple[str, ...]) -> list[str]:
+def _values(label: ModelLabel, models: tuple[str, ...]) -> list[str]:
     values: list[str] = []
     for model in models:
         for value in label.values.get(model, ()):

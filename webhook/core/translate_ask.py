@@ -7,6 +7,7 @@ stay) are translate.py's; this module answers per ask.
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.demand import ContainerAsk, SharedAsk
@@ -46,7 +47,7 @@ def translate_ask(
     if ask.kind == "whole":
         return TargetAsk({target.whole_gpu: str(ask.count)}, {}, (), "")
     if ask.kind == "mig":
-        return _place_mig(ask, ask.profile, models, target, catalogue)
+        return _place_mig(ask, ask.mig_profile, models, target, catalogue)
     if ask.kind == "shared":
         return _place_shared(ask, models, target, catalogue)
     return _place_fraction(ask, models, target, catalogue)
@@ -65,7 +66,9 @@ def mig_candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalog
     return found
 
 
-def _place_mig(ask, wanted: MigProfile, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
+def _place_mig(
+    ask: ContainerAsk, wanted: MigProfile, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+) -> TargetAsk:
     if target.mig.form == "by-memory":
         return _place_mig_by_memory(ask, wanted, target)
     if target.mig.form == "none":
@@ -104,7 +107,7 @@ def _place_mig(ask, wanted: MigProfile, models, target: CloudMap, catalogue: Cat
     )
 
 
-def _place_mig_by_memory(ask, wanted: MigProfile, target: CloudMap) -> TargetAsk:
+def _place_mig_by_memory(ask: ContainerAsk, wanted: MigProfile, target: CloudMap) -> TargetAsk:
     """HAMi's dynamic MIG: the layer cuts a MIG instance with at least the memory asked for, so the
     slice is written as a share of that memory (and of the compute, where the layer takes cores)."""
     form = target.shared
@@ -115,8 +118,10 @@ def _place_mig_by_memory(ask, wanted: MigProfile, target: CloudMap) -> TargetAsk
     return TargetAsk(resources, {}, (), note, dict(target.mig.annotations))
 
 
-def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
-    share = ask.share
+def _place_shared(
+    ask: ContainerAsk, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+) -> TargetAsk:
+    share = ask.gpu_share
     form = target.shared
     if form.form == "none":
         raise Untranslatable(
@@ -151,7 +156,7 @@ def _place_shared(ask, models, target: CloudMap, catalogue: Catalogue) -> Target
     return TargetAsk(resources, {}, (), "")
 
 
-def _place_annotation_share(ask, share: SharedAsk, target: CloudMap) -> TargetAsk:
+def _place_annotation_share(ask: ContainerAsk, share: SharedAsk, target: CloudMap) -> TargetAsk:
     """KAI: one share of a GPU per pod, for its first container, by annotation; no GPU resource."""
     form = target.shared
     if ask.count != 1 or ask.list_name != "containers":
@@ -175,7 +180,7 @@ def _place_annotation_share(ask, share: SharedAsk, target: CloudMap) -> TargetAs
     return TargetAsk({}, {}, (), "", annotation)
 
 
-def _share_memory_mib(share: SharedAsk, models, catalogue: Catalogue) -> int | None:
+def _share_memory_mib(share: SharedAsk, models: tuple[str, ...], catalogue: Catalogue) -> int | None:
     """MiB of GPU memory a share means: as asked, or its percentage of the one model it is pinned to."""
     if share.memory_mib is not None:
         return share.memory_mib
@@ -202,8 +207,10 @@ def _memory_advice(target: CloudMap) -> str:
     )
 
 
-def _place_fraction(ask, models, target: CloudMap, catalogue: Catalogue) -> TargetAsk:
-    amount = ask.fraction
+def _place_fraction(
+    ask: ContainerAsk, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+) -> TargetAsk:
+    amount = ask.gpu_fraction
     if target.fractional_policy == "shared" and amount < 1:
         shared = ContainerAsk(
             ask.list_name,
@@ -230,7 +237,7 @@ def _place_fraction(ask, models, target: CloudMap, catalogue: Catalogue) -> Targ
     raise Untranslatable([f"asks for {float(amount):g} GPU; GPUs are whole units"])
 
 
-def _fraction_share(amount, models, catalogue):
+def _fraction_share(amount: Fraction, models: tuple[str, ...], catalogue: Catalogue) -> SharedAsk:
     if len(models) == 1:
         return SharedAsk(
             memory_mib=math.ceil(catalogue.models[models[0]].memory_gb * 1024 * amount),

@@ -41,7 +41,7 @@ def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
     return POD_SPEC_PATHS.get((group, kind))
 
 
-def find_pod_spec(obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any] | None:
+def mapping_at(obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any] | None:
     node: Any = obj
     for key in path:
         if not isinstance(node, Mapping):

@@ -62,9 +62,13 @@ def post_worker_init(worker):
         state.all_workers_ready = readiness.ready
         state.view.start()
         pid = os.getpid()
-        threading.Thread(
-            target=lambda: state.view.wait_synced() and readiness.mark(pid), name="mark-synced", daemon=True
-        ).start()
+        view = state.view
+
+        def mark_when_synced() -> None:
+            if view.wait_synced():
+                readiness.mark(pid)
+
+        threading.Thread(target=mark_when_synced, name="mark-synced", daemon=True).start()
     CloudMapReloader(
         state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
     ).start()

@@ -53,8 +53,8 @@ class ReloadingContext:
                 self._stamp = stamp
             return self._context
 
-    def _file_stamp(self) -> tuple:
-        stamps = []
+    def _file_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
+        stamps: list[tuple[int, int, int] | None] = []
         for path in (self.cert_file, self.key_file):
             try:
                 st = os.stat(path)

@@ -288,6 +288,8 @@ class ClusterView:
             with self._lock:
                 store.replace(groups)
             return
+        if obj is None:
+            raise ValueError(f"a {kind} event carries an object")
         with self._lock:
             store.apply(kind, obj)
 

@@ -157,13 +157,14 @@ class QuotaGate:
         are summed onto the last result, so a burst of n pods costs n additions, not n squared."""
         version, quotas_key = self.view.pods_version(namespace), repr(quotas)
         last = self._by_namespace.get(namespace)
-        same_rules = last is not None and last.quotas_key == quotas_key and last.context is context
-        if same_rules and last.pods_version == version:
+        if last is not None and (last.quotas_key != quotas_key or last.context is not context):
+            last = None  # other rules: the last sum says nothing
+        if last is not None and last.pods_version == version:
             return last.used, last.counted
         snapshot = self.view.pods_in(namespace)
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
         counted = frozenset(by_uid)
-        if same_rules and last.counted <= counted:
+        if last is not None and last.counted <= counted:
             used, new = dict(last.used), [by_uid[uid] for uid in counted - last.counted]
         else:
             used, new = {q.name: Usage() for q in quotas}, snapshot
