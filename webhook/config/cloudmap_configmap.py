@@ -11,7 +11,7 @@ import yaml
 
 from webhook.config.cloudmap import default_directory
 
-HEADER = (
+CONFIGMAP_NOTICE = (
     "# Generated from cloudmaps/ by `make manifests`; edit the files there, or this ConfigMap in a cluster.\n"
 )
 
@@ -36,7 +36,7 @@ def render(directory: Path) -> str:
         "metadata": {"name": "gpuport-cloudmaps"},
         "data": data,
     }
-    return HEADER + yaml.dump(configmap, Dumper=_BlockDumper, sort_keys=False, width=1000)
+    return CONFIGMAP_NOTICE + yaml.dump(configmap, Dumper=_BlockDumper, sort_keys=False, width=1000)
 
 
 if __name__ == "__main__":

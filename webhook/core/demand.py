@@ -3,6 +3,10 @@
 Whole GPUs, MIG slices and shared GPUs look different on every platform (a resource per profile, a
 node label naming the profile, a memory resource, a sharing label...). Translation works from this
 model only, so N platforms need N maps rather than N² rules.
+
+Why one module of ~360 lines: every dialect's way of asking (resources, selector labels, affinity,
+annotations) must be read together to tell one kind of ask from another (a count resource is a whole
+GPU alone and part of a share next to a memory resource); the reading is one decision.
 """
 
 from collections.abc import Mapping

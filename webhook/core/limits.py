@@ -26,7 +26,7 @@ from webhook.core.demand import PodDemand
 from webhook.core.equivalents import ask_equivalents, pod_use, show
 from webhook.core.platform import CloudMap, Dialects
 
-ANNOTATION = "gpuport.io/gpu-limits"
+LIMITS_ANNOTATION = "gpuport.io/gpu-limits"
 OPT_IN_LABEL = "gpuport.io/allow-gpu-defaults"
 LIMIT_RANGER = "kubernetes.io/limit-ranger"
 _INJECTED = re.compile(r"(\S+) (?:request|limit) for (?:init )?container (\S+)")
@@ -60,7 +60,7 @@ def from_annotation(text: str) -> list[GpuLimit]:
                 raise TypeError(f"bad entry {entry}")
             limits.append(
                 GpuLimit(
-                    f"namespace annotation {ANNOTATION}",
+                    f"namespace annotation {LIMITS_ANNOTATION}",
                     entry["type"],
                     _amount(entry["min"]) if "min" in entry else None,
                     _amount(entry["max"]) if "max" in entry else None,
@@ -69,7 +69,7 @@ def from_annotation(text: str) -> list[GpuLimit]:
         return limits
     except (TypeError, ValueError, AttributeError, quantity.QuantityError) as exc:
         raise LimitsError(
-            f"{ANNOTATION} must be a JSON list of {{type: Pod|Container, min, max}}: {exc}"
+            f"{LIMITS_ANNOTATION} must be a JSON list of {{type: Pod|Container, min, max}}: {exc}"
         ) from None
 
 

@@ -3,6 +3,10 @@ whether it fits — from the same translation core as the webhook.
 
 Risk = Σ_f w_f × (1 − compat_f) over the checks below; compat_f ∈ [0, 1] with partial credit, each
 with the reason it got. Pure: manifests, maps and inventory in, a Report out.
+
+Why one module of ~430 lines: it is one pipeline (read each workload's templates, translate them,
+pack the replicas onto the inventory, score, order into waves) whose steps share the `_Template`
+record; the checks that stand alone are in preflight_checks.py, the packing in packing.py.
 """
 
 import copy
@@ -16,17 +20,22 @@ import jsonpatch
 
 from webhook.core import quantity
 from webhook.core.admission import Context, rewrite_pod
-from webhook.core.catalogue import Catalogue
 from webhook.core.checks import check_pod_spec, is_extended_resource
-from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for, parse_version
-from webhook.core.demand import ContainerAsk, PodDemand, node_constraints, read_demand
+from webhook.core.demand import PodDemand, node_constraints, read_demand
 from webhook.core.equivalents import pod_use
-from webhook.core.inventory import Inventory, Node
+from webhook.core.inventory import Inventory
 from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
+from webhook.core.preflight_checks import (
+    driver_check,
+    memory_check,
+    mode_check,
+    model_check,
+    topology_check,
+)
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
-from webhook.core.workloads import containers, mapping_at, requested, resource_entries, resource_section
+from webhook.core.workloads import containers, mapping_at, requested, resource_section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "resource_names": 0.20,
@@ -356,11 +365,12 @@ def _checks(
         changed = [line for line in workload.translated]
         results["resource_names"] = (1.0, "translates as is: " + "; ".join(changed))
 
-    results["gpu_model"] = _model_check(models, target, catalogue)
-    results["gpu_memory"] = _memory_check(asks, models, target, catalogue)
-    results["mig_sharing_mode"] = _mode_check(asks, target)
-    results["driver_cuda"] = _driver_check(templates, target, inventory)
-    results["topology"] = _topology_check(templates, inventory, models, catalogue)
+    results["gpu_model"] = model_check(models, target, catalogue)
+    results["gpu_memory"] = memory_check(asks, models, target, catalogue)
+    results["mig_sharing_mode"] = mode_check(asks, target)
+    results["driver_cuda"] = driver_check([t.original for t in templates], target, inventory)
+    translated = [t.translated for t in templates if t.translated is not None]
+    results["topology"] = topology_check(translated, inventory, models, catalogue)
     if not packed:
         results["capacity"] = (0.5, "not checked: no inventory of the target (--inventory)")
     elif workload.replicas == 0:
@@ -376,186 +386,6 @@ def _checks(
         results["capacity"] = (placed / workload.replicas, why)
     results["quota"] = _quota_check(workload, inventory, target, context, workloads, templates_by_workload)
     return results
-
-
-def _model_check(models: set[str], target: CloudMap, catalogue: Catalogue) -> tuple[float, str]:
-    if not models:
-        return 1.0, "no GPU model pinned"
-    offered = target.models_offered(catalogue)
-    same = sorted(models & set(offered))
-    if same:
-        return 1.0, f"same model offered: {', '.join(same)}"
-    for model_id in sorted(models):
-        best = catalogue.equivalent(model_id, offered)
-        if best is not None:
-            return 0.7, f"{model_id} not offered; equivalent with ≥ memory: {best.id} ({best.memory_gb} GB)"
-    return (
-        0.0,
-        f"{' / '.join(sorted(models))} not offered and nothing with as much memory ({', '.join(offered)})",
-    )
-
-
-def _memory_check(
-    asks: list[ContainerAsk], models: set[str], target: CloudMap, catalogue: Catalogue
-) -> tuple[float, str]:
-    worst = (1.0, "every ask gets at least the memory it had")
-    for ask in asks:
-        if ask.kind == "mig":
-            candidates = [
-                catalogue.models[m]
-                for m in (models & set(target.models_offered(catalogue)) or target.models_offered(catalogue))
-            ]
-            fits = [p for m in candidates if m.mig_capable and (p := m.smallest_fit(ask.mig_profile))]
-            if target.mig.form == "none" or not fits:
-                result = (0.0, f"no slice with ≥ {ask.mig_profile.memory_gb} GB on {target.name}")
-            else:
-                result = (1.0, f"{ask.mig_profile.name} → {min(fits).name}: ≥ {ask.mig_profile.memory_gb} GB")
-        elif ask.kind == "shared" and ask.share and ask.share.memory_mib:
-            if target.shared.form == "memory":
-                result = (1.0, f"{ask.share.memory_mib} MiB stays a memory limit")
-            elif target.shared.form in ("resource", "label"):
-                result = (0.5, f"{ask.share.memory_mib} MiB becomes time-slicing: memory is no longer capped")
-            else:
-                result = (0.0, f"{target.name} offers no shared GPUs")
-        elif ask.kind == "shared" and target.shared.form == "memory":
-            result = (0.0, f"{target.name} shares by memory and the ask names no size")
-        else:
-            continue
-        worst = min(worst, result, key=lambda r: r[0])
-    return worst
-
-
-def _mode_check(asks: list[ContainerAsk], target: CloudMap) -> tuple[float, str]:
-    worst = (1.0, "whole GPUs" if all(a.kind == "whole" for a in asks) else "the form asked for is offered")
-    for ask in asks:
-        if ask.kind == "mig":
-            if target.mig.form != "none":
-                result = (1.0, f"MIG offered ({target.mig.form})")
-            elif target.mig_to_whole == "allow":
-                result = (0.5, "no MIG: whole GPUs by policy")
-            else:
-                result = (0.0, f"{target.name} offers no MIG")
-        elif ask.kind == "shared":
-            result = (
-                (1.0, f"sharing offered ({target.shared.form})")
-                if target.shared.form != "none"
-                else (0.0, f"{target.name} offers no GPU sharing")
-            )
-        elif ask.kind == "fraction":
-            result = (
-                (0.5, f"fraction by policy ({target.fractional_policy})")
-                if target.fractional_policy != "deny"
-                else (0.0, "fractional GPU")
-            )
-        else:
-            continue
-        worst = min(worst, result, key=lambda r: r[0])
-    return worst
-
-
-def _node_cuda(node: Node) -> tuple[tuple[int, ...] | None, str, str]:
-    """(version, "runtime" or "driver", the label text): GFD's runtime labels give the newest CUDA the
-    driver runs; without them the driver version goes through the table in webhook/core/cuda.py."""
-    labels = node.labels
-    major, minor = (
-        labels.get("nvidia.com/cuda.runtime-version.major"),
-        labels.get("nvidia.com/cuda.runtime-version.minor"),
-    )
-    if major and minor:
-        return (int(major), int(minor)), "runtime", f"{major}.{minor}"
-    full = labels.get("nvidia.com/cuda.driver-version.full") or ".".join(
-        labels[k]
-        for k in (
-            "nvidia.com/cuda.driver-version.major",
-            "nvidia.com/cuda.driver-version.minor",
-            "nvidia.com/cuda.driver-version.revision",
-        )
-        if k in labels
-    )
-    driver = parse_version(full) if full else None
-    return (driver, "driver", full) if driver else (None, "", "")
-
-
-def _driver_check(
-    templates: list[_Template], target: CloudMap, inventory: Inventory | None
-) -> tuple[float, str]:
-    needs = [container_cuda(t.original) for t in templates]
-    cuda = max((c for c, _ in needs if c), default=None)
-    if cuda is None:
-        return 0.5, needs[0][1] if needs else "no containers"
-    where = next(w for c, w in needs if c == cuda)
-    versions: list[tuple[float, str]] = []
-    nodes = [
-        n
-        for n in (inventory.nodes if inventory else ())
-        if any(is_extended_resource(r) for r in n.allocatable)
-    ]
-    for node in nodes:
-        version, kind, text = _node_cuda(node)
-        if version is None:
-            continue
-        if kind == "runtime":
-            versions.append(
-                (1.0 if version >= cuda else 0.0, f"{node.name} runs CUDA ≤ {version[0]}.{version[1]}")
-            )
-        else:
-            top = max_cuda_for(version)
-            shown = f"{top[0]}.{top[1]}" if top else "none"
-            versions.append(
-                (
-                    driver_runs(version, cuda),
-                    f"{node.name} driver {text} (CUDA ≤ {shown})",
-                )
-            )
-    if not versions and target.driver_version:
-        driver = parse_version(target.driver_version)
-        if driver is not None:
-            versions.append(
-                (driver_runs(driver, cuda), f"{target.name} default driver {target.driver_version}")
-            )
-    if not versions:
-        return (
-            0.5,
-            f"CUDA {cuda[0]}.{cuda[1]} ({where}); target driver unknown (no inventory labels or map default)",
-        )
-    compat, why = min(versions, key=lambda v: v[0])
-    return compat, f"CUDA {cuda[0]}.{cuda[1]} ({where}) on {why}" + (
-        " — minor-version compatibility only" if compat == 0.5 else ""
-    )
-
-
-def _topology_check(
-    templates: list[_Template], inventory: Inventory | None, models: set[str], catalogue: Catalogue
-) -> tuple[float, str]:
-    k = 0
-    for t in templates:
-        if t.translated is None:
-            continue
-        spec = mapping_at(t.translated, ("spec",)) or {}
-        for _, name, value in resource_entries(spec, "limits", ("containers",)):
-            if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):
-                k = max(k, int(quantity.parse(value)))
-    if k <= 1:
-        return 1.0, "one GPU per pod: no topology needs"
-    if inventory is None:
-        return 0.5, f"{k} GPUs per pod; not checked: no inventory"
-    widest, nvlink = 0, None
-    for node in inventory.nodes:
-        gpus = max(
-            (int(v) for n, v in node.allocatable.items() if is_extended_resource(n) and "mig-" not in n),
-            default=0,
-        )
-        widest = max(widest, gpus)
-        domain = node.capability.get("nvlink_domain_size") if node.capability else None
-        if domain is not None:
-            nvlink = max(nvlink or 0, int(domain))
-    if widest < k:
-        return 0.0, f"{k} GPUs per pod but the largest node has {widest}"
-    if nvlink is None:
-        return 0.8, f"{k} GPUs per pod fit on one node; NVLink unknown (no node-agent data)"
-    if nvlink >= k:
-        return 1.0, f"{k} GPUs per pod; NVLink domains of {nvlink}"
-    return 0.5, f"{k} GPUs per pod but NVLink domains hold {nvlink}: traffic crosses PCIe"
 
 
 def _quota_check(

@@ -7,6 +7,10 @@ each changed entry is cut out of the original text by the round-trip parser's li
 and rendered again alone, at its own column, with the indentation its author used there. The result is
 parsed again and compared with the intended object; when a splice cannot be made safely the document
 is re-dumped whole instead (and checked the same way), never printed wrong.
+
+Why one module of ~340 lines: locating an entry by ruamel's positions, rendering it in the author's
+style and verifying the spliced text are one algorithm over one set of positions; apart, each would
+need the others' internals.
 """
 
 import copy

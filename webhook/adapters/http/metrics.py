@@ -37,7 +37,8 @@ CERT_RELOADS = Counter(
 )
 
 
-def render() -> tuple[bytes, str]:
+def exposition() -> tuple[bytes, str]:
+    """Every worker's metrics in the Prometheus text format, and its content type."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

@@ -153,7 +153,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
 
     @app.get("/metrics")
     def metrics_route() -> Response:
-        payload, content_type = metrics.render()
+        payload, content_type = metrics.exposition()
         return Response(payload, status=200, content_type=content_type)
 
     @app.errorhandler(HTTPException)

@@ -9,6 +9,9 @@ both pass when together they exceed the quota.
 The store is small by design: in memory for unit tests; a Lease per namespace in gpuport's own
 namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
 API server checks on update).
+
+Why one module of ~330 lines: the reservation record, the in-memory store and the grouped
+compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 
 import functools
@@ -146,7 +149,7 @@ class MemoryLedger:
         return list(self._by_namespace.get(namespace, []))
 
 
-ANNOTATION = "gpuport.io/reservations"
+RESERVATIONS_ANNOTATION = "gpuport.io/reservations"
 # Reservations of pods created at or before this resourceVersion have been dropped: a view that has
 # not read that far may be missing them, so it must not decide.
 SETTLED_THROUGH = "gpuport.io/settled-through"
@@ -273,7 +276,7 @@ class LeaseLedger:
                 lease = self.store.read(name) if fresh else kept_copy
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
-                current = unexpired(decode(annotations.get(ANNOTATION)), now)
+                current = unexpired(decode(annotations.get(RESERVATIONS_ANNOTATION)), now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
@@ -296,7 +299,7 @@ class LeaseLedger:
                 if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
-                    body = {ANNOTATION: encode(kept)}
+                    body = {RESERVATIONS_ANNOTATION: encode(kept)}
                     if settled_through:
                         body[SETTLED_THROUGH] = str(settled_through)
                     self._last_written[name] = self.store.write(name, lease, body)

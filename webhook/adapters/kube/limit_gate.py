@@ -8,7 +8,7 @@ from webhook.core.admission import Context
 from webhook.core.decision import Decision, deny
 from webhook.core.demand import PodDemand
 from webhook.core.limits import (
-    ANNOTATION,
+    LIMITS_ANNOTATION,
     OPT_IN_LABEL,
     LimitsError,
     from_annotation,
@@ -42,9 +42,9 @@ class LimitGate:
         if not demand.asks:
             return None
         limits = []
-        if ANNOTATION in namespace["annotations"]:
+        if LIMITS_ANNOTATION in namespace["annotations"]:
             try:
-                limits += from_annotation(namespace["annotations"][ANNOTATION])
+                limits += from_annotation(namespace["annotations"][LIMITS_ANNOTATION])
             except LimitsError as exc:
                 log.error("namespace %s: %s", request.namespace, exc)  # a bad edit must not block pods
         for limitrange in self.view.limitranges_in(request.namespace):
