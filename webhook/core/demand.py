@@ -78,9 +78,7 @@ class ContainerAsk:
 class _Site:
     """Where an ask was written and in which words: what every kind of ask carries."""
 
-    list_name: str
-    index: int
-    name: str
+    container: ContainerRef
     written: Mapping[str, str]
 
     def ask(
@@ -92,8 +90,18 @@ class _Site:
         share: SharedAsk | None = None,
         fraction: Fraction | None = None,
     ) -> ContainerAsk:
+        where = self.container
         return ContainerAsk(
-            self.list_name, self.index, self.name, kind, count, vendor, profile, share, fraction, self.written
+            where.list_name,
+            where.index,
+            where.name,
+            kind,
+            count,
+            vendor,
+            profile,
+            share,
+            fraction,
+            self.written,
         )
 
 
@@ -167,7 +175,7 @@ def _annotation_share(
         share = SharedAsk(
             memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
         )
-        site = _Site("containers", first.index, first.name, written)
+        site = _Site(first, written)
         return site.ask("shared", 1, cloud_map.vendor, share=share), ""
     return None, ""
 
@@ -297,7 +305,7 @@ def _read_container(
         written[name] = str(raw)
     if not amounts:
         return None, ""
-    site = _Site(container.list_name, container.index, container.name, written)
+    site = _Site(container, written)
     where = f'{container.list_name}[{container.index}] "{container.name}"'
 
     for cloud_map in dialects.maps:
