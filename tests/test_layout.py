@@ -32,3 +32,17 @@ def test_no_two_modules_define_one_public_name_for_different_things():
     # `make manifests` runs each generator's `render`; every module has its own `log`.
     by_protocol = {"register", "run", "render", "log"}
     assert {n: where for n, where in owners.items() if len(where) > 1 and n not in by_protocol} == {}
+
+
+def test_the_node_agent_contract_forbids_every_core_module_but_catalogue_and_topology():
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c.get("source_modules") == ["webhook.nodeagent"]
+    )
+    core = {f"webhook.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__"}
+    allowed = {"webhook.core.catalogue", "webhook.core.topology"}
+    assert core - allowed == {m for m in contract["forbidden_modules"] if m.startswith("webhook.core.")}
