@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from webhook.core import quantity
-from webhook.core.catalogue import MigProfile, ProfileError
+from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
 from webhook.core.platform import Dialects, SharedForm
 from webhook.core.workloads import ContainerRef, containers, mapping_at, required_terms, resource_section
@@ -209,25 +209,12 @@ def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:
         named: set[str] = set()
         names_models = False
         for value in values:
-            for cloud_map in dialects.maps:
-                for model_label in cloud_map.model_labels:
-                    if model_label.label == key:
-                        names_models = True
-                        named |= model_label.models_for(value)
-                if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
-                    # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
-                    found = dialects.catalogue.by_product_name(value)
-                    if found is not None:
-                        named.add(found[0].id)
-                        profile = found[1] or profile
-                        shared = shared or value.endswith("-SHARED")
-                if cloud_map.mig.form == "partition-label" and key == cloud_map.mig.label:
-                    try:
-                        profile = MigProfile.parse(value)
-                    except ProfileError:
-                        unknown.append(f"{key}={value}")
-                if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
-                    shared = shared or value in cloud_map.shared.values
+            meaning = dialects.label_meaning(key, value)
+            names_models = names_models or meaning.names_models
+            named |= meaning.models
+            profile = meaning.profile or profile
+            shared = shared or meaning.shared
+            unknown += meaning.unparsed
         if names_models:
             if named:
                 models = frozenset(named) if models is None else models & named

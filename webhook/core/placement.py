@@ -108,6 +108,9 @@ class PlacementHints:
     def __init__(self, target: CloudMap, inventory: Inventory | None):
         self.target = target
         self.classes = node_classes(inventory)
+        # The best k-GPU subset of each node class depends on k alone while this context lives (a node
+        # change builds a new context): worked out once per k, not once per pod.
+        self._cost_tables: dict[int, list[CostRow]] = {}
 
     def wants(self, pod: Mapping[str, Any]) -> bool:
         """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect)."""
@@ -122,7 +125,11 @@ class PlacementHints:
         return warnings
 
     def _topology(self, view: dict[str, Any], k: int) -> list[str]:
-        rows = cost_table(self.classes, k)
+        rows = self._cost_tables.get(k)
+        if rows is None:
+            rows = cost_table(self.classes, k)
+            if k <= max(c.gpus for c in self.classes):  # a pod cannot grow the table past the nodes
+                self._cost_tables[k] = rows
         feasible = [r for r in rows if r.cost is not None]
         if not feasible:
             return [f"gpuport: no node has {k} healthy GPUs now"]

@@ -3,6 +3,7 @@
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
 
@@ -131,29 +132,52 @@ class CloudMap:
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
+    # models_offered's last answer and the catalogue it was for: a cache, not a field of the map.
+    _offered_by_catalogue: ClassVar[tuple[Catalogue, tuple[str, ...]] | None] = None
+
+    # The derived sets below are read on every admission: a map is a frozen value, so each is
+    # worked out once per map (dataclasses.replace makes a new map, with its own).
+    @functools.cached_property
+    def _resource_names(self) -> frozenset[str]:
+        return frozenset({self.whole_gpu} | self.shared.resource_names())
 
     def resource_names(self) -> frozenset[str]:
         """Exact resource names pods on this platform ask for (MIG names of the mixed form aside)."""
-        return frozenset({self.whole_gpu} | self.shared.resource_names())
+        return self._resource_names
 
-    def annotation_keys(self) -> frozenset[str]:
-        """Pod annotations that carry GPU meaning on this platform."""
+    @functools.cached_property
+    def _annotation_keys(self) -> frozenset[str]:
         return frozenset(
             (*self.model_annotations.keys(), *self.shared.annotation_names(), *self.mig.annotations)
         )
 
+    def annotation_keys(self) -> frozenset[str]:
+        """Pod annotations that carry GPU meaning on this platform."""
+        return self._annotation_keys
+
     def is_accelerator(self, resource: str) -> bool:
         return resource in self.resource_names() or self.mig.profile_of(resource) is not None
 
-    def selector_keys(self) -> frozenset[str]:
-        """Node-label keys that carry GPU meaning on this platform."""
+    @functools.cached_property
+    def _selector_keys(self) -> frozenset[str]:
         keys = {m.label for m in self.model_labels}
         keys |= {k for k in (self.mig.product_label, self.mig.label, self.shared.label) if k}
         return frozenset(keys)
 
+    def selector_keys(self) -> frozenset[str]:
+        """Node-label keys that carry GPU meaning on this platform."""
+        return self._selector_keys
+
     def models_offered(self, catalogue: Catalogue) -> tuple[str, ...]:
         if self.offered_models:
             return self.offered_models
+        offered = self._offered_by_catalogue
+        if offered is None or offered[0] is not catalogue:
+            offered = (catalogue, self._models_in(catalogue))
+            object.__setattr__(self, "_offered_by_catalogue", offered)  # a cache, not a field
+        return offered[1]
+
+    def _models_in(self, catalogue: Catalogue) -> tuple[str, ...]:
         if self.model_labels:
             return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
         return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
@@ -183,11 +207,67 @@ class CloudMap:
 
 
 @dataclass(frozen=True)
+class LabelMeaning:
+    """What one node-label requirement key=value says about GPUs, in every loaded dialect."""
+
+    names_models: bool = False  # some map names GPU models by this key
+    models: frozenset[str] = frozenset()  # the models the value names there
+    profile: MigProfile | None = None  # a MIG profile it names (partition size, -MIG- product)
+    shared: bool = False  # it asks for a shared GPU (a sharing label, a -SHARED product)
+    unparsed: tuple[str, ...] = ()  # "key=value" once per map whose partition label cannot parse it
+
+
+# Enough for every key=value the loaded maps know, many times over; past it, meanings are worked out
+# afresh rather than remembered, so pods naming endless made-up values cannot grow the memory.
+LABEL_MEANINGS_KEPT = 4096
+
+
+@dataclass(frozen=True)
 class Dialects:
     """Every loaded platform's vocabulary: gpuport reads asks written for any of them."""
 
     maps: tuple[CloudMap, ...]
     catalogue: Catalogue
+
+    @functools.cached_property
+    def _label_meanings(self) -> dict[tuple[str, str], LabelMeaning]:
+        return {}
+
+    def label_meaning(self, key: str, value: str) -> LabelMeaning:
+        """Remembered per Dialects (a new context reads afresh): pods of one workload repeat theirs."""
+        known = self._label_meanings
+        meaning = known.get((key, value))
+        if meaning is None:
+            meaning = self._read_label(key, value)
+            if len(known) < LABEL_MEANINGS_KEPT:
+                known[(key, value)] = meaning
+        return meaning
+
+    def _read_label(self, key: str, value: str) -> LabelMeaning:
+        names_models, shared = False, False
+        models: set[str] = set()
+        profile: MigProfile | None = None
+        unparsed: list[str] = []
+        for cloud_map in self.maps:
+            for model_label in cloud_map.model_labels:
+                if model_label.label == key:
+                    names_models = True
+                    models |= model_label.models_for(value)
+            if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
+                # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
+                found = self.catalogue.by_product_name(value)
+                if found is not None:
+                    models.add(found[0].id)
+                    profile = found[1] or profile
+                    shared = shared or value.endswith("-SHARED")
+            if cloud_map.mig.form == "partition-label" and key == cloud_map.mig.label:
+                try:
+                    profile = MigProfile.parse(value)
+                except ProfileError:
+                    unparsed.append(f"{key}={value}")
+            if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
+                shared = shared or value in cloud_map.shared.values
+        return LabelMeaning(names_models, frozenset(models), profile, shared, tuple(unparsed))
 
     def __contains__(self, resource: str) -> bool:
         return any(m.is_accelerator(resource) for m in self.maps)
