@@ -19,6 +19,7 @@ ALLOWED_IMPORTS = {
     "decimal",
     "fractions",
     "functools",
+    "hashlib",  # digests of decision inputs (decision_key)
     "itertools",
     "json",
     "math",

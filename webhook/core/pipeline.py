@@ -10,8 +10,17 @@ from typing import Protocol
 
 from webhook.core.admission import Context, decide_mutation, decide_validation
 from webhook.core.decision import Decision
+from webhook.core.decision_key import decision_key
 from webhook.core.demand import PodDemand, read_demand
 from webhook.core.review import AdmissionRequest
+
+
+class Memo(Protocol):
+    """Remembered (demand, decision) pairs by decision key, valid for one context only."""
+
+    def get(self, key: bytes, context: Context) -> tuple[PodDemand, Decision] | None: ...
+
+    def put(self, key: bytes, context: Context, value: tuple[PodDemand, Decision]) -> None: ...
 
 
 class Gate(Protocol):
@@ -20,15 +29,29 @@ class Gate(Protocol):
         creates, with the demand the pipeline read once."""
 
 
-def mutate(review: AdmissionRequest, context: Context, limit_gate: Gate | None = None) -> Decision:
+def mutate(
+    review: AdmissionRequest, context: Context, limit_gate: Gate | None = None, memo: Memo | None = None
+) -> Decision:
     """/mutate: the limit gate first (a LimitRange default would change what is translated), then the
-    translation."""
-    demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
+    translation. With a memo, a pod create equal in everything the decision reads to a recent one
+    (the next replica of a ReplicaSet) takes that one's demand and decision; the gate still runs."""
+    key = decision_key(review) if memo is not None else None
+    remembered = memo.get(key, context) if memo is not None and key is not None else None
+    demand: PodDemand | None
+    if remembered is not None:
+        demand = remembered[0]
+    else:
+        demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
     if demand is not None and limit_gate is not None:
         refused = limit_gate.admit(review, context, demand)
         if refused:
             return refused
-    return decide_mutation(review, context, demand)
+    if remembered is not None:
+        return remembered[1]
+    decision = decide_mutation(review, context, demand)
+    if memo is not None and key is not None and demand is not None:
+        memo.put(key, context, (demand, decision))
+    return decision
 
 
 def validate(review: AdmissionRequest, context: Context, gates: Sequence[Gate] = ()) -> Decision:

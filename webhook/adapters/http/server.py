@@ -13,6 +13,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.adapters.http import metrics
+from webhook.adapters.http.memo import DecisionMemo
 from webhook.core import pipeline
 from webhook.core.admission import Context
 from webhook.core.decision import Decision, allow, deny
@@ -42,6 +43,8 @@ class ServerState:
     limit_gate: Gate | None = None  # likewise
     # Every worker's view, not only this one's (readiness.WorkerReadiness.ready); None: one process.
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
+    # Decisions of recent pod creates: the replicas of one workload pay for one translation.
+    memo: DecisionMemo = field(default_factory=DecisionMemo)
 
     @property
     def view(self):
@@ -109,7 +112,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         return handle
 
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        return pipeline.mutate(review, context, state.limit_gate)
+        return pipeline.mutate(review, context, state.limit_gate, state.memo)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
         return pipeline.validate(review, context, [g for g in (state.limit_gate, state.quota_gate) if g])

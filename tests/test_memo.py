@@ -1,0 +1,189 @@
+"""The decision memo: a pod create equal in everything the decision reads to a recent one gets the same
+decision, remembered; anything else, and any new context, is decided afresh."""
+
+import copy
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import context, parsed, review_of
+from tests.test_placement import agent_node, write_inventory
+from tests.test_properties import pods
+from tests.translation_cases import SOURCES, TARGETS
+from webhook.adapters.http.memo import DecisionMemo
+from webhook.config.cloudmap import default_directory
+from webhook.config.loading import build_context
+from webhook.core import pipeline
+from webhook.core.admission import decide_mutation
+from webhook.core.decision_key import decision_key
+from webhook.core.demand import read_demand
+
+
+def request_for(pod):
+    return parsed(review_of(pod))
+
+
+# Fields the API server fills in per replica, and parts of a pod the decision never reads.
+NOISE = st.fixed_dictionaries(
+    {},
+    optional={
+        "uid": st.uuids().map(str),
+        "generateName": st.sampled_from(["web-7d9f-", "train-"]),
+        "creationTimestamp": st.sampled_from(["2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z"]),
+        "ownerReferences": st.lists(
+            st.fixed_dictionaries({"kind": st.just("ReplicaSet"), "uid": st.uuids().map(str)}), max_size=1
+        ),
+        "image": st.sampled_from(["img:1", "img:2", "nvcr.io/nvidia/pytorch:24.05-py3"]),
+        "env": st.lists(
+            st.fixed_dictionaries({"name": st.sampled_from(["A", "B"]), "value": st.text(max_size=3)}),
+            max_size=2,
+        ),
+        "volumes": st.lists(
+            st.fixed_dictionaries({"name": st.sampled_from(["data", "shm"]), "emptyDir": st.just({})}),
+            max_size=2,
+        ),
+        "serviceAccountName": st.sampled_from(["default", "trainer"]),
+        "priority": st.integers(0, 1000),
+        "hostname": st.text(min_size=1, max_size=5),
+    },
+)
+
+
+def with_noise(pod, noise):
+    """The same pod as another replica would arrive: what differs is only what the decision ignores."""
+    pod = copy.deepcopy(pod)
+    metadata, spec = pod["metadata"], pod["spec"]
+    for key in ("uid", "generateName", "creationTimestamp", "ownerReferences"):
+        if key in noise:
+            metadata[key] = noise[key]
+    for key in ("volumes", "serviceAccountName", "priority", "hostname"):
+        if key in noise:
+            spec[key] = noise[key]
+    for container in spec.get("containers", []):
+        for key in ("image", "env"):
+            if key in noise:
+                container[key] = noise[key]
+    return pod
+
+
+def translation_pod(source):
+    return copy.deepcopy(SOURCES[source][1])
+
+
+ANY_POD = st.one_of(pods(), st.sampled_from(sorted(SOURCES)).map(translation_pod))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod=ANY_POD, noise=NOISE, target=st.sampled_from(TARGETS))
+def test_a_replica_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, noise, target):
+    ctx = context(target)
+    memo = DecisionMemo()
+    first = pipeline.mutate(request_for(pod), ctx, None, memo)
+    replica = request_for(with_noise(pod, noise))
+    assert decision_key(replica) == decision_key(request_for(pod))
+    assert len(memo) == 1
+    assert pipeline.mutate(replica, ctx, None, memo) == decide_mutation(replica, ctx) == first
+
+
+KEYED_EDITS = [
+    lambda p: (
+        p["spec"]["containers"][0]
+        .setdefault("resources", {})
+        .setdefault("limits", {})
+        .update({"nvidia.com/gpu": "2"})
+    ),
+    lambda p: (
+        p["spec"].setdefault("nodeSelector", {}).update({"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    ),
+    lambda p: p["spec"].setdefault("tolerations", []).append({"key": "x", "operator": "Exists"}),
+    lambda p: p["metadata"].setdefault("annotations", {}).update({"nvidia.com/use-gputype": "H100"}),
+    lambda p: p["metadata"].setdefault("labels", {}).update({"batch.kubernetes.io/job-name": "j"}),
+    lambda p: p["spec"].update(schedulerName="hami-scheduler"),
+    lambda p: p["spec"]["containers"].append({"name": "side", "image": "x"}),
+    lambda p: p["spec"]["containers"][0].update(name="renamed"),
+    lambda p: p["metadata"].update(name="other-name"),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(pod=ANY_POD, edit=st.sampled_from(range(len(KEYED_EDITS))))
+def test_a_change_the_decision_reads_is_decided_afresh(pod, edit):
+    changed = copy.deepcopy(pod)
+    KEYED_EDITS[edit](changed)
+    original, other = request_for(pod), request_for(changed)
+    if other.object == original.object:
+        return  # the edit changed nothing (the value was already there)
+    assert decision_key(other) != decision_key(original)
+    ctx = context("generic")
+    memo = DecisionMemo()
+    pipeline.mutate(original, ctx, None, memo)
+    assert pipeline.mutate(other, ctx, None, memo) == decide_mutation(other, ctx)
+
+
+def nodes_with(*records):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_inventory(Path(tmp), *(agent_node(f"n{i}", r) for i, r in enumerate(records)))
+        return build_context(default_directory(), "generic", path)
+
+
+CONTEXTS = {
+    "generic": lambda: context("generic"),
+    "generic reloaded": lambda: build_context(default_directory(), "generic"),
+    "gke": lambda: context("gke"),
+    "nodes: H100 NVSwitch": lambda: nodes_with("h100-sxm-8-nvswitch"),
+    "nodes: A100 PCIe": lambda: nodes_with("a100-pcie-8-two-numa", "a100-pcie-8-two-numa"),
+    "shared map, narrowed": lambda: replace(
+        context("generic"), target=replace(context("generic").target, offered_models=("H100-80GB",))
+    ),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(st.sampled_from(sorted(CONTEXTS)), ANY_POD, NOISE), min_size=1, max_size=8))
+def test_memoized_decisions_equal_fresh_ones_across_reloads_and_node_changes(steps):
+    # Each step may arrive under a new context (a reload of the same files, another map, the node
+    # view changed): a decision remembered under an earlier context must never answer it.
+    memo = DecisionMemo(size=4)
+    for name, pod, noise in steps:
+        ctx = CONTEXTS[name]()
+        for candidate in (pod, with_noise(pod, noise)):
+            review = request_for(candidate)
+            assert pipeline.mutate(review, ctx, None, memo) == decide_mutation(review, ctx)
+
+
+def test_the_gate_still_sees_every_replica_with_the_remembered_demand():
+    class Counting:
+        def __init__(self):
+            self.demands = []
+
+        def admit(self, request, ctx, demand):
+            self.demands.append(demand)
+            return None
+
+    ctx = context("generic")
+    pod = translation_pod("gke-whole")
+    gate, memo = Counting(), DecisionMemo()
+    for uid in ("a", "b", "c"):
+        pipeline.mutate(request_for(with_noise(pod, {"uid": uid})), ctx, gate, memo)
+    assert len(gate.demands) == 3
+    assert all(d == read_demand(pod, ctx.dialects) for d in gate.demands)
+
+
+def test_the_memo_is_bounded_and_forgets_a_replaced_context():
+    ctx = context("generic")
+    memo = DecisionMemo(size=2)
+    for gpus in ("1", "2", "3"):
+        pipeline.mutate(
+            request_for(SOURCES["generic-whole"][1] | {"metadata": {"name": gpus}}), ctx, None, memo
+        )
+    assert len(memo) == 2
+    pipeline.mutate(request_for(SOURCES["gke-whole"][1]), context("gke"), None, memo)
+    assert len(memo) == 1
+
+
+def test_only_pod_creates_are_memoized():
+    review = review_of(SOURCES["gke-whole"][1], operation="UPDATE")
+    assert decision_key(parsed(review)) is None

@@ -1,0 +1,47 @@
+"""The worker's memo of recent pod-create decisions (core.pipeline.Memo): bounded, thread-safe, and
+emptied whenever the context changes (a cloud-map reload or a node change builds a new one)."""
+
+import threading
+from collections import OrderedDict
+
+from webhook.core.admission import Context
+from webhook.core.decision import Decision
+from webhook.core.demand import PodDemand
+
+Entry = tuple[PodDemand, Decision]
+
+
+class DecisionMemo:
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._lock = threading.Lock()
+        self._context: Context | None = None
+        self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+
+    def get(self, key: bytes, context: Context) -> Entry | None:
+        with self._lock:
+            if context is not self._context:
+                return None
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: bytes, context: Context, value: Entry) -> None:
+        with self._lock:
+            if context is not self._context:
+                # Identity, not equality: a context is replaced whole, never edited.
+                self._entries.clear()
+                self._context = context
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._context = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
