@@ -294,3 +294,18 @@ def test_a_gpu_newer_than_the_catalogue_on_the_targets_own_label_is_left_alone()
     source = pod({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu.product": "NVIDIA-B300"})
     decision, _ = admit(source, "generic")
     assert decision.allowed and decision.patch == ()
+
+
+def test_a_resource_asked_as_zero_beside_the_ask_agrees_in_requests_and_limits():
+    # Found by the patch property: an ACK memory share beside nvidia.com/gpu.shared: "0" (asking
+    # nothing) became gpu.shared 1 in limits but stayed "0" in requests, a pod the API server refuses.
+    resources = {"nvidia.com/gpu.shared": "0", "aliyun.com/gpu-mem": "1"}
+    ack = pod(resources)
+    ack["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/gpu.shared": "0"}
+    decision = decide_mutation(parsed(review_of(ack)), context("generic"))
+    assert decision.allowed, decision.message
+    translated = jsonpatch.apply_patch(ack, list(decision.patch))["spec"]["containers"][0]["resources"]
+    assert translated == {
+        "limits": {"nvidia.com/gpu.shared": "1"},
+        "requests": {"nvidia.com/gpu.shared": "1"},
+    }

@@ -38,6 +38,7 @@ def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, st
     ):
         # Asked by annotation (KAI): the resources are new, and limits alone ask for them.
         resources.setdefault("limits", {}).update(new)
+        _agree(resources, new)
         return
     for section in ("limits", "requests"):
         values = resources.get(section)
@@ -54,6 +55,20 @@ def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, st
                 values[name] = amount
     if not new and not resources:
         del container["resources"]
+    else:
+        _agree(resources, new)
+
+
+def _agree(resources: dict[str, Any], new: dict[str, str]) -> None:
+    """A section that did not carry the ask may still name a resource the ask now uses (asked as
+    "0" beside it): it must say the new amount too, or the API server refuses the pod for an
+    extended resource whose request differs from its limit."""
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if isinstance(values, dict):
+            for name, amount in new.items():
+                if name in values and str(values[name]) != amount:
+                    values[name] = amount
 
 
 def remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
