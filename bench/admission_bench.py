@@ -1,14 +1,19 @@
-"""Admission latency and throughput of the real server, against a bare allow-all route on the same
-server and connection, measured in the same run (ratios, not absolute numbers, are what compare
+"""Admission throughput and latency of the real server, against a bare allow-all route on the same
+server and connections, measured in the same run (ratios, not absolute numbers, are what compare
 across machines).
 
-    .venv/bin/python bench/admission_bench.py [--requests N] [--connections C]
+    .venv/bin/python bench/admission_bench.py [--requests N] [--connections 1 8]
 
 Each connection is one kept-alive TLS connection, as the API server uses; C connections run in
-parallel threads. Results print as a table and are written to bench/results/latest.json.
+parallel threads. The server runs with the shipped defaults (`serve`'s workers and threads) and an
+inventory of node-agent records, so a translated multi-GPU pod also gets placement hints. Translated
+pods are sent two ways: the same pod over and over (the replicas of one workload: the decision memo
+answers) and a different pod every time (each decided afresh). Results print as a table and are
+written to bench/results/latest.json.
 """
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -22,28 +27,42 @@ sys.path.insert(0, str(REPO))
 
 from tests.helpers import VerifyingHTTPSConnection, fixture  # noqa: E402
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs  # noqa: E402
+from tests.test_placement import mixed_cluster  # noqa: E402
+from webhook.adapters.http.settings import Settings  # noqa: E402
 
 CASES = [
     ("allow-all baseline", "/bench/allow-all", "pod-create-gpu-limit-1.json"),
     ("/mutate GPU pod (native)", "/mutate", "pod-create-gpu-limit-1.json"),
-    ("/mutate GKE pod translated", "/mutate", "gke-pod"),
+    ("/mutate 4×H100 GKE pod, repeated", "/mutate", "gke-pod"),
+    ("/mutate 4×H100 GKE pod, each new", "/mutate", "gke-pod-each-new"),
     ("/mutate 0.5 GPU (denied)", "/mutate", "pod-create-fractional-gpu-500m-before-validation.json"),
     ("/validate GPU pod", "/validate", "validate-pod-create-gpu-8.json"),
 ]
 
 
-def gke_review():
-    """The captured GPU pod, rewritten as a GKE user would write it: the webhook must translate it."""
+def gke_review(seq: int | None = None):
+    """The captured GPU pod as a GKE user writes a 4×H100 pod: translated, and given topology hints.
+    With `seq`, an annotation makes every pod different to the decision memo (nothing else changes)."""
     review = fixture("pod-create-gpu-limit-1.json")
-    review["request"]["object"]["spec"]["nodeSelector"] = {
-        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100"
-    }
+    pod = review["request"]["object"]
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
+    if seq is not None:
+        pod["metadata"].setdefault("annotations", {})["bench.gpuport.io/seq"] = str(seq)
     return review
 
 
-def run_case(server, path, body, requests, connections):
+def bodies(name: str, count: int, start: int = 0) -> list[bytes]:
+    if name == "gke-pod-each-new":
+        return [json.dumps(gke_review(seq)).encode() for seq in range(start, start + count)]
+    review = gke_review() if name == "gke-pod" else fixture(name)
+    return [json.dumps(review).encode()]
+
+
+def run_case(server, path, bodies, requests, connections):
     latencies: list[float] = []
     lock = threading.Lock()
+    sequence = itertools.count()
 
     def worker(count):
         conn = VerifyingHTTPSConnection(
@@ -51,6 +70,7 @@ def run_case(server, path, body, requests, connections):
         )
         local = []
         for _ in range(count):
+            body = bodies[next(sequence) % len(bodies)]
             started = time.perf_counter()
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
@@ -83,50 +103,60 @@ def run_case(server, path, body, requests, connections):
 
 
 def main() -> int:
+    defaults = Settings()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--connections", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=3000, help="per case and connection count")
+    parser.add_argument("--connections", type=int, nargs="+", default=[8, 1])
+    parser.add_argument("--workers", type=int, default=defaults.workers)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir = Path(tmp)
         make_certs(cert_dir)
+        inventory = mixed_cluster(cert_dir)
         server = RunningServer(
-            cert_dir, workers=args.workers, threads=args.threads, extra_env={"GPUPORT_BENCH_BASELINE": "1"}
+            cert_dir,
+            workers=args.workers,
+            threads=args.threads,
+            extra_env={"GPUPORT_BENCH_BASELINE": "1", "GPUPORT_INVENTORY": str(inventory)},
         )
         try:
-            # Cases take turns over several rounds, and each reports its median round, so that a
-            # machine busier in one stretch of the run does not favour whichever case ran then.
-            rounds: dict[str, list[dict]] = {label: [] for label, _, _ in CASES}
-            for _ in range(args.rounds):
-                for label, path, name in CASES:
-                    body = json.dumps(gke_review() if name == "gke-pod" else fixture(name)).encode()
-                    rounds[label].append(
-                        run_case(server, path, body, args.requests // args.rounds, args.connections)
-                    )
-            results = {
-                label: sorted(runs, key=lambda r: r["p50_ms"])[len(runs) // 2]
-                for label, runs in rounds.items()
-            }
+            results = {c: measure(server, args, c) for c in args.connections}
         finally:
             server.stop()
 
-    baseline = results["allow-all baseline"]
-    print(
-        f"{args.requests} requests over {args.connections} kept-alive TLS connection(s), "
-        f"{args.workers} workers × {args.threads} threads"
-    )
-    print(f"{'case':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p50 / baseline':>15}")
-    for label, row in results.items():
-        ratio = row["p50_ms"] / baseline["p50_ms"]
-        print(f"{label:28} {row['req_per_s']:8.0f} {row['p50_ms']:8.2f} {row['p99_ms']:8.2f} {ratio:15.2f}")
+    print(f"{args.requests} requests per case, {args.workers} worker(s) × {args.threads} threads")
+    for connections, rows in results.items():
+        baseline = rows["allow-all baseline"]
+        print(f"\n{connections} kept-alive TLS connection(s)")
+        print(f"{'case':36} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'req/s ÷ bare':>13}")
+        for label, row in rows.items():
+            ratio = row["req_per_s"] / baseline["req_per_s"]
+            print(
+                f"{label:36} {row['req_per_s']:7.0f} {row['p50_ms']:7.2f} {row['p99_ms']:7.2f} {ratio:13.2f}"
+            )
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     return 0
+
+
+def measure(server, args, connections) -> dict[str, dict]:
+    # Cases take turns over several rounds, and each reports its median round, so that a machine
+    # busier in one stretch of the run does not favour whichever case ran then.
+    per_round = args.requests // args.rounds
+    rounds: dict[str, list[dict]] = {label: [] for label, _, _ in CASES}
+    for number in range(args.rounds):
+        for label, path, name in CASES:
+            # "each new" pods are numbered across rounds and connection counts: none repeats.
+            start = (connections * args.rounds + number) * (per_round + 20)
+            sent = bodies(name, per_round + 20, start)
+            rounds[label].append(run_case(server, path, sent, per_round, connections))
+    return {
+        label: sorted(runs, key=lambda r: r["req_per_s"])[len(runs) // 2] for label, runs in rounds.items()
+    }
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ ALLOWED_IMPORTS = {
     "types",
     "typing",
     "jsonpatch",  # pure computation on dicts
+    "orjson",  # the JSON codec (C): parses reviews and spells decision keys, no I/O
     "kubernetes.utils",  # parse_quantity only; see webhook/core/quantity.py
     "webhook",
 }

@@ -9,9 +9,10 @@ varying every field outside the key). A field the decision starts to read must b
 """
 
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from webhook.core.review import AdmissionRequest
 from webhook.core.workloads import CONTAINER_LISTS
@@ -45,6 +46,9 @@ def decision_key(request: AdmissionRequest) -> bytes | None:
         else:
             read.append(items)
     read += [spec.get(name) for name in POD_FIELDS]
-    # One spelling per value (sorted keys, no spaces); JSON keeps 1, 1.0 and true apart.
-    text = json.dumps(read, sort_keys=True, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    # One spelling per value (sorted keys); JSON keeps 1, 1.0 and true apart.
+    try:
+        text = orjson.dumps(read, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # not JSON after all (a test's hand-made object): decide afresh
+        return None
+    return hashlib.blake2b(text, digest_size=16).digest()
