@@ -5,8 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import fixture
+from tests.helpers import context, fixture, parsed, review_of
+from tests.translation_cases import SOURCES, TARGETS
 from webhook.core import patch as patching
+from webhook.core.admission import decide_mutation
 from webhook.core.patch import PatchError, apply, diff_mutation
 
 
@@ -200,3 +202,32 @@ def test_applying_the_patch_gives_exactly_the_edited_pod(case):
     ops = diff_mutation(original, mutate)
     assert json.dumps(apply(original, ops), sort_keys=True) == json.dumps(expected, sort_keys=True)
     assert apply(original, ops) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    source=st.sampled_from(sorted(SOURCES)),
+    target=st.sampled_from(TARGETS),
+    extra=st.fixed_dictionaries(
+        {},
+        optional={
+            "env": st.just([{"name": "A", "value": "1"}]),
+            "volumeMounts": st.just([{"name": "data", "mountPath": "/data"}]),
+        },
+    ),
+)
+def test_deciding_never_changes_the_pod_it_was_given(source, target, extra):
+    # The editable view shares every container field but resources with the pod: an edit made in
+    # place anywhere else would change the request itself and be missing from the patch.
+    pod = copy.deepcopy(SOURCES[source][1])
+    for container in pod["spec"]["containers"]:
+        container.update(copy.deepcopy(extra))
+    request = parsed(review_of(pod))
+    before = copy.deepcopy(request.object)
+    decision = decide_mutation(request, context(target))
+    assert request.object == before
+    if decision.allowed and decision.patch:
+        patched = apply(before, list(decision.patch))
+        assert [c.get("env") for c in patched["spec"]["containers"]] == [
+            c.get("env") for c in before["spec"]["containers"]
+        ]

@@ -35,13 +35,29 @@ class PatchError(RuntimeError):
 
 
 def editable_view(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of only the editable subtrees, in the Pod's own shape."""
+    """A copy of only the editable subtrees, in the Pod's own shape. A container is copied one level
+    deep, its resources in full: the rest of it (env, mounts, probes...) is the Pod's own, shared
+    and never edited, so an edit may replace a container's field but change only its resources in
+    place. Unchanged parts stay the very same objects, which the patch walk skips at once."""
     view: dict[str, Any] = {"metadata": {}, "spec": {}}
     for parent, key in EDITABLE_FIELDS:
         section = pod.get(parent)
         if isinstance(section, Mapping) and key in section:
-            view[parent][key] = json_copy(section[key])
+            value = section[key]
+            if key in ("containers", "initContainers") and isinstance(value, list):
+                view[parent][key] = [_container_copy(c) for c in value]
+            else:
+                view[parent][key] = json_copy(value)
     return view
+
+
+def _container_copy(container: Any) -> Any:
+    if not isinstance(container, dict):
+        return json_copy(container)
+    copied = dict(container)
+    if "resources" in copied:
+        copied["resources"] = json_copy(copied["resources"])
+    return copied
 
 
 def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any]]:
@@ -81,7 +97,9 @@ def json_copy(value: Any) -> Any:
 
 def _diff(path: str, old: Any, new: Any, ops: list[dict[str, Any]]) -> None:
     """Ops turning `old` into `new`, walked in full: Python's == calls 1, 1.0 and True equal, JSON
-    does not, so no subtree is skipped on == alone."""
+    does not, so no subtree is skipped on == alone; one the view shares with the Pod is skipped."""
+    if old is new:
+        return
     if isinstance(old, dict) and isinstance(new, dict):
         for key in old:
             if key not in new:
@@ -113,4 +131,6 @@ def _reject_edits_outside(view: dict[str, Any]) -> None:
 
 
 def _escape(key: str) -> str:
+    if "~" not in key and "/" not in key:
+        return key
     return key.replace("~", "~0").replace("/", "~1")
