@@ -146,6 +146,19 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
             uid = orjson.loads(request.get_data(cache=False))["request"]["uid"]
             return Response(orjson.dumps(build_response(uid, allow())), mimetype="application/json")
 
+        @app.post("/bench/label-once")
+        def label_once() -> Response:
+            # bench/ only: allow, adding one label the first time the pod is seen (the mutating call)
+            # and nothing after it (the validating call): what the API server's own work on any
+            # mutating webhook's patch costs, read apart from the decision.
+            request_part = orjson.loads(request.get_data(cache=False))["request"]
+            labels = request_part["object"]["metadata"].get("labels") or {}
+            patch = [] if "bench.gpuport.io/seen" in labels else [_BENCH_LABEL_PATCH]
+            decision = allow(patch=patch)
+            return Response(
+                orjson.dumps(build_response(request_part["uid"], decision)), mimetype="application/json"
+            )
+
     @app.get("/healthz")
     def healthz() -> Response:
         return _text(200, "ok")
@@ -174,6 +187,10 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         return _text(500, "internal error (details are in the server log)")
 
     return app
+
+
+# Adds the whole labels map: the bench pods carry none.
+_BENCH_LABEL_PATCH = {"op": "add", "path": "/metadata/labels", "value": {"bench.gpuport.io/seen": "1"}}
 
 
 def _text(status: int, message: str) -> Response:

@@ -1,0 +1,187 @@
+"""Pod-create latency through a real kube-apiserver: with no webhook, with bare pairs on gpuport's own
+stack, and with gpuport, for a native and a translated pod, in turns within one run.
+
+    KUBEBUILDER_ASSETS=$(python3 ../shared/bin/assets.py) .venv/bin/python bench/e2e_bench.py [--creates 200]
+
+The webhook configurations are the shipped ones (manifests/), pointed at one gpuport server with the
+shipped workers and threads, watching the cluster as a deployment does. The bare pairs are the same
+configurations aimed at that server's bench routes (same processes, TLS and API server, no decision):
+allow-all answers "allowed"; label-once adds one label on the mutating call, so it costs the API
+server what any mutating webhook's patch costs (decode, apply, decode the pod again). Creates are one
+at a time over a kept-alive connection, with generateName as a ReplicaSet sends them; "each new" pods
+differ by an annotation, so no decision is remembered. Each case reports its median create over the
+rounds; ratios are against the bare pairs with the same pod.
+"""
+
+import argparse
+import http.client
+import json
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kubernetes import client  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+
+from tests.integration.conftest import ApiServer, kubeconfig, register_webhooks  # noqa: E402
+from tests.server_process import RunningServer, make_certs  # noqa: E402
+from webhook.adapters.http.settings import Settings  # noqa: E402
+
+NAMESPACE = "bench"
+# Which route the shipped webhook configurations call (None: their own, /mutate and /validate).
+BACKENDS = {"none": "", "allow-all": "/bench/allow-all", "label-once": "/bench/label-once", "gpuport": None}
+NATIVE = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+GKE = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+
+
+def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None) -> dict:
+    metadata: dict = {"generateName": "bench-"}
+    if seq is not None:
+        metadata["annotations"] = {"bench.gpuport.io/seq": str(seq)}
+    container = {
+        "name": "main",
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+    }
+    spec = {"containers": [container], "nodeSelector": selector}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+PODS = {
+    "native": lambda seq: gpu_pod(NATIVE, "1"),
+    "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4"),
+    "GKE 4×H100, each new": lambda seq: gpu_pod(GKE, "4", seq),
+}
+
+
+class Creator:
+    """POSTs pods over one kept-alive TLS connection: the harness adds as little as it can."""
+
+    def __init__(self, api: ApiServer):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the test API server's self-signed certificate, on loopback
+        self.conn = http.client.HTTPSConnection("127.0.0.1", api.port, context=context)
+        self.headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
+        self.seq = 0
+
+    def create(self, make) -> float:
+        self.seq += 1
+        body = json.dumps(make(self.seq))
+        started = time.perf_counter()
+        self.conn.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=body, headers=self.headers)
+        response = self.conn.getresponse()
+        answer = response.read()
+        elapsed = time.perf_counter() - started
+        if response.status != 201:
+            raise RuntimeError(f"create answered {response.status}: {answer[:300]!r}")
+        return elapsed
+
+
+def server_counts(server: RunningServer, ca_file: Path) -> dict[str, float]:
+    """Reviews gpuport answered per route, and the seconds it spent on them (its own /metrics)."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    context.check_hostname = False
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context)
+    conn.request("GET", "/metrics")
+    counts: dict[str, float] = {}
+    for line in conn.getresponse().read().decode().splitlines():
+        for route in ("mutate", "validate"):
+            for metric in ("_count", "_sum"):
+                if line.startswith(f'gpuport_admission_duration_seconds{metric}{{route="{route}"}}'):
+                    counts[route + metric] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def unregister(admission) -> None:
+    for delete in (
+        admission.delete_mutating_webhook_configuration,
+        admission.delete_validating_webhook_configuration,
+    ):
+        try:
+            delete("gpuport")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    time.sleep(1.5)  # the API server drops webhook configurations asynchronously
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--creates", type=int, default=200, help="per case and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=Settings().workers)
+    parser.add_argument("--threads", type=int, default=Settings().threads)
+    args = parser.parse_args()
+    runs: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for folder in ("apiserver", "tls"):
+            (work / folder).mkdir()
+        api = ApiServer(work / "apiserver")
+        server = None
+        try:
+            core = client.CoreV1Api(api.client())
+            for name in (NAMESPACE, "gpuport-system"):
+                core.create_namespace({"metadata": {"name": name}})
+                core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+            make_certs(work / "tls")
+            env = {
+                "GPUPORT_CLUSTER": str(kubeconfig(api, work / "kubeconfig")),
+                "GPUPORT_NAMESPACE": "gpuport-system",
+                "GPUPORT_BENCH_BASELINE": "1",
+            }
+            server = RunningServer(work / "tls", workers=args.workers, threads=args.threads, extra_env=env)
+            url, ca = f"https://127.0.0.1:{server.port}", (work / "tls" / "ca.crt").read_bytes()
+            admission = client.AdmissionregistrationV1Api(api.client())
+            creator = Creator(api)
+            for _ in range(args.rounds):
+                for backend, route in BACKENDS.items():
+                    if backend == "none":
+                        unregister(admission)
+                    else:
+                        register_webhooks(api.client(), url, ca, route=route)
+                    for pod_name, make in PODS.items():
+                        for _ in range(10):  # the connection and caches warm, not measured
+                            creator.create(make)
+                        latencies = [creator.create(make) for _ in range(args.creates)]
+                        runs.setdefault((backend, pod_name), []).append(statistics.median(latencies))
+            stored = len(core.list_namespaced_pod(NAMESPACE).items)
+            reviews = server_counts(server, work / "tls" / "ca.crt")
+        finally:
+            if server is not None:
+                server.stop()
+            api.stop()
+    medians = {key: statistics.median(values) * 1000 for key, values in runs.items()}
+    print(
+        f"pod creates through a real kube-apiserver, {args.creates} per case × {args.rounds} rounds "
+        f"(median ms), gpuport {args.workers} worker(s) × {args.threads} threads; {stored} pods stored"
+    )
+    print(
+        f"{'pod':22} {'none':>6} {'allow-all':>10} {'label-once':>11} {'gpuport':>8} "
+        f"{'÷ allow-all':>12} {'÷ label-once':>13}"
+    )
+    for pod_name in PODS:
+        none, bare, labelled, ours = (medians[(b, pod_name)] for b in BACKENDS)
+        print(
+            f"{pod_name:22} {none:6.2f} {bare:10.2f} {labelled:11.2f} {ours:8.2f} "
+            f"{ours / bare:12.2f} {ours / labelled:13.2f}"
+        )
+    for route in ("mutate", "validate"):
+        count, total = reviews.get(route + "_count", 0), reviews.get(route + "_sum", 0)
+        print(f"gpuport /{route}: {count:.0f} reviews, {total / max(count, 1) * 1000:.2f} ms each in gpuport")
+    out = REPO / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    rows = {f"{b} / {p}": v for (b, p), v in medians.items()}
+    (out / "e2e.json").write_text(json.dumps({"args": vars(args), "median_ms": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
