@@ -44,6 +44,7 @@ manifests: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/admission_bench.py
+	$(BIN)/python bench/decision_bench.py
 
 # Needs Docker, kind and kubectl; the build machines have none of them (tests/e2e/kind.sh says more).
 e2e-kind: $(BIN)/.installed
