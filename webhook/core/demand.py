@@ -228,6 +228,8 @@ def with_model_annotations(
 ) -> Selection:
     """Narrow the acceptable models by annotations such as HAMi's nvidia.com/use-gputype: "A100,H100"
     and nvidia.com/nouse-gputype: "T4" (comma-separated, matched as words of the model's names)."""
+    if not annotations:
+        return selection
     models = selection.models
     avoid: frozenset[str] = frozenset()
     used: set[str] = set()

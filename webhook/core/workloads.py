@@ -2,7 +2,7 @@
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 # (API group, kind) → path from the object root to its pod spec.
 POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -37,6 +37,12 @@ class ContainerRef:
         return f"{self.spec_path}.{self.list_name}[{self.index}]"
 
 
+def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Mapping check for the hot walks: parsed JSON and YAML give dicts, for which this is one type
+    comparison instead of the ABC machinery; any other Mapping still counts."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
     return POD_SPEC_PATHS.get((group, kind))
 
@@ -44,10 +50,10 @@ def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
 def mapping_at(obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any] | None:
     node: Any = obj
     for key in path:
-        if not isinstance(node, Mapping):
+        if not is_map(node):
             return None
         node = node.get(key)
-    return node if isinstance(node, Mapping) else None
+    return node if is_map(node) else None
 
 
 def containers(
@@ -61,7 +67,7 @@ def containers(
         if not isinstance(items, list):
             continue
         for index, container in enumerate(items):
-            if isinstance(container, Mapping):
+            if is_map(container):
                 name = container.get("name")
                 yield ContainerRef(
                     list_name, index, name if isinstance(name, str) else "?", container, dotted
@@ -70,10 +76,10 @@ def containers(
 
 def resource_section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
     resources = container.get("resources")
-    if not isinstance(resources, Mapping):
+    if not is_map(resources):
         return {}
     values = resources.get(section)
-    return values if isinstance(values, Mapping) else {}
+    return values if is_map(values) else {}
 
 
 def resource_entries(
@@ -96,11 +102,9 @@ def required_terms(pod_spec: Mapping[str, Any]) -> list[Any] | None:
     """The pod's required node-affinity terms (ORed), as the list in the spec so edits land there;
     None when it has none."""
     affinity = pod_spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    node_affinity = affinity.get("nodeAffinity") if is_map(affinity) else None
     required = (
-        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node_affinity, Mapping)
-        else None
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") if is_map(node_affinity) else None
     )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if is_map(required) else None
     return terms if isinstance(terms, list) else None
