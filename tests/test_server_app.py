@@ -176,3 +176,16 @@ def test_malformed_but_parseable_reviews_are_400_never_500(client, obj_text, rea
         response = client.post(route, data=_review_with(obj_text), content_type="application/json")
         assert response.status_code == 400, response.get_data(as_text=True)
         assert reason in response.get_data(as_text=True)
+
+
+def test_metrics_count_decisions_answered_from_the_memo(client):
+    def count(result):
+        for line in client.get("/metrics").get_data(as_text=True).splitlines():
+            if line.startswith(f'gpuport_decision_memo_total{{result="{result}"}}'):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    hits, misses = count("hit"), count("miss")
+    for _ in range(3):  # the same pod three times, as three replicas arrive
+        assert post_fixture(client, "/mutate", "pod-create-gpu-limit-1.json").status_code == 200
+    assert (count("hit"), count("miss")) == (hits + 2, misses + 1)

@@ -4,6 +4,7 @@ emptied whenever the context changes (a cloud-map reload or a node change builds
 import threading
 from collections import OrderedDict
 
+from webhook.adapters.http import metrics
 from webhook.core.admission import Context
 from webhook.core.decision import Decision
 from webhook.core.demand import PodDemand
@@ -20,12 +21,11 @@ class DecisionMemo:
 
     def get(self, key: bytes, context: Context) -> Entry | None:
         with self._lock:
-            if context is not self._context:
-                return None
-            entry = self._entries.get(key)
+            entry = self._entries.get(key) if context is self._context else None
             if entry is not None:
                 self._entries.move_to_end(key)
-            return entry
+        metrics.DECISION_MEMO.labels("hit" if entry is not None else "miss").inc()
+        return entry
 
     def put(self, key: bytes, context: Context, value: Entry) -> None:
         with self._lock:

@@ -25,6 +25,12 @@ LATENCY = Histogram(
     ["route"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
+DECISION_MEMO = Counter(
+    "gpuport_decision_memo_total",
+    "Pod creates looked up in the worker's decision memo, by result (hit: a recent pod equal in all the "
+    "decision reads was answered from memory; miss: decided afresh).",
+    ["result"],
+)
 CLOUDMAP_RELOADS = Counter(
     "gpuport_cloudmap_reloads_total",
     "Cloud-map reloads after the files changed, by result (ok; error: the previous maps stay in force).",
