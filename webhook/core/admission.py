@@ -83,8 +83,11 @@ def rewrite_pod(
             warnings.extend(
                 translate_pod(view, demand, context.target, context.dialects, context.as_declared)
             )
-        # A translated pod asks for other models now: read them from what it became.
-        models = demand.selection.models if native else read_selection(view["spec"], context.dialects).models
+        # A translated pod asks for other models now: read them from what it became (only asked
+        # about when gpuport knows which models the nodes have).
+        models = demand.selection.models
+        if not native and context.present_models is not None:
+            models = read_selection(view["spec"], context.dialects).models
         warnings.extend(_absent(view["spec"], context, models))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))

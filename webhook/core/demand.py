@@ -118,17 +118,24 @@ class Selection:
     avoid: frozenset[str] = frozenset()  # models the pod refuses (HAMi's nouse-gputype)
 
 
+Constraint = tuple[str, str, tuple[str, ...]]  # (label key, operator, values) a pod puts on its node
+
+
 @dataclass(frozen=True)
 class PodDemand:
     asks: tuple[ContainerAsk, ...]
     selection: Selection
     problems: tuple[str, ...] = ()
+    # Every node-label requirement of the pod as read (node_constraints), kept so that deciding
+    # whether and how to translate does not walk the selector and affinity again.
+    constraints: tuple[Constraint, ...] = ()
 
 
 def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
     spec = mapping_at(pod, ("spec",)) or {}
     annotations = mapping_at(pod, ("metadata", "annotations")) or {}
-    selection = with_model_annotations(read_selection(spec, dialects), annotations, dialects)
+    constraints = tuple(node_constraints(spec))
+    selection = with_model_annotations(read_selection(spec, dialects, constraints), annotations, dialects)
     asks: list[ContainerAsk] = []
     problems: list[str] = []
     for container in containers(spec, ("spec",)):
@@ -146,7 +153,7 @@ def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
             selection = replace(selection, annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems))
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints)
 
 
 def _annotation_share(
@@ -180,10 +187,10 @@ def _annotation_share(
     return None, ""
 
 
-def node_constraints(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+def node_constraints(spec: Mapping[str, Any]) -> list[Constraint]:
     """(key, operator, values) of every label requirement the pod puts on its node: nodeSelector
     entries (as In) and each required node-affinity expression (values empty for Exists/DoesNotExist)."""
-    found: list[tuple[str, str, tuple[str, ...]]] = []
+    found: list[Constraint] = []
     selector = spec.get("nodeSelector")
     if isinstance(selector, Mapping):
         found += [(str(k), "In", (str(v),)) for k, v in selector.items()]
@@ -194,13 +201,14 @@ def node_constraints(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str,
     return found
 
 
-def selector_constraints(spec: Mapping[str, Any], keys: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(key, acceptable values) for the given label keys, from nodeSelector and required affinity (In)."""
-    return [(k, values) for k, op, values in node_constraints(spec) if k in keys and op == "In"]
-
-
-def read_selection(spec: Mapping[str, Any], dialects: Dialects) -> Selection:
-    constraints = selector_constraints(spec, dialects.selector_keys())
+def read_selection(
+    spec: Mapping[str, Any], dialects: Dialects, read: tuple[Constraint, ...] | None = None
+) -> Selection:
+    """What the node selector and required affinity say about GPUs; `read` is node_constraints(spec)
+    when the caller has it already."""
+    keys = dialects.selector_keys()
+    every = node_constraints(spec) if read is None else read
+    constraints = [(k, values) for k, op, values in every if k in keys and op == "In"]
     models: frozenset[str] | None = None
     profile: MigProfile | None = None
     shared = False

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.catalogue import Catalogue
-from webhook.core.demand import PodDemand, node_constraints, selector_constraints
+from webhook.core.demand import PodDemand
 from webhook.core.platform import CloudMap, Dialects, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -31,15 +31,14 @@ __all__ = ["TRANSLATED_FROM", "Untranslatable", "is_native", "translate_pod"]
 TRANSLATED_FROM = "gpuport.io/translated-from"
 
 
-def foreign_keys(
-    spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects
-) -> frozenset[str]:
+def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> frozenset[str]:
     """GPU label keys the target does not speak, or speaks with other values: EKS and AKS both name the
     model by instance type, but p4d.24xlarge means nothing on AKS. A value no loaded map knows (a GPU
     newer than the catalogue) on the target's own key is the user's business and stays."""
     foreign = set(demand.selection.keys - target.selector_keys())
-    for model_label in target.model_labels:
-        for key, values in selector_constraints(spec, frozenset({model_label.label})):
+    model_keys = {m.label for m in target.model_labels}
+    for key, operator, values in demand.constraints:
+        if key in model_keys and operator == "In":
             for value in values:
                 if not _understands(target, key, value, dialects) and any(
                     _understands(m, key, value, dialects) for m in dialects.maps
@@ -56,14 +55,14 @@ def _understands(cloud_map: CloudMap, key: str, value: str, dialects: Dialects) 
 
 
 def foreign_node_labels(
-    spec: Mapping[str, Any], target: CloudMap, dialects: Dialects
+    demand: PodDemand, target: CloudMap, dialects: Dialects
 ) -> dict[str, tuple[str, ...]]:
     """Non-GPU node labels only another platform's nodes carry (GKE's gke-spot, Karpenter's
     instance-gpu-name...): no node of the target has them, so the pod would never schedule."""
     gpu_keys = dialects.selector_keys()
     others = [m for m in dialects.maps if m.name != target.name]
     found: dict[str, tuple[str, ...]] = {}
-    for key, _, values in node_constraints(spec):
+    for key, _, values in demand.constraints:
         if key in gpu_keys or _speaks(target, key):
             continue
         if any(_speaks(m, key) for m in others):
@@ -90,7 +89,7 @@ def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
 def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
     """Written in the target's words and satisfiable as written: nothing to translate."""
     catalogue = dialects.catalogue
-    if foreign_keys(spec, demand, target, dialects) or foreign_node_labels(spec, target, dialects):
+    if foreign_keys(demand, target, dialects) or foreign_node_labels(demand, target, dialects):
         return False
     if foreign_scheduler(spec, target, dialects) or foreign_annotations(demand, target):
         return False
@@ -144,7 +143,7 @@ def translate_pod(
     chosen = tuple(sorted(needed)) or models
     model_key = target.model_labels[0].label if target.model_labels else ""
     model_note = model_note if chosen else ""
-    foreign = foreign_keys(view["spec"], demand, target, dialects)
+    foreign = foreign_keys(demand, target, dialects)
     rewrite_model = bool(model_note) or model_key in foreign or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
         values = _values_holding(target.model_labels[0], chosen, _gpus_on_one_node(demand), problems)
@@ -173,7 +172,7 @@ def translate_pod(
                 f"gpuport: {ask.label} {ask.describe()} → {_describe(there.resources)}{there.note}"
             )
     # Foreign GPU keys go, and so do our own keys that are about to be written anew.
-    leaving = foreign_node_labels(spec, target, dialects)
+    leaving = foreign_node_labels(demand, target, dialects)
     stale = foreign | set(leaving) | (demand.selection.keys & set(node_labels))
     original.update(remove_selectors(spec, frozenset(stale)))
     carried = dict(node_labels)
