@@ -12,9 +12,9 @@ import yaml
 from tests.helpers import REPO, context
 from tests.translation_cases import pod
 from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for
+from webhook.core.dialects import Dialects
 from webhook.core.inventory import Inventory, NamespaceQuota, Node, parse_inventory
 from webhook.core.packing import Replica, pack
-from webhook.core.platform import Dialects
 from webhook.core.preflight import DEFAULT_WEIGHTS, preflight
 
 EXAMPLE = REPO / "examples" / "manifests" / "gke-training.yaml"

@@ -8,9 +8,10 @@ import yaml
 
 from webhook.config.cloudmap import CloudMapError, load_directory
 from webhook.core.admission import Context
+from webhook.core.dialects import Dialects
 from webhook.core.inventory import Inventory, InventoryError, parse_inventory
 from webhook.core.placement import PlacementHints
-from webhook.core.platform import CloudMap, Dialects
+from webhook.core.platform import CloudMap
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 

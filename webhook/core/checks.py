@@ -11,7 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.core import quantity
-from webhook.core.platform import CloudMap, Dialects
+from webhook.core.dialects import Dialects
+from webhook.core.platform import CloudMap
 from webhook.core.workloads import ContainerRef, containers, resource_section
 
 

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
-from webhook.core.platform import Dialects, SharedForm
+from webhook.core.dialects import Dialects
+from webhook.core.platform import SharedForm
 from webhook.core.workloads import ContainerRef, containers, mapping_at, required_terms, resource_section
 
 
@@ -305,32 +306,19 @@ def _read_container(
     site = _Site(container, written)
     where = f'{container.list_name}[{container.index}] "{container.name}"'
 
-    for cloud_map in dialects.maps:
-        form = cloud_map.shared
-        # A share is named by its memory or core resource, or by a count resource of its own
-        # (aliyun.com/gpu-count); HAMi's count is nvidia.com/gpu, a whole GPU when alone.
-        own_count = form.count_resource and form.count_resource != cloud_map.whole_gpu
-        if form.form == "memory" and (
-            form.memory_resource in amounts
-            or (form.memory_percent_resource and form.memory_percent_resource in amounts)
-            or (form.core_resource and form.core_resource in amounts)
-            or (own_count and form.count_resource in amounts)
-        ):
-            return _read_share(form, cloud_map.vendor, amounts, site, where)
+    for form, vendor, share_names in dialects.memory_forms:
+        if not share_names.isdisjoint(amounts):
+            return _read_share(form, vendor, amounts, site, where)
 
     kinds = []
     for name, amount in amounts.items():
-        for cloud_map in dialects.maps:
-            profile = cloud_map.mig.profile_of(name)
-            if profile is not None:
-                kinds.append(site.ask("mig", int(amount), cloud_map.vendor, profile=profile))
-                break
-            if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
-                kinds.append(site.ask("shared", int(amount), cloud_map.vendor, share=SharedAsk()))
-                break
-            if name == cloud_map.whole_gpu:
-                kinds.append(_whole(amount, cloud_map.vendor, selection, site))
-                break
+        meaning = dialects.resource_meaning(name)
+        if meaning.kind == "mig":
+            kinds.append(site.ask("mig", int(amount), meaning.vendor, profile=meaning.profile))
+        elif meaning.kind == "shared":
+            kinds.append(site.ask("shared", int(amount), meaning.vendor, share=SharedAsk()))
+        elif meaning.kind == "whole":
+            kinds.append(_whole(amount, meaning.vendor, selection, site))
     if len(kinds) != 1:
         return (
             None,

@@ -23,8 +23,9 @@ from typing import Any
 from webhook.core import quantity
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
+from webhook.core.dialects import Dialects
 from webhook.core.equivalents import ask_equivalents, pod_use, show
-from webhook.core.platform import CloudMap, Dialects
+from webhook.core.platform import CloudMap
 
 LIMITS_ANNOTATION = "gpuport.io/gpu-limits"
 OPT_IN_LABEL = "gpuport.io/allow-gpu-defaults"

@@ -16,7 +16,8 @@ from typing import Any
 
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
-from webhook.core.platform import CloudMap, Dialects, ModelLabel
+from webhook.core.dialects import Dialects
+from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
     remove_selectors,

@@ -1,0 +1,137 @@
+"""Every loaded platform's vocabulary at once (Dialects), and what its words mean: a node label's
+key=value, an extended resource's name. A pod may be written for any loaded platform, so reading it
+asks every map; the answers are remembered per Dialects (a new context starts afresh), bounded, as the
+pods of one workload ask the same questions again and again.
+"""
+
+import functools
+from dataclasses import dataclass
+
+from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.platform import CloudMap, SharedForm
+
+
+@dataclass(frozen=True)
+class LabelMeaning:
+    """What one node-label requirement key=value says about GPUs, in every loaded dialect."""
+
+    names_models: bool = False  # some map names GPU models by this key
+    models: frozenset[str] = frozenset()  # the models the value names there
+    profile: MigProfile | None = None  # a MIG profile it names (partition size, -MIG- product)
+    shared: bool = False  # it asks for a shared GPU (a sharing label, a -SHARED product)
+    unparsed: tuple[str, ...] = ()  # "key=value" once per map whose partition label cannot parse it
+
+
+@dataclass(frozen=True)
+class ResourceMeaning:
+    """What an extended resource name is in the loaded dialects (the first map that reads it decides)."""
+
+    accelerator: bool  # some map asks for GPUs by this name (whole, slice, share, memory, count...)
+    kind: str = ""  # mig | shared | whole when a map names that kind of ask by it alone; "" otherwise
+    vendor: str = ""
+    profile: MigProfile | None = None  # kind mig: the slice
+
+
+# Enough for every key=value the loaded maps know, many times over; past it, meanings are worked out
+# afresh rather than remembered, so pods naming endless made-up values cannot grow the memory.
+LABEL_MEANINGS_KEPT = 4096
+
+
+@dataclass(frozen=True)
+class Dialects:
+    """Every loaded platform's vocabulary: gpuport reads asks written for any of them."""
+
+    maps: tuple[CloudMap, ...]
+    catalogue: Catalogue
+
+    @functools.cached_property
+    def _label_meanings(self) -> dict[tuple[str, str], LabelMeaning]:
+        return {}
+
+    @functools.cached_property
+    def _resource_meanings(self) -> dict[str, ResourceMeaning]:
+        return {}
+
+    @functools.cached_property
+    def memory_forms(self) -> tuple[tuple[SharedForm, str, frozenset[str]], ...]:
+        """(form, vendor, the resource names that make an ask a share) of each map sharing GPUs by
+        memory, in map order: its memory, percentage or core resource, or a count resource of its
+        own (aliyun.com/gpu-count; HAMi's count is nvidia.com/gpu, a whole GPU when alone)."""
+        found = []
+        for cloud_map in self.maps:
+            form = cloud_map.shared
+            if form.form != "memory":
+                continue
+            own_count = form.count_resource if form.count_resource != cloud_map.whole_gpu else ""
+            names = {form.memory_resource, form.memory_percent_resource, form.core_resource, own_count}
+            found.append((form, cloud_map.vendor, frozenset(n for n in names if n)))
+        return tuple(found)
+
+    def resource_meaning(self, name: str) -> ResourceMeaning:
+        """Remembered per Dialects, at most LABEL_MEANINGS_KEPT names (pods may name anything)."""
+        known = self._resource_meanings
+        meaning = known.get(name)
+        if meaning is None:
+            meaning = self._read_resource(name)
+            if len(known) < LABEL_MEANINGS_KEPT:
+                known[name] = meaning
+        return meaning
+
+    def _read_resource(self, name: str) -> ResourceMeaning:
+        if not any(m.is_accelerator(name) for m in self.maps):
+            return ResourceMeaning(False)
+        for cloud_map in self.maps:
+            profile = cloud_map.mig.profile_of(name)
+            if profile is not None:
+                return ResourceMeaning(True, "mig", cloud_map.vendor, profile)
+            if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
+                return ResourceMeaning(True, "shared", cloud_map.vendor)
+            if name == cloud_map.whole_gpu:
+                return ResourceMeaning(True, "whole", cloud_map.vendor)
+        return ResourceMeaning(True)
+
+    def label_meaning(self, key: str, value: str) -> LabelMeaning:
+        """Remembered per Dialects (a new context reads afresh): pods of one workload repeat theirs."""
+        known = self._label_meanings
+        meaning = known.get((key, value))
+        if meaning is None:
+            meaning = self._read_label(key, value)
+            if len(known) < LABEL_MEANINGS_KEPT:
+                known[(key, value)] = meaning
+        return meaning
+
+    def _read_label(self, key: str, value: str) -> LabelMeaning:
+        names_models, shared = False, False
+        models: set[str] = set()
+        profile: MigProfile | None = None
+        unparsed: list[str] = []
+        for cloud_map in self.maps:
+            for model_label in cloud_map.model_labels:
+                if model_label.label == key:
+                    names_models = True
+                    models |= model_label.models_for(value)
+            if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
+                # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
+                found = self.catalogue.by_product_name(value)
+                if found is not None:
+                    models.add(found[0].id)
+                    profile = found[1] or profile
+                    shared = shared or value.endswith("-SHARED")
+            if cloud_map.mig.form == "partition-label" and key == cloud_map.mig.label:
+                try:
+                    profile = MigProfile.parse(value)
+                except ProfileError:
+                    unparsed.append(f"{key}={value}")
+            if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
+                shared = shared or value in cloud_map.shared.values
+        return LabelMeaning(names_models, frozenset(models), profile, shared, tuple(unparsed))
+
+    def __contains__(self, resource: str) -> bool:
+        return self.resource_meaning(resource).accelerator
+
+    @functools.cached_property
+    def _selector_keys(self) -> frozenset[str]:
+        return frozenset().union(*(m.selector_keys() for m in self.maps))
+
+    def selector_keys(self) -> frozenset[str]:
+        return self._selector_keys
