@@ -75,7 +75,7 @@ class ContainerAsk:
         return self.fraction
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Site:
     """Where an ask was written and in which words: what every kind of ask carries."""
 

@@ -18,7 +18,9 @@ POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
 CONTAINER_LISTS = ("initContainers", "containers")
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, four times the cost,
+# and a decision builds several of these per container; nothing keeps them past the walk.
+@dataclass(slots=True)
 class ContainerRef:
     """One container of a pod spec, with the field path the API server would print for it."""
 
