@@ -9,13 +9,12 @@ varying every field outside the key). A field the decision starts to read must b
 """
 
 import hashlib
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from webhook.core.review import AdmissionRequest
-from webhook.core.workloads import CONTAINER_LISTS
+from webhook.core.workloads import CONTAINER_LISTS, is_map
 
 POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
@@ -24,11 +23,11 @@ CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 def decision_key(request: AdmissionRequest) -> bytes | None:
     """A 16-byte digest for a pod create; None for any other request (they are not memoized)."""
     pod = request.object
-    if not request.is_pod_create or not isinstance(pod, Mapping):
+    if not request.is_pod_create or not is_map(pod):
         return None
     metadata = pod.get("metadata")
     spec = pod.get("spec")
-    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+    if not is_map(metadata) or not is_map(spec):
         return None
     read: list[Any] = [
         request.namespace,
@@ -40,9 +39,7 @@ def decision_key(request: AdmissionRequest) -> bytes | None:
     for list_name in CONTAINER_LISTS:
         items = spec.get(list_name)
         if isinstance(items, list):
-            read.append(
-                [{f: c.get(f) for f in CONTAINER_FIELDS} if isinstance(c, Mapping) else c for c in items]
-            )
+            read.append([{f: c.get(f) for f in CONTAINER_FIELDS} if is_map(c) else c for c in items])
         else:
             read.append(items)
     read += [spec.get(name) for name in POD_FIELDS]

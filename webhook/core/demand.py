@@ -20,7 +20,14 @@ from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
 from webhook.core.dialects import Dialects
 from webhook.core.platform import SharedForm
-from webhook.core.workloads import ContainerRef, containers, mapping_at, required_terms, resource_section
+from webhook.core.workloads import (
+    ContainerRef,
+    containers,
+    is_map,
+    mapping_at,
+    required_terms,
+    resource_section,
+)
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,7 @@ def node_constraints(spec: Mapping[str, Any]) -> list[Constraint]:
     entries (as In) and each required node-affinity expression (values empty for Exists/DoesNotExist)."""
     found: list[Constraint] = []
     selector = spec.get("nodeSelector")
-    if isinstance(selector, Mapping):
+    if is_map(selector):
         found += [(str(k), "In", (str(v),)) for k, v in selector.items()]
     for expression in required_expressions(spec):
         if isinstance(expression.get("key"), str):
@@ -277,8 +284,8 @@ def _models_named(value: str, dialects: Dialects) -> frozenset[str]:
 def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     expressions = []
     for term in required_terms(spec) or ():
-        if isinstance(term, Mapping):
-            expressions += [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
+        if is_map(term):
+            expressions += [e for e in term.get("matchExpressions") or () if is_map(e)]
     return expressions
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.core.workloads import is_map
+
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
 EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
     ("metadata", "labels"),
@@ -42,7 +44,7 @@ def editable_view(pod: Mapping[str, Any]) -> dict[str, Any]:
     view: dict[str, Any] = {"metadata": {}, "spec": {}}
     for parent, key in EDITABLE_FIELDS:
         section = pod.get(parent)
-        if isinstance(section, Mapping) and key in section:
+        if is_map(section) and key in section:
             value = section[key]
             if key in ("containers", "initContainers") and isinstance(value, list):
                 view[parent][key] = [_container_copy(c) for c in value]
@@ -68,7 +70,7 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
     ops: list[dict[str, Any]] = []
     for parent, key in EDITABLE_FIELDS:
         section = pod.get(parent)
-        old = section if isinstance(section, Mapping) else {}
+        old = section if is_map(section) else {}
         new = after[parent]
         path = f"/{parent}/{_escape(key)}"
         if key in old and key not in new:
