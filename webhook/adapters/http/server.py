@@ -152,8 +152,13 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
             # and nothing after it (the validating call): what the API server's own work on any
             # mutating webhook's patch costs, read apart from the decision.
             request_part = orjson.loads(request.get_data(cache=False))["request"]
-            labels = request_part["object"]["metadata"].get("labels") or {}
-            patch = [] if "bench.gpuport.io/seen" in labels else [_BENCH_LABEL_PATCH]
+            labels = request_part["object"]["metadata"].get("labels")
+            if labels is None:
+                patch = [{"op": "add", "path": "/metadata/labels", "value": {_BENCH_LABEL: "1"}}]
+            elif _BENCH_LABEL not in labels:
+                patch = [{"op": "add", "path": "/metadata/labels/bench.gpuport.io~1seen", "value": "1"}]
+            else:
+                patch = []
             decision = allow(patch=patch)
             return Response(
                 orjson.dumps(build_response(request_part["uid"], decision)), mimetype="application/json"
@@ -189,8 +194,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     return app
 
 
-# Adds the whole labels map: the bench pods carry none.
-_BENCH_LABEL_PATCH = {"op": "add", "path": "/metadata/labels", "value": {"bench.gpuport.io/seen": "1"}}
+_BENCH_LABEL = "bench.gpuport.io/seen"
 
 
 def _text(status: int, message: str) -> Response:
