@@ -127,3 +127,32 @@ def test_a_memory_share_from_ack_becomes_a_time_sliced_gpu_on_eks(apiserver, gpu
     }
     created = core(apiserver).create_namespaced_pod(namespace, body)
     assert created.spec.containers[0].resources.limits == {"nvidia.com/gpu.shared": "1"}
+
+
+def memo_lookups(server, result):
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    with urllib.request.urlopen(server.url("/metrics"), context=context) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f'gpuport_decision_memo_total{{result="{result}"}}'):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_replicas_are_translated_alike_and_answered_from_the_memo(apiserver, gpuport_eks, namespace):
+    # Three pods as a ReplicaSet sends them (generateName, no name yet at admission): gpuport has two
+    # workers, so at least two of the three mutating calls reach one worker and one is a memo hit.
+    hits = memo_lookups(gpuport_eks, "hit")
+    stored = []
+    for _ in range(3):
+        body = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
+        body["metadata"] = {"generateName": "replica-", "labels": {"app": "replicas"}}
+        stored.append(core(apiserver).create_namespaced_pod(namespace, body))
+    assert len({p.metadata.name for p in stored}) == 3
+    for created in stored:
+        assert created.spec.node_selector == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+        assert created.spec.containers[0].resources.limits == {"nvidia.com/gpu": "1"}
+        assert "gpuport.io/translated-from" in created.metadata.annotations
+    assert memo_lookups(gpuport_eks, "hit") >= hits + 1
