@@ -309,3 +309,18 @@ def test_a_resource_asked_as_zero_beside_the_ask_agrees_in_requests_and_limits()
         "limits": {"nvidia.com/gpu.shared": "1"},
         "requests": {"nvidia.com/gpu.shared": "1"},
     }
+
+
+def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_meanings():
+    from webhook.core.dialects import MEANINGS_KEPT, Dialects
+
+    shipped = context("generic").dialects
+    dialects = Dialects(shipped.maps, shipped.catalogue)  # a fresh context's, not the shared one's
+    key = "cloud.google.com/gke-accelerator"
+    for n in range(MEANINGS_KEPT + 500):
+        assert dialects.label_meaning(key, f"made-up-{n}").models == frozenset()
+        assert not dialects.resource_meaning(f"example.com/made-up-{n}").accelerator
+    assert len(dialects._label_meanings) == len(dialects._resource_meanings) == MEANINGS_KEPT
+    # Past the bound, answers are still worked out, and still right.
+    assert dialects.label_meaning(key, "nvidia-tesla-a100").models == {"A100-40GB"}
+    assert dialects.resource_meaning("nvidia.com/mig-1g.10gb").kind == "mig"

@@ -177,7 +177,7 @@ def _annotation_share(
         first = next((c for c in containers(spec, ("spec",)) if c.list_name == "containers"), None)
         if not written or first is None:
             continue
-        where = f'containers[{first.index}] "{first.name}"'
+        where = first.label
         try:
             fraction = (
                 Decimal(written[form.fraction_annotation]) if form.fraction_annotation in written else None
@@ -311,7 +311,7 @@ def _read_container(
     if not amounts:
         return None, ""
     site = _Site(container, written)
-    where = f'{container.list_name}[{container.index}] "{container.name}"'
+    where = container.label
 
     for form, vendor, share_names in dialects.memory_forms:
         if not share_names.isdisjoint(amounts):

@@ -5,10 +5,15 @@ pods of one workload ask the same questions again and again.
 """
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
 from webhook.core.platform import CloudMap, SharedForm
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -32,9 +37,19 @@ class ResourceMeaning:
     profile: MigProfile | None = None  # kind mig: the slice
 
 
-# Enough for every key=value the loaded maps know, many times over; past it, meanings are worked out
-# afresh rather than remembered, so pods naming endless made-up values cannot grow the memory.
-LABEL_MEANINGS_KEPT = 4096
+# Enough for every label value and resource name the loaded maps know, many times over; past it,
+# meanings are worked out afresh rather than remembered, so pods naming endless made-up values cannot
+# grow the memory.
+MEANINGS_KEPT = 4096
+
+
+def _remembered(known: dict[_K, _V], key: _K, work_out: Callable[[], _V]) -> _V:
+    meaning = known.get(key)
+    if meaning is None:
+        meaning = work_out()
+        if len(known) < MEANINGS_KEPT:
+            known[key] = meaning
+    return meaning
 
 
 @dataclass(frozen=True)
@@ -68,14 +83,8 @@ class Dialects:
         return tuple(found)
 
     def resource_meaning(self, name: str) -> ResourceMeaning:
-        """Remembered per Dialects, at most LABEL_MEANINGS_KEPT names (pods may name anything)."""
-        known = self._resource_meanings
-        meaning = known.get(name)
-        if meaning is None:
-            meaning = self._read_resource(name)
-            if len(known) < LABEL_MEANINGS_KEPT:
-                known[name] = meaning
-        return meaning
+        """Remembered per Dialects (a new context reads afresh), at most MEANINGS_KEPT names."""
+        return _remembered(self._resource_meanings, name, lambda: self._read_resource(name))
 
     def _read_resource(self, name: str) -> ResourceMeaning:
         if not any(m.is_accelerator(name) for m in self.maps):
@@ -91,14 +100,8 @@ class Dialects:
         return ResourceMeaning(True)
 
     def label_meaning(self, key: str, value: str) -> LabelMeaning:
-        """Remembered per Dialects (a new context reads afresh): pods of one workload repeat theirs."""
-        known = self._label_meanings
-        meaning = known.get((key, value))
-        if meaning is None:
-            meaning = self._read_label(key, value)
-            if len(known) < LABEL_MEANINGS_KEPT:
-                known[(key, value)] = meaning
-        return meaning
+        """Remembered like resource meanings: pods of one workload repeat theirs."""
+        return _remembered(self._label_meanings, (key, value), lambda: self._read_label(key, value))
 
     def _read_label(self, key: str, value: str) -> LabelMeaning:
         names_models, shared = False, False

@@ -16,6 +16,7 @@ POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 CONTAINER_LISTS = ("initContainers", "containers")
+REQUIRED_NODE_AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, four times the cost,
@@ -103,10 +104,8 @@ def requested(container: Mapping[str, Any], name: str) -> Any:
 def required_terms(pod_spec: Mapping[str, Any]) -> list[Any] | None:
     """The pod's required node-affinity terms (ORed), as the list in the spec so edits land there;
     None when it has none."""
-    affinity = pod_spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if is_map(affinity) else None
-    required = (
-        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") if is_map(node_affinity) else None
+    required = mapping_at(
+        pod_spec, ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
     )
-    terms = required.get("nodeSelectorTerms") if is_map(required) else None
+    terms = required.get("nodeSelectorTerms") if required is not None else None
     return terms if isinstance(terms, list) else None
