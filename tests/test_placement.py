@@ -258,3 +258,16 @@ def test_an_inventory_edit_reloads_the_context(tmp_path):
     write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
     assert reloader.check_once() is True
     assert state.context.target.offered_models == ("H100-80GB",)
+
+
+def test_cost_tables_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path):
+    # The table per k is worked out once per context; a pod naming an absurd count must not grow it.
+    ctx = build_context(default_directory(), "generic", mixed_cluster(tmp_path))
+    hints = next(m for m in ctx.mutations if isinstance(m, PlacementHints))
+    admit(pod({"nvidia.com/gpu": "8"}), ctx)
+    decision = decide_mutation(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
+    assert any("no node has 100000 healthy GPUs" in w for w in decision.warnings)
+    assert set(hints._cost_tables) == {8}
+    first = hints._cost_tables[8]
+    admit(pod({"nvidia.com/gpu": "8"}), ctx)
+    assert hints._cost_tables[8] is first  # the second 8-GPU pod read the kept table
