@@ -3,13 +3,11 @@ problem (prefixed with its name, on stderr, exit 2), so no command re-implements
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 # argparse's subparser registry has no public type name.
 Subcommands = Any
-Run = Callable[[argparse.Namespace], int]
 
 
 def positive(text: str) -> int:

@@ -3,7 +3,6 @@
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
 
@@ -132,8 +131,6 @@ class CloudMap:
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
-    # models_offered's last answer and the catalogue it was for: a cache, not a field of the map.
-    _offered_by_catalogue: ClassVar[tuple[Catalogue, tuple[str, ...]] | None] = None
 
     # The derived sets below are read on every admission: a map is a frozen value, so each is
     # worked out once per map (dataclasses.replace makes a new map, with its own).
@@ -171,13 +168,6 @@ class CloudMap:
     def models_offered(self, catalogue: Catalogue) -> tuple[str, ...]:
         if self.offered_models:
             return self.offered_models
-        offered = self._offered_by_catalogue
-        if offered is None or offered[0] is not catalogue:
-            offered = (catalogue, self._models_in(catalogue))
-            object.__setattr__(self, "_offered_by_catalogue", offered)  # a cache, not a field
-        return offered[1]
-
-    def _models_in(self, catalogue: Catalogue) -> tuple[str, ...]:
         if self.model_labels:
             return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
         return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
