@@ -69,7 +69,7 @@ def _wait_port(port: int, timeout: float = 60) -> None:
 
 
 class ApiServer:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, extra_args: tuple[str, ...] = ()):
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -129,6 +129,7 @@ class ApiServer:
                 str(workdir / "sa.key"),
                 "--service-account-signing-key-file",
                 str(workdir / "sa.key"),
+                *extra_args,
             ],
             stdout=self.logs[1],
             stderr=subprocess.STDOUT,
@@ -393,3 +394,77 @@ def namespace(apiserver):
         if exc.status != 409:
             raise
     return name
+
+
+DRA_GATES = "DynamicResourceAllocation=true"
+
+
+class Scheduling:
+    """kube-controller-manager and kube-scheduler beside an ApiServer: pods are really scheduled onto
+    the Node objects a test creates (no kubelet: nothing runs), and ResourceClaims are made from
+    templates and allocated from published ResourceSlices."""
+
+    def __init__(self, apiserver: "ApiServer", feature_gates: str = DRA_GATES):
+        workdir = apiserver.workdir
+        config = kubeconfig(apiserver, workdir / "components.kubeconfig")
+        self.logs = [open(workdir / f"{n}.log", "wb") for n in ("controller-manager", "scheduler")]  # noqa: SIM115
+        self.processes = [
+            subprocess.Popen(
+                [
+                    _binary("kube-controller-manager"),
+                    "--kubeconfig",
+                    str(config),
+                    "--service-account-private-key-file",
+                    str(workdir / "sa.key"),
+                    "--root-ca-file",
+                    str(workdir / "apiserver-certs" / "apiserver.crt"),
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service",
+                    f"--feature-gates={feature_gates}",
+                ],
+                stdout=self.logs[0],
+                stderr=subprocess.STDOUT,
+            ),
+            subprocess.Popen(
+                [
+                    _binary("kube-scheduler"),
+                    "--kubeconfig",
+                    str(config),
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    f"--feature-gates={feature_gates}",
+                ],
+                stdout=self.logs[1],
+                stderr=subprocess.STDOUT,
+            ),
+        ]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in self.logs:
+            log.close()
+
+
+@pytest.fixture(scope="module")
+def dra_cluster(tmp_path_factory):
+    """A control plane of its own with Dynamic Resource Allocation on (beta in 1.32: a feature gate on
+    every component and the v1beta1 API turned on), a controller manager and a scheduler."""
+    if E2E_KUBECONFIG:
+        pytest.skip("the kind install is not a DRA cluster")
+    for binary in ("kube-controller-manager", "kube-scheduler"):
+        if not (Path(ASSETS) / binary).exists() and not shutil.which(binary):
+            pytest.fail(f"KUBEBUILDER_ASSETS={ASSETS} has no {binary}: the DRA tests need it")
+    server = ApiServer(
+        tmp_path_factory.mktemp("dra-apiserver"),
+        extra_args=(f"--feature-gates={DRA_GATES}", "--runtime-config=resource.k8s.io/v1beta1=true"),
+    )
+    components = Scheduling(server)
+    yield server
+    components.stop()
+    server.stop()
