@@ -22,6 +22,16 @@ from webhook.core.decision_key import decision_key
 from webhook.core.demand import read_demand
 
 
+class TemplatesExist:
+    """A DRA cluster where every claim template a decision needs is there already."""
+
+    def ensure(self, namespace, templates):
+        return None
+
+
+TEMPLATES_EXIST = TemplatesExist()
+
+
 def request_for(pod):
     return parsed(review_of(pod))
 
@@ -81,11 +91,13 @@ ANY_POD = st.one_of(pods(), st.sampled_from(sorted(SOURCES)).map(translation_pod
 def test_a_replica_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, noise, target):
     ctx = context(target)
     memo = DecisionMemo()
-    first = pipeline.mutate(request_for(pod), ctx, None, memo)
+    first = pipeline.mutate(request_for(pod), ctx, None, memo, TEMPLATES_EXIST)
     replica = request_for(with_noise(pod, noise))
     assert decision_key(replica) == decision_key(request_for(pod))
     assert len(memo) == 1
-    assert pipeline.mutate(replica, ctx, None, memo) == decide_mutation(replica, ctx) == first
+    assert (
+        pipeline.mutate(replica, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(replica, ctx) == first
+    )
 
 
 KEYED_EDITS = [
@@ -119,8 +131,8 @@ def test_a_change_the_decision_reads_is_decided_afresh(pod, edit):
     assert decision_key(other) != decision_key(original)
     ctx = context("generic")
     memo = DecisionMemo()
-    pipeline.mutate(original, ctx, None, memo)
-    assert pipeline.mutate(other, ctx, None, memo) == decide_mutation(other, ctx)
+    pipeline.mutate(original, ctx, None, memo, TEMPLATES_EXIST)
+    assert pipeline.mutate(other, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(other, ctx)
 
 
 def nodes_with(*records):
@@ -151,7 +163,7 @@ def test_memoized_decisions_equal_fresh_ones_across_reloads_and_node_changes(ste
         ctx = CONTEXTS[name]()
         for candidate in (pod, with_noise(pod, noise)):
             review = request_for(candidate)
-            assert pipeline.mutate(review, ctx, None, memo) == decide_mutation(review, ctx)
+            assert pipeline.mutate(review, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(review, ctx)
 
 
 def test_the_gate_still_sees_every_replica_with_the_remembered_demand():

@@ -53,7 +53,7 @@ def test_dialect_to_target(source, target):
         return
     assert decision.allowed, decision.message
     result = jsonpatch.apply_patch(source_pod, list(decision.patch))
-    assert summarize(result) == expected
+    assert summarize(result, decision.claim_templates) == expected
     assert TRANSLATED_FROM in result["metadata"]["annotations"]
     assert decision.warnings and all(w.startswith("gpuport: ") and len(w) <= 120 for w in decision.warnings)
     again, _ = admit(result, target)

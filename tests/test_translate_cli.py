@@ -70,11 +70,18 @@ def test_the_cli_and_the_webhook_agree_on_every_matrix_pod(tmp_path, capsys):
         main(["translate", "--to", target, str(tmp_path / "all.yaml")])
         out = capsys.readouterr().out
         translated = list(yaml.safe_load_all(out))
-        for name, cli_result in zip(SOURCES, translated, strict=True):
+        templates = {}
+        for name, cli_result in zip(SOURCES, translated, strict=False):
             source = SOURCES[name][1]
             decision = decide_mutation(parsed(review_of(copy.deepcopy(source))), context(target))
             expected = jsonpatch.apply_patch(source, list(decision.patch)) if decision.allowed else source
             assert cli_result == expected, f"{name} → {target}"
+            for template in decision.claim_templates:
+                placed = copy.deepcopy(template)
+                placed["metadata"]["namespace"] = source["metadata"]["namespace"]
+                templates[placed["metadata"]["name"]] = placed
+        # After the workloads: the claim templates they refer to (DRA targets), once each.
+        assert translated[len(SOURCES) :] == list(templates.values()), target
 
 
 def test_json_output_lists_decisions_and_denials_exit_1(tmp_path):
@@ -165,7 +172,7 @@ def test_bad_input_exits_2(tmp_path, capsys):
 def test_lint_passes_the_shipped_maps():
     code, out, _ = run_cli("lint", *sorted(str(p) for p in default_directory().glob("*.yaml")))
     assert code == 0
-    assert out.strip() == "ok: 16 file(s)"
+    assert out.strip() == "ok: 17 file(s)"
 
 
 def test_lint_points_at_the_broken_line(tmp_path):

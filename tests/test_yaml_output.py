@@ -39,7 +39,7 @@ def webhook_result(document, target):
         if check_pod_spec(template["spec"], ("spec",), ctx.target, ctx.dialects):
             continue
         try:
-            patch, _ = rewrite_pod(copy.deepcopy(template), ctx, hints=False)
+            patch = rewrite_pod(copy.deepcopy(template), ctx, hints=False).patch
         except Exception:  # denied: the document is printed as it was
             continue
         if patch:

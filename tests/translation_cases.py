@@ -25,6 +25,7 @@ TARGETS = [
     "koordinator",
     "kai",
     "amd",
+    "dra-nvidia",
 ]
 # A whole GPU on GKE must not land on a MIG partition or a time-shared GPU: both are nvidia.com/gpu there.
 ABSENT = "absent"
@@ -137,13 +138,30 @@ SOURCES = {
 }
 
 
-def ok(resources, requires=None, scheduler=None, tolerations=None):
-    return {
+def ok(resources, requires=None, scheduler=None, tolerations=None, claims=None):
+    expected = {
         "resources": resources,
         "requires": requires or {},
         "scheduler": scheduler,
         "tolerations": tolerations,
     }
+    if claims is not None:
+        expected["claims"] = claims
+    return expected
+
+
+# The NVIDIA DRA driver's names (cloudmaps/dra-nvidia.yaml): the driver is the attribute domain.
+DRA_PRODUCT = 'device.attributes["gpu.nvidia.com"].productName'
+DRA_PROFILE = 'device.attributes["gpu.nvidia.com"].profile'
+DRA_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def dra(device_class, count, *selectors):
+    """A pod on the DRA cluster: no GPU resource, one claim whose template asks for this."""
+    claim = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    if selectors:
+        claim["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return ok({}, tolerations=DRA_TOLERATION, claims=[claim])
 
 
 def denied(text):
@@ -173,6 +191,9 @@ EXPECTED = {
             {"nvidia.com/gpu": "1"}, {"node.koordinator.sh/gpu-model": A100_40}, "koord-scheduler"
         ),
         "amd": NOT_AMD,
+        "dra-nvidia": dra(
+            "gpu.nvidia.com", 1, f'{DRA_PRODUCT} in ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"]'
+        ),
     },
     "W8": {
         "generic": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
@@ -197,6 +218,9 @@ EXPECTED = {
             {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
         ),
         "amd": NOT_AMD,
+        "dra-nvidia": dra(
+            "gpu.nvidia.com", 8, f'{DRA_PRODUCT} in ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"]'
+        ),
     },
     "M": {
         "generic": ok({"nvidia.com/mig-1g.10gb": "1"}, W8_PRODUCT),
@@ -222,6 +246,12 @@ EXPECTED = {
             for t in ("ack", "tke", "cce", "oke", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
+        "dra-nvidia": dra(
+            "mig.nvidia.com",
+            1,
+            f'{DRA_PROFILE} == "1g.10gb"',
+            f'{DRA_PRODUCT} in ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"]',
+        ),
     },
     "S": {
         "generic": ok({"nvidia.com/gpu.shared": "1"}),
@@ -236,6 +266,7 @@ EXPECTED = {
             for t in ("ack", "tke", "cce", "hami", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
+        "dra-nvidia": denied("a shared GPU there is one claim several pods reference"),
     },
     "S8": {
         "generic": ok({"nvidia.com/gpu.shared": "1"}),
@@ -258,6 +289,7 @@ EXPECTED = {
             scheduler="koord-scheduler",
         ),
         "amd": NOT_AMD,
+        "dra-nvidia": denied("a shared GPU there is one claim several pods reference"),
     },
     "A": {
         **{
@@ -278,8 +310,9 @@ EXPECTED_FOR_SOURCE = {
 }
 
 
-def summarize(pod_obj):
-    """The GPU-relevant outcome of a translated pod, in the shape EXPECTED uses."""
+def summarize(pod_obj, claim_templates=()):
+    """The GPU-relevant outcome of a translated pod, in the shape EXPECTED uses; on a DRA cluster,
+    what the first container's claims ask for, read from the templates they are made from."""
     spec = pod_obj["spec"]
     resources = spec["containers"][0].get("resources") or {}
     limits = resources.get("limits", {})
@@ -296,9 +329,17 @@ def summarize(pod_obj):
             assert expression["operator"] in ("In", "DoesNotExist")
             absent = expression["operator"] == "DoesNotExist"
             requires[expression["key"]] = ABSENT if absent else expression["values"]
-    return {
+    summary = {
         "resources": dict(limits),
         "requires": requires,
         "scheduler": spec.get("schedulerName"),
         "tolerations": spec.get("tolerations"),
     }
+    if spec.get("resourceClaims"):
+        templates = {t["metadata"]["name"]: t for t in claim_templates}
+        made_from = {c["name"]: c["resourceClaimTemplateName"] for c in spec["resourceClaims"]}
+        summary["claims"] = []
+        for used in resources.get("claims", []):
+            for request in templates[made_from[used["name"]]]["spec"]["spec"]["devices"]["requests"]:
+                summary["claims"].append({k: v for k, v in request.items() if k != "name"})
+    return summary

@@ -29,6 +29,14 @@ def quota_gate(cluster: str, namespace: str, threads: int):
     )
 
 
+def claim_template_writer(cluster: str):
+    """Creates the ResourceClaimTemplates translated pods need, when the map asks for DRA."""
+    from webhook.adapters.kube.claim_templates import ClaimTemplateWriter
+    from webhook.adapters.kube.kubeclient import api_client
+
+    return ClaimTemplateWriter(api_client(cluster))
+
+
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
@@ -38,6 +46,7 @@ def build_app(settings: Settings) -> Flask:
         maps_signature=signature,
         quota_gate=gate,
         limit_gate=LimitGate(gate.view) if gate else None,
+        claim_templates=claim_template_writer(settings.cluster) if settings.cluster else None,
     )
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         for path, template in pod_templates(doc):
             name = f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '?')}{path}"
             try:
-                patch, warnings = rewrite_pod(template, context)
+                patch, warnings, _ = rewrite_pod(template, context)
             except Untranslatable as exc:
                 print(f"{name}: not translatable: {exc}")
                 continue

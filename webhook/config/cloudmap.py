@@ -14,7 +14,15 @@ import yaml
 
 from webhook.config.yamlsource import duplicate_keys, error_line, line_of
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
-from webhook.core.platform import CloudMap, MigForm, ModelAnnotations, ModelLabel, NodeLabels, SharedForm
+from webhook.core.platform import (
+    CloudMap,
+    DraForm,
+    MigForm,
+    ModelAnnotations,
+    ModelLabel,
+    NodeLabels,
+    SharedForm,
+)
 
 CATALOGUE_FILE = "gpus.yaml"
 
@@ -129,13 +137,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         else:
             expanded = {}
             for model_id, value in values.items():
-                if model_id not in catalogue.models:
-                    line = line_of(node, ["model_labels", index, "values", model_id])
-                    raise CloudMapError(
-                        source,
-                        line,
-                        f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})",
-                    )
+                _known_model(model_id, catalogue, node, ["model_labels", index, "values", model_id], source)
                 expanded[model_id] = tuple(value) if isinstance(value, list) else (value,)
         named = {v for values_of_model in expanded.values() for v in values_of_model}
         for value in entry.get("gpus", {}):
@@ -144,11 +146,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
                 raise CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
         model_labels.append(ModelLabel(entry["label"], expanded, dict(entry.get("gpus", {}))))
     for index, model_id in enumerate(data.get("offered_models", [])):
-        if model_id not in catalogue.models:
-            line = line_of(node, ["offered_models", index])
-            raise CloudMapError(
-                source, line, f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
-            )
+        _known_model(model_id, catalogue, node, ["offered_models", index], source)
+    dra = _dra_form(data.get("dra"), node, source, catalogue)
     res = data["resources"]
     mig = res.get("mig", {"form": "none"})
     shared = res.get("shared", {"form": "none"})
@@ -202,7 +201,36 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         topology_policy=policy.get("topology", "preferred"),
         numa_scheduler=data.get("numa_scheduler", ""),
         preflight_weights=dict(data.get("preflight_weights", {})),
+        dra=dra,
         source=str(source),
+    )
+
+
+def _known_model(
+    model_id: str, catalogue: Catalogue, node: yaml.Node | None, path: list[Any], source: Path | str
+) -> None:
+    if model_id not in catalogue.models:
+        problem = f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
+        raise CloudMapError(source, line_of(node, path), problem)
+
+
+def _dra_form(
+    section: Any, node: yaml.Node | None, source: Path | str, catalogue: Catalogue
+) -> DraForm | None:
+    if section is None:
+        return None
+    for model_id in section.get("product_names", {}):
+        _known_model(model_id, catalogue, node, ["dra", "product_names", model_id], source)
+    attributes, capacity = section.get("attributes", {}), section.get("capacity", {})
+    return DraForm(
+        api_version=section["api_version"],
+        driver=section["driver"],
+        whole_class=section["classes"]["whole"],
+        mig_class=section["classes"].get("mig", ""),
+        product_attribute=attributes.get("product", "productName"),
+        profile_attribute=attributes.get("profile", "profile"),
+        memory_capacity=capacity.get("memory", "memory"),
+        product_names={m: tuple(v) for m, v in section.get("product_names", {}).items()},
     )
 
 

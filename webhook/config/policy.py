@@ -25,6 +25,8 @@ def foreign_names(cloud: str) -> list[str]:
     maps = load_directory(default_directory()).maps
     target = maps[cloud]
     known = set().union(*(m.resource_names() for m in maps.values()))
+    if target.dra is not None:
+        return sorted(known)  # a DRA cluster gives GPUs by claim: no GPU resource is its own
     return sorted(n for n in known if not target.is_accelerator(n))
 
 

@@ -6,7 +6,7 @@ makes the webhook idempotent under reinvocation and testable without a server.
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.core.checks import Violation, check_pod_spec
 from webhook.core.decision import Decision, allow, deny
@@ -53,15 +53,24 @@ def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDema
         return allow("checked")
     pod = request.object or {}
     try:
-        patch, warnings = rewrite_pod(pod, context, demand)
+        patch, warnings, templates = rewrite_pod(pod, context, demand)
     except Untranslatable as exc:
         return deny("untranslatable", untranslatable_message(request, context.target, exc))
-    return allow("mutated" if patch else "unchanged", patch=patch, warnings=warnings)
+    return allow(
+        "mutated" if patch else "unchanged", patch=patch, warnings=warnings, claim_templates=templates
+    )
+
+
+class Rewrite(NamedTuple):
+    patch: list[dict[str, Any]]
+    warnings: list[str]
+    # ResourceClaimTemplates the rewritten pod refers to (DRA clusters): they must exist before it.
+    claim_templates: list[dict[str, Any]]
 
 
 def rewrite_pod(
     pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None, hints: bool = True
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> Rewrite:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
     A pod already in the target's words changes only where it could not schedule as written (the
     map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files)."""
@@ -74,16 +83,17 @@ def rewrite_pod(
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
     if native and not wanted and not tolerate:
         # No copy, no diff; the pod's models are the ones already read with its demand.
-        return [], _absent(spec, context, demand.selection.models) if demand.asks else []
+        return Rewrite([], _absent(spec, context, demand.selection.models) if demand.asks else [], [])
     warnings: list[str] = []
+    templates: list[dict[str, Any]] = []
 
     def mutate(view: dict[str, Any]) -> None:
         if native:
             warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
         else:
-            warnings.extend(
-                translate_pod(view, demand, context.target, context.dialects, context.as_declared)
-            )
+            translation = translate_pod(view, demand, context.target, context.dialects, context.as_declared)
+            warnings.extend(translation.warnings)
+            templates.extend(translation.claim_templates)
         # A translated pod asks for other models now: read them from what it became (only asked
         # about when gpuport knows which models the nodes have).
         models = demand.selection.models
@@ -93,7 +103,7 @@ def rewrite_pod(
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
-    return diff_mutation(pod, mutate), warnings
+    return Rewrite(diff_mutation(pod, mutate), warnings, templates)
 
 
 def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:

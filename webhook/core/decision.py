@@ -18,6 +18,9 @@ class Decision:
     patch: tuple[Mapping[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     audit_annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Objects the patched pod refers to, which must exist in its namespace before it is created
+    # (ResourceClaimTemplates on a DRA cluster); the adapter creates them, never on a dry run.
+    claim_templates: tuple[Mapping[str, Any], ...] = ()
 
 
 def allow(
@@ -26,6 +29,7 @@ def allow(
     patch: Iterable[Mapping[str, Any]] = (),
     warnings: Iterable[str] = (),
     audit_annotations: Mapping[str, str] | None = None,
+    claim_templates: Iterable[Mapping[str, Any]] = (),
 ) -> Decision:
     return Decision(
         allowed=True,
@@ -33,6 +37,7 @@ def allow(
         patch=tuple(patch),
         warnings=tuple(clean_warning(w) for w in warnings),
         audit_annotations=MappingProxyType(dict(audit_annotations or {})),
+        claim_templates=tuple(claim_templates),
     )
 
 

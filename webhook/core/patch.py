@@ -26,6 +26,7 @@ EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
     ("spec", "affinity"),
     ("spec", "tolerations"),
     ("spec", "schedulerName"),
+    ("spec", "resourceClaims"),
 )
 _EDITABLE = {parent: {k for p, k in EDITABLE_FIELDS if p == parent} for parent, _ in EDITABLE_FIELDS}
 

@@ -5,11 +5,11 @@ whatever the server was built with: they satisfy `Gate`, and may read the cluste
 the rule that the first refusal wins are decided here, not in the HTTP adapter.
 """
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from webhook.core.admission import Context, decide_mutation, decide_validation
-from webhook.core.decision import Decision
+from webhook.core.decision import Decision, deny
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import PodDemand, read_demand
 from webhook.core.review import AdmissionRequest
@@ -23,6 +23,11 @@ class Memo(Protocol):
     def put(self, key: bytes, context: Context, value: tuple[PodDemand, Decision]) -> None: ...
 
 
+class ClaimTemplates(Protocol):
+    def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
+        """Make each template exist in `namespace`; None when they all do, else why not."""
+
+
 class Gate(Protocol):
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A refusal, or None when this gate has nothing against the pod create. Called only for pod
@@ -30,11 +35,39 @@ class Gate(Protocol):
 
 
 def mutate(
-    review: AdmissionRequest, context: Context, limit_gate: Gate | None = None, memo: Memo | None = None
+    review: AdmissionRequest,
+    context: Context,
+    limit_gate: Gate | None = None,
+    memo: Memo | None = None,
+    claims: ClaimTemplates | None = None,
 ) -> Decision:
     """/mutate: the limit gate first (a LimitRange default would change what is translated), then the
-    translation. With a memo, a pod create equal in everything the decision reads to a recent one
-    (the next replica of a ReplicaSet) takes that one's demand and decision; the gate still runs."""
+    translation, then (on a DRA cluster) the claim templates the translated pod refers to. With a
+    memo, a pod create equal in everything the decision reads to a recent one (the next replica of a
+    ReplicaSet) takes that one's demand and decision; the gate and the templates still run."""
+    return with_claim_templates(review, _decide(review, context, limit_gate, memo), claims)
+
+
+def with_claim_templates(
+    review: AdmissionRequest, decision: Decision, claims: ClaimTemplates | None
+) -> Decision:
+    """The decision, once the templates it needs exist; a dry run writes nothing."""
+    if not decision.allowed or not decision.claim_templates or review.dry_run:
+        return decision
+    if claims is None:
+        return deny(
+            "claim-templates-unavailable",
+            "this cluster asks for GPUs by ResourceClaim, and gpuport has no cluster access to create "
+            "the ResourceClaimTemplate the pod needs (set GPUPORT_CLUSTER and apply "
+            "manifests/optional/dra-claim-templates.yaml)",
+        )
+    problem = claims.ensure(review.namespace, decision.claim_templates)
+    return deny("claim-template-failed", problem) if problem else decision
+
+
+def _decide(
+    review: AdmissionRequest, context: Context, limit_gate: Gate | None, memo: Memo | None
+) -> Decision:
     key = decision_key(review) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
     demand: PodDemand | None

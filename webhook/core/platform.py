@@ -108,6 +108,27 @@ class NodeLabels:
 
 
 @dataclass(frozen=True)
+class DraForm:
+    """How a cluster asks for GPUs through Dynamic Resource Allocation (resource.k8s.io): device
+    classes for whole GPUs and MIG slices, and the driver's attribute names that say which model or
+    profile a device is. A map with this form gets ResourceClaims, never extended resources."""
+
+    api_version: str  # resource.k8s.io/v1beta1 (1.32) or resource.k8s.io/v1 (1.34), whose requests nest
+    driver: str  # the attribute domain: device.attributes["<driver>"]
+    whole_class: str
+    mig_class: str = ""
+    product_attribute: str = "productName"
+    profile_attribute: str = "profile"
+    memory_capacity: str = "memory"
+    product_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # model → attribute values
+
+    @property
+    def nests_requests(self) -> bool:
+        """resource.k8s.io/v1 puts class, count and selectors under `exactly`; v1beta1 does not."""
+        return self.api_version == "resource.k8s.io/v1"
+
+
+@dataclass(frozen=True)
 class CloudMap:
     name: str
     whole_gpu: str
@@ -130,6 +151,7 @@ class CloudMap:
     numa_scheduler: str = ""  # volcano | koordinator: which NUMA annotation to write
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
+    dra: DraForm | None = None  # set: this cluster asks for GPUs by ResourceClaim
     source: str = ""
 
     # The derived sets below are read on every admission: a map is a frozen value, so each is
@@ -168,6 +190,8 @@ class CloudMap:
     def models_offered(self, catalogue: Catalogue) -> tuple[str, ...]:
         if self.offered_models:
             return self.offered_models
+        if self.dra is not None and self.dra.product_names:
+            return tuple(m for m in self.dra.product_names if m in catalogue.models)
         if self.model_labels:
             return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
         return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)

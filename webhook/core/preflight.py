@@ -236,7 +236,7 @@ def _translate(template: dict[str, Any], context: Context) -> tuple[dict[str, An
             first_error = first_error or [v.message for v in violations]
             continue
         try:
-            patch, _ = rewrite_pod(template, attempt)
+            patch = rewrite_pod(template, attempt).patch
         except Untranslatable as exc:
             first_error = first_error or list(exc.messages)
             continue

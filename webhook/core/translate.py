@@ -12,11 +12,13 @@ decide the warnings), so they are one function's steps, not separate jobs.
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
+from webhook.core.dra import add_claim, claim_name, claim_template
 from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -27,9 +29,18 @@ from webhook.core.podedits import (
 )
 from webhook.core.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
 
-__all__ = ["TRANSLATED_FROM", "Untranslatable", "is_native", "translate_pod"]
+__all__ = ["TRANSLATED_FROM", "Translation", "Untranslatable", "is_native", "translate_pod"]
 
 TRANSLATED_FROM = "gpuport.io/translated-from"
+
+
+@dataclass
+class Translation:
+    """What translating a pod said, and the objects it refers to that must exist before it does
+    (on a DRA cluster: the ResourceClaimTemplates its claims are made from)."""
+
+    warnings: list[str]
+    claim_templates: list[dict[str, Any]] = field(default_factory=list)
 
 
 def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> frozenset[str]:
@@ -89,6 +100,8 @@ def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
 
 def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
     """Written in the target's words and satisfiable as written: nothing to translate."""
+    if target.dra is not None and demand.asks:
+        return False  # a DRA cluster gives GPUs by claim: every extended-resource ask is foreign there
     catalogue = dialects.catalogue
     if foreign_keys(demand, target, dialects) or foreign_node_labels(demand, target, dialects):
         return False
@@ -115,7 +128,7 @@ def translate_pod(
     target: CloudMap,
     dialects: Dialects,
     declared: CloudMap | None = None,
-) -> list[str]:
+) -> Translation:
     """Edit `view` (metadata + the editable spec fields) in place; return one warning per change.
     The caller has found the pod not native (is_native), so there is something to translate.
     `target` may be narrowed to what the cluster's nodes have now; `declared` is the map as written,
@@ -162,13 +175,23 @@ def translate_pod(
         raise Untranslatable(problems)
 
     warnings: list[str] = []
+    templates: dict[str, dict[str, Any]] = {}
     original: dict[str, Any] = {}
     spec = view["spec"]
     for ask in demand.asks:
         there = asked_there[(ask.list_name, ask.index)]
         rewrite_resources(spec, ask, there.resources)
         original[ask.label] = dict(ask.written)
-        if there.resources != dict(ask.written):
+        if there.device is not None and target.dra is not None:
+            template = claim_template(target.dra, there.device)
+            name = template["metadata"]["name"]
+            templates[name] = template
+            claim = claim_name(ask.list_name, ask.index, ask.name)
+            add_claim(spec, ask.list_name, ask.index, claim, name)
+            warnings.append(
+                f"gpuport: {ask.label} {ask.describe()} → claim {claim} ({there.device.words}){there.note}"
+            )
+        elif there.resources != dict(ask.written):
             warnings.append(
                 f"gpuport: {ask.label} {ask.describe()} → {_describe(there.resources)}{there.note}"
             )
@@ -219,7 +242,7 @@ def translate_pod(
                 annotations[key] = value
                 warnings.append(f"gpuport: annotation {key}={value}")
     annotations[TRANSLATED_FROM] = json.dumps(original, sort_keys=True, separators=(",", ":"))
-    return warnings
+    return Translation(warnings, list(templates.values()))
 
 
 def _sharing_label(target: CloudMap) -> str:

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.demand import ContainerAsk, SharedAsk
+from webhook.core.dra import DeviceRequest, mig_request, whole_request
 from webhook.core.platform import CloudMap
 from webhook.core.quantity import MIB
 
@@ -32,6 +33,7 @@ class TargetAsk:
     models: tuple[str, ...]  # the GPU models this ask now needs (empty: any the resource implies)
     note: str  # what changed, for the warning
     annotations: Mapping[str, str] = field(default_factory=dict)  # pod annotations the form needs
+    device: DeviceRequest | None = None  # on a DRA cluster: what the container's claim asks for
 
 
 def translate_ask(
@@ -45,6 +47,8 @@ def translate_ask(
             ]
         )
     if ask.kind == "whole":
+        if target.dra is not None:
+            return TargetAsk({}, {}, (), "", device=whole_request(target.dra, ask.count, models))
         return TargetAsk({target.whole_gpu: str(ask.count)}, {}, (), "")
     if ask.kind == "mig":
         return _place_mig(ask, ask.mig_profile, models, target, catalogue)
@@ -71,7 +75,11 @@ def _place_mig(
 ) -> TargetAsk:
     if target.mig.form == "by-memory":
         return _place_mig_by_memory(ask, wanted, target)
-    if target.mig.form == "none":
+    if target.dra is not None and not target.dra.mig_class:
+        raise Untranslatable(
+            [f"asks for MIG {wanted.name}; {target.name} has no device class for MIG slices"]
+        )
+    if target.mig.form == "none" and target.dra is None:
         if target.mig_to_whole == "allow":
             return TargetAsk(
                 {target.whole_gpu: str(ask.count)}, {}, (), " (no MIG here: whole GPUs, by policy)"
@@ -96,6 +104,10 @@ def _place_mig(
     if profile != wanted:
         more = "; more compute" if profile.compute > wanted.compute else ""
         note = f" ({model.id} has no {wanted.name}{more})"
+    if target.dra is not None:
+        # Pinned models stay pinned (those with the profile); an unpinned slice may be cut from any GPU.
+        on = tuple(m for m in models if profile.name in catalogue.models[m].profiles)
+        return TargetAsk({}, {}, (), note, device=mig_request(target.dra, ask.count, profile.name, on))
     if target.mig.form == "mixed":
         return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
     if target.mig.form == "single":
@@ -123,6 +135,16 @@ def _place_shared(
 ) -> TargetAsk:
     share = ask.gpu_share
     form = target.shared
+    if target.dra is not None:
+        # Sharing under DRA is one ResourceClaim that several pods reference, with the driver's
+        # sharing settings on it: a choice of which pods share, which a pod's own ask cannot make.
+        raise Untranslatable(
+            [
+                f"asks for a shared GPU; {target.name} asks for GPUs by ResourceClaim, and a shared GPU "
+                "there is one claim several pods reference, which gpuport does not make up. "
+                f"{_offer(target)}"
+            ]
+        )
     if form.form == "none":
         raise Untranslatable(
             [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target)}"]
@@ -253,5 +275,10 @@ def _memory_quantity(mib: int, unit_bytes: int) -> str:
 
 
 def _offer(target: CloudMap) -> str:
+    if target.dra is not None:
+        classes = [f"whole GPUs (device class {target.dra.whole_class})"]
+        if target.dra.mig_class:
+            classes.append(f"MIG slices (device class {target.dra.mig_class})")
+        return f"{target.name} offers: {'; '.join(classes)}"
     options = [f"whole GPUs ({target.whole_gpu})", *target.partial_gpu_options()]
     return f"{target.name} offers: {'; '.join(options)}"

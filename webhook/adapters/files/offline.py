@@ -4,15 +4,24 @@ Each pod template is checked and translated exactly as the webhook would transla
 the resulting JSON Patch is applied to the round-trip YAML so comments and key order survive.
 """
 
+import copy
 import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jsonpatch
+import yaml
 from ruamel.yaml.error import YAMLError
 
-from webhook.adapters.files.yamledit import BOM, edit_document, round_trip, set_units, split_documents
+from webhook.adapters.files.yamledit import (
+    BOM,
+    edit_document,
+    newline_of,
+    round_trip,
+    set_units,
+    split_documents,
+)
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
 from webhook.core.templates import pod_templates, unread_reason
@@ -33,6 +42,7 @@ class TemplateResult:
     messages: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
+    claim_templates: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +60,9 @@ class Document:
 class Manifest:
     documents: list[Document]
     bom: str = ""
+    # ResourceClaimTemplates the translated workloads refer to (DRA targets), by (namespace, name):
+    # printed after the documents, so one `kubectl apply` creates what the pods need.
+    claim_templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def load_documents(text: str, source: str) -> Manifest:
@@ -68,11 +81,22 @@ def load_documents(text: str, source: str) -> Manifest:
 
 
 def dump_documents(manifest: Manifest) -> str:
-    """Every document as written, but for the entries translation changed."""
-    return manifest.bom + "".join(
+    """Every document as written, but for the entries translation changed; then the claim
+    templates the translated pods refer to."""
+    text = "".join(
         edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text
         for d in manifest.documents
     )
+    if manifest.claim_templates:
+        newline = newline_of(text)
+        if text and not text.endswith(("\n", "\r")):
+            text += newline
+        for template in manifest.claim_templates.values():
+            dumped = yaml.safe_dump(
+                template, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True
+            )
+            text += "---" + newline + dumped.replace("\n", newline)
+    return manifest.bom + text
 
 
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
@@ -96,7 +120,10 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                 result.messages = [v.message for v in violations]
             else:
                 try:
-                    result.patch, result.warnings = rewrite_pod(plain, context, hints=False)
+                    result.patch, result.warnings, result.claim_templates = rewrite_pod(
+                        plain, context, hints=False
+                    )
+                    _keep_templates(manifest, doc, result.claim_templates)
                 except Untranslatable as exc:
                     result.allowed = False
                     result.messages = list(exc.messages)
@@ -107,6 +134,21 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                     document.changed.append(path)
             results.append(result)
     return results
+
+
+def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]]) -> None:
+    """The workload's templates, in its namespace when it names one (else kubectl's namespace)."""
+    metadata = doc.get("metadata")
+    namespace = metadata.get("namespace") if hasattr(metadata, "get") else None
+    for template in templates:
+        placed = copy.deepcopy(template)
+        if isinstance(namespace, str) and namespace:
+            placed["metadata"] = {
+                "name": placed["metadata"]["name"],
+                "namespace": namespace,
+                **{k: v for k, v in placed["metadata"].items() if k != "name"},
+            }
+        manifest.claim_templates[(str(namespace or ""), placed["metadata"]["name"])] = placed
 
 
 def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:

@@ -72,7 +72,7 @@ def newline_of(text: str) -> str:
 
 # The entries of a pod template that translation may change, relative to the template. A pod's
 # containers are never added or removed, so their indices are stable.
-SPEC_KEYS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
+SPEC_KEYS = ("nodeSelector", "affinity", "tolerations", "schedulerName", "resourceClaims")
 
 
 def units(template: Any) -> Iterator[tuple[str | int, ...]]:

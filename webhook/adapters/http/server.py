@@ -45,6 +45,8 @@ class ServerState:
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
     # Decisions of recent pod creates: the replicas of one workload pay for one translation.
     memo: DecisionMemo = field(default_factory=DecisionMemo)
+    # Creates the ResourceClaimTemplates translated pods need on a DRA cluster (adapters.kube).
+    claim_templates: pipeline.ClaimTemplates | None = None
 
     @property
     def view(self):
@@ -112,7 +114,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         return handle
 
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        return pipeline.mutate(review, context, state.limit_gate, state.memo)
+        return pipeline.mutate(review, context, state.limit_gate, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
         return pipeline.validate(review, context, [g for g in (state.limit_gate, state.quota_gate) if g])

@@ -1,0 +1,289 @@
+"""The DRA bridge on a real control plane: kube-apiserver, controller manager and scheduler with
+Dynamic Resource Allocation on, gpuport serving the dra-nvidia map. Devices are published the way
+NVIDIA's DRA driver publishes them (a ResourceSlice per node, attributes in the gpu.nvidia.com
+domain); no kubelet runs, so "scheduled" means the scheduler allocated the claim and bound the pod.
+"""
+
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.conftest import kubeconfig, register_webhooks, unregister_webhooks
+from tests.server_process import RunningServer, make_certs
+from tests.translation_cases import pod as _pod
+
+GROUP, VERSION = "resource.k8s.io", "v1beta1"
+DRIVER = "gpu.nvidia.com"
+# The device classes NVIDIA's driver installs: whole GPUs and MIG devices, told apart by `type`.
+CLASSES = {
+    "gpu.nvidia.com": f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",
+    "mig.nvidia.com": f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",
+}
+
+
+def gpu(name, product, memory):
+    return {
+        "name": name,
+        "basic": {
+            "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}},
+            "capacity": {"memory": {"value": memory}},
+        },
+    }
+
+
+def mig(name, product, profile, memory):
+    return {
+        "name": name,
+        "basic": {
+            "attributes": {
+                "type": {"string": "mig"},
+                "productName": {"string": product},
+                "profile": {"string": profile},
+            },
+            "capacity": {"memory": {"value": memory}},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def dra(dra_cluster, tmp_path_factory):
+    """gpuport serving the dra-nvidia map with cluster access, and the driver's device classes."""
+    api = dra_cluster.client()
+    custom = client.CustomObjectsApi(api)
+    for name, expression in CLASSES.items():
+        custom.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "deviceclasses",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": expression}}]},
+            },
+        )
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": "gpuport-system"}})
+    cert_dir = tmp_path_factory.mktemp("gpuport-dra-tls")
+    make_certs(cert_dir)
+    config = kubeconfig(dra_cluster, cert_dir / "kubeconfig")
+    server = RunningServer(
+        cert_dir,
+        workers=1,
+        threads=4,
+        cloud="dra-nvidia",
+        extra_env={"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"},
+    )
+    register_webhooks(api, f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes())
+    yield dra_cluster
+    unregister_webhooks(api)
+    server.stop()
+
+
+@pytest.fixture
+def team(dra):
+    """A namespace of its own (the controller manager makes its default ServiceAccount)."""
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(dra.client()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def add_node(cluster, name, devices, allocatable=None):
+    """A Ready node with no taint left, and its devices published as the DRA driver would."""
+    core = client.CoreV1Api(cluster.client())
+    core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", **(allocatable or {})}
+    now = "2026-11-30T00:00:00Z"
+    core.patch_node_status(
+        name,
+        {
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "no kubelet here",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+            }
+        },
+    )
+    core.patch_node(name, {"spec": {"taints": None}})  # no node lifecycle controller removes not-ready
+    if devices:
+        client.CustomObjectsApi(cluster.client()).create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "resourceslices",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{DRIVER}"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            },
+        )
+
+
+def gke_pod(name, resources, selector):
+    body = _pod(resources, selector, name=name)
+    body["metadata"].pop("namespace")
+    return body
+
+
+def wait_for(check, timeout=60, every=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    return None
+
+
+def scheduled_node(cluster, namespace, name, timeout=60):
+    core = client.CoreV1Api(cluster.client())
+    return wait_for(lambda: core.read_namespaced_pod(name, namespace).spec.node_name, timeout)
+
+
+def scheduling_failure(cluster, namespace, name, containing, timeout=60):
+    """The scheduler's FailedScheduling message for the pod once it says `containing` (before the
+    controller manager has made the claim, the scheduler first says it waits for it)."""
+    core = client.CoreV1Api(cluster.client())
+
+    def failed():
+        events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+        messages = [e.message for e in events.items if e.reason == "FailedScheduling"]
+        return next((m for m in messages if containing in m), None)
+
+    return wait_for(failed, timeout)
+
+
+def allocated_devices(cluster, namespace, pod_name):
+    custom = client.CustomObjectsApi(cluster.client())
+    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
+    mine = [c for c in claims if any(o["name"] == pod_name for o in c["metadata"].get("ownerReferences", []))]
+    return sorted(
+        r["device"]
+        for c in mine
+        for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    )
+
+
+def templates_in(cluster, namespace):
+    custom = client.CustomObjectsApi(cluster.client())
+    return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates")["items"]
+
+
+A100_80 = {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
+
+
+def test_a_gke_pod_asking_two_a100_80gb_waits_for_them_then_gets_two_matching_devices(dra, team):
+    add_node(dra, "dra-a100-40", [gpu(f"gpu-{i}", "NVIDIA A100-SXM4-40GB", "40Gi") for i in range(4)])
+    core = client.CoreV1Api(dra.client())
+    created = core.create_namespaced_pod(team, gke_pod("trainer", {"nvidia.com/gpu": "2"}, A100_80))
+
+    # gpuport rewrote it: no extended resource, no GKE label, a claim from a template that exists.
+    assert created.spec.node_selector is None
+    container = created.spec.containers[0]
+    assert not (container.resources.limits or {}) and [c.name for c in container.resources.claims] == [
+        "gpuport-main"
+    ]
+    (claim,) = created.spec.resource_claims
+    (template,) = templates_in(dra, team)
+    assert claim.resource_claim_template_name == template["metadata"]["name"]
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert (request["deviceClassName"], request["count"]) == ("gpu.nvidia.com", 2)
+
+    # Only 40GB devices: the real scheduler keeps it pending, and says why.
+    assert scheduling_failure(dra, team, "trainer", "cannot allocate all claims")
+    assert core.read_namespaced_pod("trainer", team).spec.node_name is None
+
+    # Two A100 80GB devices appear on another node: allocated and bound there, those two and no others.
+    add_node(
+        dra,
+        "dra-a100-80",
+        [gpu("gpu-0", "NVIDIA A100-SXM4-80GB", "80Gi"), gpu("gpu-1", "NVIDIA A100-SXM4-80GB", "80Gi")],
+    )
+    assert scheduled_node(dra, team, "trainer", timeout=90) == "dra-a100-80"
+    assert allocated_devices(dra, team, "trainer") == ["gpu-0", "gpu-1"]
+
+
+def test_a_mig_slice_ask_gets_a_mig_device_with_that_profile(dra, team):
+    add_node(
+        dra,
+        "dra-h100-mig",
+        [
+            mig("gpu-0-mig-3g40gb-0", "NVIDIA H100 80GB HBM3", "3g.40gb", "40Gi"),
+            mig("gpu-0-mig-1g10gb-4", "NVIDIA H100 80GB HBM3", "1g.10gb", "10Gi"),
+            gpu("gpu-1", "NVIDIA H100 80GB HBM3", "80Gi"),
+        ],
+    )
+    body = gke_pod(
+        "slice",
+        {"nvidia.com/gpu": "1"},
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+            "cloud.google.com/gke-gpu-partition-size": "1g.10gb",
+        },
+    )
+    client.CoreV1Api(dra.client()).create_namespaced_pod(team, body)
+    assert scheduled_node(dra, team, "slice") == "dra-h100-mig"
+    assert allocated_devices(dra, team, "slice") == ["gpu-0-mig-1g10gb-4"]
+
+
+def test_replicas_share_one_template_and_a_dry_run_creates_none(dra, team):
+    core = client.CoreV1Api(dra.client())
+    body = gke_pod("dry", {"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    dry = core.create_namespaced_pod(team, body, dry_run="All")
+    assert dry.spec.resource_claims[0].resource_claim_template_name.startswith("gpuport-gpu-")
+    assert templates_in(dra, team) == []
+
+    for name in ("replica-a", "replica-b"):
+        body["metadata"]["name"] = name
+        core.create_namespaced_pod(team, body)
+    (template,) = templates_in(dra, team)
+    assert template["metadata"]["name"] == dry.spec.resource_claims[0].resource_claim_template_name
+    assert template["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpuport"}
+    for name in ("replica-a", "replica-b"):
+        made_from = core.read_namespaced_pod(name, team).spec.resource_claims[0].resource_claim_template_name
+        assert made_from == template["metadata"]["name"]
+
+
+def test_a_template_of_that_name_with_other_content_is_refused_not_overwritten(dra, team):
+    core = client.CoreV1Api(dra.client())
+    body = gke_pod("first", {"nvidia.com/gpu": "4"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    name = (
+        core.create_namespaced_pod(team, body, dry_run="All")
+        .spec.resource_claims[0]
+        .resource_claim_template_name
+    )
+    forged = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}]}
+            }
+        },
+    }
+    client.CustomObjectsApi(dra.client()).create_namespaced_custom_object(
+        GROUP, VERSION, team, "resourceclaimtemplates", forged
+    )
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(team, body)
+    assert info.value.status == 403
+    assert f"ResourceClaimTemplate {team}/{name} exists with content gpuport did not write" in info.value.body
+    (kept,) = templates_in(dra, team)
+    assert kept["spec"]["spec"]["devices"]["requests"][0]["count"] == 1

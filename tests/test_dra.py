@@ -1,0 +1,349 @@
+"""Device-plugin asks → DRA claims: the templates, the pod edits, the map's `dra` section, the step that
+creates templates, and the offline printer. Expectations are written from the NVIDIA DRA driver's
+published names (gpu.nvidia.com, mig.nvidia.com, productName, profile), never computed."""
+
+from dataclasses import replace
+
+import jsonpatch
+import pytest
+import yaml
+
+from tests.helpers import context, parsed, pod_with_resources, review_of
+from tests.translation_cases import pod
+from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
+from webhook.config.cloudmap import CloudMapError, default_directory, load_directory, parse_cloud_map
+from webhook.core import pipeline
+from webhook.core.admission import decide_mutation
+from webhook.core.dra import claim_name, claim_template, whole_request
+
+DRA = context("dra-nvidia")
+FORM = DRA.target.dra
+GKE_A100_80 = {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
+A100_80_NAMES = (
+    'device.attributes["gpu.nvidia.com"].productName in ["NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"]'
+)
+
+
+def decide(obj, ctx=DRA, **kw):
+    return decide_mutation(parsed(review_of(obj, **kw)), ctx)
+
+
+def after(obj, decision):
+    assert decision.allowed, decision.message
+    return jsonpatch.apply_patch(obj, list(decision.patch))
+
+
+def test_the_template_is_the_v1beta1_shape_and_named_by_its_content():
+    template = claim_template(FORM, whole_request(FORM, 2, ("A100-80GB",)))
+    assert template["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert template["spec"] == {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "allocationMode": "ExactCount",
+                        "count": 2,
+                        "selectors": [{"cel": {"expression": A100_80_NAMES}}],
+                    }
+                ]
+            }
+        }
+    }
+    same = claim_template(FORM, whole_request(FORM, 2, ("A100-80GB",)))
+    three = claim_template(FORM, whole_request(FORM, 3, ("A100-80GB",)))
+    assert same["metadata"]["name"] == template["metadata"]["name"]
+    assert three["metadata"]["name"] != template["metadata"]["name"]
+    assert template["metadata"]["name"].startswith("gpuport-gpu-")
+
+
+def test_a_v1_map_nests_the_request_under_exactly_and_names_it_apart():
+    v1 = replace(FORM, api_version="resource.k8s.io/v1")
+    template = claim_template(v1, whole_request(v1, 1, ()))
+    assert template["apiVersion"] == "resource.k8s.io/v1"
+    assert template["spec"]["spec"]["devices"]["requests"] == [
+        {
+            "name": "gpu",
+            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1},
+        }
+    ]
+    beta = claim_template(FORM, whole_request(FORM, 1, ()))
+    assert template["metadata"]["name"] != beta["metadata"]["name"]
+
+
+def test_a_gke_pod_gets_a_claim_its_gpus_gone_and_nothing_else_lost():
+    source = pod({"nvidia.com/gpu": "2", "cpu": "8"}, GKE_A100_80)
+    source["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64Gi"
+    decision = decide(source)
+    result = after(source, decision)
+    (template,) = decision.claim_templates
+    container = result["spec"]["containers"][0]
+    assert container["resources"] == {
+        "limits": {"cpu": "8"},
+        "requests": {"cpu": "8", "memory": "64Gi"},
+        "claims": [{"name": "gpuport-main"}],
+    }
+    assert result["spec"]["resourceClaims"] == [
+        {"name": "gpuport-main", "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
+    assert "nodeSelector" not in result["spec"]
+    assert template["metadata"]["annotations"] == {"gpuport.io/asks": "2 × A100-80GB"}
+    assert any("→ claim gpuport-main (2 × A100-80GB)" in w for w in decision.warnings)
+    assert decide(result).patch == (), "a translated pod is left alone the second time"
+
+
+def test_two_containers_asking_alike_get_two_claims_from_one_template():
+    source = pod_with_resources({"limits": {"nvidia.com/gpu": "1"}}, {"limits": {"nvidia.com/gpu": "1"}})
+    decision = decide(source)
+    result = after(source, decision)
+    assert len(decision.claim_templates) == 1
+    name = decision.claim_templates[0]["metadata"]["name"]
+    assert result["spec"]["resourceClaims"] == [
+        {"name": "gpuport-c0", "resourceClaimTemplateName": name},
+        {"name": "gpuport-c1", "resourceClaimTemplateName": name},
+    ]
+    assert [c["resources"]["claims"] for c in result["spec"]["containers"]] == [
+        [{"name": "gpuport-c0"}],
+        [{"name": "gpuport-c1"}],
+    ]
+
+
+def test_an_init_container_and_existing_claims_are_kept_apart():
+    source = pod_with_resources(
+        {"limits": {"nvidia.com/gpu": "1"}}, init=({"limits": {"nvidia.com/gpu": "2"}},)
+    )
+    source["spec"]["resourceClaims"] = [{"name": "scratch", "resourceClaimName": "shared-nic"}]
+    source["spec"]["containers"][0]["resources"]["claims"] = [{"name": "scratch"}]
+    decision = decide(source)
+    result = after(source, decision)
+    assert len(decision.claim_templates) == 2
+    assert [c["name"] for c in result["spec"]["resourceClaims"]] == ["scratch", "gpuport-init0", "gpuport-c0"]
+    assert result["spec"]["containers"][0]["resources"]["claims"] == [
+        {"name": "scratch"},
+        {"name": "gpuport-c0"},
+    ]
+    assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-init0"}]
+
+
+def test_a_claim_name_stays_a_dns_label():
+    assert claim_name("containers", 3, "x" * 60) == "gpuport-c3"
+    assert claim_name("initContainers", 0, "setup") == "gpuport-setup"
+    assert claim_name("initContainers", 1, "?") == "gpuport-init1"
+
+
+def test_a_mig_ask_pins_the_profile_and_the_model_it_was_written_for():
+    source = pod({"nvidia.com/mig-3g.40gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
+    (template,) = decide(source).claim_templates
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert request["deviceClassName"] == "mig.nvidia.com"
+    assert [s["cel"]["expression"] for s in request["selectors"]] == [
+        'device.attributes["gpu.nvidia.com"].profile == "3g.40gb"',
+        A100_80_NAMES,
+    ]
+
+
+def test_an_unpinned_mig_ask_may_be_cut_from_any_gpu():
+    (template,) = decide(pod({"nvidia.com/mig-1g.10gb": "2"})).claim_templates
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert request["count"] == 2
+    assert [s["cel"]["expression"] for s in request["selectors"]] == [
+        'device.attributes["gpu.nvidia.com"].profile == "1g.10gb"'
+    ]
+
+
+def test_shared_and_fractional_asks_are_refused_with_what_the_cluster_offers():
+    shared = decide(pod({"nvidia.com/gpu.shared": "1"}))
+    assert not shared.allowed
+    offers = "whole GPUs (device class gpu.nvidia.com); MIG slices (device class mig.nvidia.com)"
+    assert f"dra-nvidia offers: {offers}" in shared.message
+    assert not decide(pod({"nvidia.com/gpu": "0.5"})).allowed
+
+
+def test_a_map_without_a_mig_class_says_so():
+    no_mig = replace(DRA, target=replace(DRA.target, dra=replace(FORM, mig_class="")))
+    decision = decide(pod({"nvidia.com/mig-1g.10gb": "1"}), no_mig)
+    assert not decision.allowed
+    assert "dra-nvidia has no device class for MIG slices" in decision.message
+
+
+class Recording:
+    def __init__(self, problem=None):
+        self.calls, self.problem = [], problem
+
+    def ensure(self, namespace, templates):
+        self.calls.append((namespace, [t["metadata"]["name"] for t in templates]))
+        return self.problem
+
+
+def test_the_pipeline_creates_templates_before_admitting_and_never_on_a_dry_run():
+    review = parsed(review_of(pod({"nvidia.com/gpu": "1"}, GKE_A100_80)))
+    writer = Recording()
+    decision = pipeline.mutate(review, DRA, None, None, writer)
+    assert decision.allowed
+    assert writer.calls == [("team-a", [decision.claim_templates[0]["metadata"]["name"]])]
+
+    dry = parsed(review_of(pod({"nvidia.com/gpu": "1"}, GKE_A100_80), dry_run=True))
+    writer = Recording()
+    assert pipeline.mutate(dry, DRA, None, None, writer).allowed
+    assert writer.calls == []
+
+
+def test_a_template_that_cannot_be_made_denies_the_pod_with_the_reason():
+    review = parsed(review_of(pod({"nvidia.com/gpu": "1"})))
+    refused = pipeline.mutate(review, DRA, None, None, Recording("gpuport could not create X: 403 Forbidden"))
+    assert not refused.allowed and refused.message == "gpuport could not create X: 403 Forbidden"
+    blind = pipeline.mutate(review, DRA, None, None, None)
+    assert not blind.allowed
+    assert "gpuport has no cluster access to create the ResourceClaimTemplate" in blind.message
+
+
+def test_a_memo_hit_still_makes_sure_the_template_exists():
+    from webhook.adapters.http.memo import DecisionMemo
+
+    memo, writer = DecisionMemo(), Recording()
+    for uid in ("a", "b"):
+        review = parsed(review_of(pod({"nvidia.com/gpu": "1"}), uid=uid))
+        assert pipeline.mutate(review, DRA, None, memo, writer).allowed
+    assert len(writer.calls) == 2
+
+
+def test_the_dra_section_of_a_map_is_checked_with_file_and_line():
+    catalogue = load_directory(default_directory()).catalogue
+    text = (default_directory() / "dra-nvidia.yaml").read_text()
+    with pytest.raises(CloudMapError) as info:
+        parse_cloud_map(text.replace("    A10: [", "    A11: ["), "cloudmaps/dra.yaml", catalogue)
+    assert info.value.problem.startswith("unknown GPU model 'A11'")
+    assert text.splitlines()[info.value.line - 1].startswith("    A10: [")
+    with pytest.raises(CloudMapError) as info:
+        parse_cloud_map(
+            text.replace("resource.k8s.io/v1beta1  #", "resource.k8s.io/v2  #"), "d.yaml", catalogue
+        )
+    assert "resource.k8s.io/v2" in str(info.value)
+    quoted = text.replace('T4: ["Tesla T4"]', 'T4: ["Tesla T4\\" || true"]')
+    with pytest.raises(CloudMapError):  # no quote can reach a CEL expression
+        parse_cloud_map(quoted, "d.yaml", catalogue)
+
+
+def test_the_cli_prints_each_template_once_in_the_workload_s_namespace():
+    text = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: trainer  # two replicas, one template
+  namespace: ml
+spec:
+  template:
+    spec:
+      nodeSelector:
+        cloud.google.com/gke-accelerator: nvidia-a100-80gb
+      containers:
+        - name: trainer
+          image: train:1
+          resources:
+            limits:
+              nvidia.com/gpu: 2
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: eval
+  namespace: ml
+spec:
+  template:
+    spec:
+      nodeSelector:
+        cloud.google.com/gke-accelerator: nvidia-a100-80gb
+      containers:
+        - name: eval
+          image: eval:1
+          resources:
+            limits:
+              nvidia.com/gpu: 2
+"""
+    manifest = load_documents(text, "in.yaml")
+    translate_documents(manifest, DRA)
+    out = dump_documents(manifest)
+    assert "# two replicas, one template" in out
+    documents = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in documents] == ["Deployment", "Job", "ResourceClaimTemplate"]
+    template = documents[2]
+    assert template["metadata"]["namespace"] == "ml"
+    assert template["metadata"]["annotations"]["gpuport.io/asks"] == "2 × A100-80GB"
+    for workload in documents[:2]:
+        claims = workload["spec"]["template"]["spec"]["resourceClaims"]
+        assert claims[0]["resourceClaimTemplateName"] == template["metadata"]["name"]
+
+
+class FakeTemplatesApi:
+    """The two calls ClaimTemplateWriter makes, against a dict of stored templates."""
+
+    def __init__(self, failure=None):
+        self.stored, self.creates, self.failure = {}, 0, failure
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body, _request_timeout):
+        from kubernetes.client.exceptions import ApiException
+
+        self.creates += 1
+        if self.failure:
+            raise self.failure
+        key = (namespace, body["metadata"]["name"])
+        if key in self.stored:
+            raise ApiException(status=409, reason="Conflict")
+        self.stored[key] = body
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout):
+        found = self.stored[(namespace, name)]
+        # The API server fills in defaults: what gpuport wrote must still be found inside.
+        return {**found, "spec": {"spec": {**found["spec"]["spec"], "extra": "defaulted"}}}
+
+
+def writer_with(api, clock):
+    from webhook.adapters.kube.claim_templates import ClaimTemplateWriter
+
+    writer = ClaimTemplateWriter(None, clock=clock)
+    writer.api = api
+    return writer
+
+
+def test_the_writer_creates_once_trusts_its_memory_a_minute_then_checks_again():
+    now = [0.0]
+    api = FakeTemplatesApi()
+    writer = writer_with(api, lambda: now[0])
+    (template,) = decide(pod({"nvidia.com/gpu": "1"})).claim_templates
+    assert writer.ensure("team-a", [template]) is None
+    assert writer.ensure("team-a", [template]) is None
+    assert api.creates == 1
+    now[0] = 61.0
+    assert writer.ensure("team-a", [template]) is None  # exists already, with this content: fine
+    assert api.creates == 2
+    assert writer.ensure("team-b", [template]) is None and api.creates == 3
+
+
+def test_the_writer_refuses_a_forged_template_and_names_an_unreachable_api():
+    from kubernetes.client.exceptions import ApiException
+
+    (template,) = decide(pod({"nvidia.com/gpu": "1"})).claim_templates
+    name = template["metadata"]["name"]
+    api = FakeTemplatesApi()
+    api.stored[("team-a", name)] = {**template, "spec": {"spec": {"devices": {"requests": []}}}}
+    problem = writer_with(api, lambda: 0.0).ensure("team-a", [template])
+    assert problem == (
+        f"ResourceClaimTemplate team-a/{name} exists with content gpuport did not write; "
+        "delete it or rename it"
+    )
+    forbidden = writer_with(FakeTemplatesApi(ApiException(status=403, reason="Forbidden")), lambda: 0.0)
+    assert (
+        forbidden.ensure("team-a", [template])
+        == f"gpuport could not create ResourceClaimTemplate team-a/{name}: 403 Forbidden"
+    )
+    down = writer_with(FakeTemplatesApi(ConnectionRefusedError()), lambda: 0.0)
+    assert down.ensure("team-a", [template]).endswith(": ConnectionRefusedError")
+
+
+def test_the_safety_net_policy_of_a_dra_cluster_refuses_every_gpu_resource():
+    from webhook.config.policy import foreign_names
+
+    names = foreign_names("dra-nvidia")
+    assert {"nvidia.com/gpu", "nvidia.com/gpu.shared", "aliyun.com/gpu-mem", "amd.com/gpu"} <= set(names)
+    assert "nvidia.com/gpu" not in foreign_names("generic")

@@ -1,0 +1,114 @@
+"""Device-plugin asks in Dynamic Resource Allocation's words: a request for devices of a class, with
+CEL selectors on the driver's attributes, in a ResourceClaimTemplate the pod's claim is made from.
+
+Templates are content-addressed: the name is a digest of the spec, so every pod asking for the same
+thing (the replicas of a Deployment, a second identical Job) refers to one template, creating it
+again is harmless, and a template's name can never come to mean something else.
+"""
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.platform import DraForm
+
+TEMPLATE_PREFIX = "gpuport-"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuport"}
+ASKS_ANNOTATION = "gpuport.io/asks"  # what the template asks for, in words, for `kubectl describe`
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """k devices of one class, each matching every selector (CEL expressions, ANDed)."""
+
+    device_class: str
+    count: int
+    selectors: tuple[str, ...]
+    words: str  # "2 × A100-80GB", for the template's annotation and the warning
+
+    @property
+    def request_name(self) -> str:
+        return "mig" if "mig" in self.device_class else "gpu"
+
+
+def attribute(form: DraForm, name: str) -> str:
+    return f'device.attributes["{form.driver}"].{name}'
+
+
+def one_of(form: DraForm, name: str, values: tuple[str, ...]) -> str:
+    """`attr == "v"`, or `attr in ["v", "w"]`. Values come from a cloud map whose schema allows
+    no quote or backslash in them, so json.dumps is a CEL string literal."""
+    if len(values) == 1:
+        return f"{attribute(form, name)} == {json.dumps(values[0])}"
+    return f"{attribute(form, name)} in [{', '.join(json.dumps(v) for v in values)}]"
+
+
+def product_selector(form: DraForm, models: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(n for m in models for n in form.product_names.get(m, ()))
+    return (one_of(form, form.product_attribute, names),) if names else ()
+
+
+def whole_request(form: DraForm, count: int, models: tuple[str, ...]) -> DeviceRequest:
+    words = f"{count} × {' or '.join(models) or 'any GPU'}"
+    return DeviceRequest(form.whole_class, count, product_selector(form, models), words)
+
+
+def mig_request(form: DraForm, count: int, profile: str, models: tuple[str, ...]) -> DeviceRequest:
+    on = f" on {' or '.join(models)}" if models else ""
+    selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models))
+    return DeviceRequest(form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
+
+
+def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
+    """The ResourceClaimTemplate for one container's request, named by a digest of its spec."""
+    exact: dict[str, Any] = {
+        "deviceClassName": request.device_class,
+        "allocationMode": "ExactCount",
+        "count": request.count,
+    }
+    if request.selectors:
+        exact["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
+    entry = (
+        {"name": request.request_name, "exactly": exact}
+        if form.nests_requests
+        else {
+            "name": request.request_name,
+            **exact,
+        }
+    )
+    spec = {"spec": {"devices": {"requests": [entry]}}}
+    digest = hashlib.sha256(json.dumps([form.api_version, spec], sort_keys=True).encode()).hexdigest()[:12]
+    return {
+        "apiVersion": form.api_version,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": f"{TEMPLATE_PREFIX}{request.request_name}-{digest}",
+            "labels": dict(MANAGED_BY),
+            "annotations": {ASKS_ANNOTATION: request.words},
+        },
+        "spec": spec,
+    }
+
+
+def claim_name(list_name: str, index: int, container_name: str) -> str:
+    """The pod's name for the claim one container uses: readable where the container's name allows
+    (a pod's claim names are DNS labels, at most 63 characters)."""
+    name = f"{TEMPLATE_PREFIX}{container_name}"
+    if len(name) <= 63 and container_name != "?":
+        return name
+    return f"{TEMPLATE_PREFIX}{'init' if list_name == 'initContainers' else 'c'}{index}"
+
+
+def add_claim(spec: dict[str, Any], list_name: str, index: int, name: str, template: str) -> None:
+    """Give the pod a claim made from `template` and the container a reference to it."""
+    claims = spec.setdefault("resourceClaims", [])
+    kept = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
+    kept.append({"name": name, "resourceClaimTemplateName": template})
+    spec["resourceClaims"] = kept
+    container = spec[list_name][index]
+    resources = container.setdefault("resources", {})
+    used = resources.setdefault("claims", [])
+    if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
+        used.append({"name": name})
