@@ -4,10 +4,13 @@ NVIDIA's DRA driver publishes them (a ResourceSlice per node, attributes in the 
 domain); no kubelet runs, so "scheduled" means the scheduler allocated the claim and bound the pod.
 """
 
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -90,10 +93,12 @@ def team(dra):
     return name
 
 
-def add_node(cluster, name, devices, allocatable=None):
+def add_node(cluster, name, devices, allocatable=None, labels=None):
     """A Ready node with no taint left, and its devices published as the DRA driver would."""
     core = client.CoreV1Api(cluster.client())
-    core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
+    core.create_node(
+        {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}}
+    )
     resources = {"cpu": "64", "memory": "512Gi", "pods": "110", **(allocatable or {})}
     now = "2026-11-30T00:00:00Z"
     core.patch_node_status(
@@ -287,3 +292,61 @@ def test_a_template_of_that_name_with_other_content_is_refused_not_overwritten(d
     assert f"ResourceClaimTemplate {team}/{name} exists with content gpuport did not write" in info.value.body
     (kept,) = templates_in(dra, team)
     assert kept["spec"]["spec"]["devices"]["requests"][0]["count"] == 1
+
+
+DRA_MANIFEST = """\
+# Written for a DRA cluster: two A100 80GB GPUs through NVIDIA's driver.
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata:
+  name: two-a100-80
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        deviceClassName: gpu.nvidia.com
+        count: 2
+        selectors:
+        - cel:
+            expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+spec:
+  resourceClaims:
+  - name: gpus
+    resourceClaimTemplateName: two-a100-80
+  containers:
+  - name: trainer
+    image: train:1
+    resources:
+      claims:
+      - name: gpus
+"""
+
+
+def test_a_dra_manifest_translated_for_a_device_plugin_cluster_lands_on_the_gpus_it_asked_for(dra, tmp_path):
+    # A namespace gpuport's webhook skips stands for a cluster without DRA: nodes offer nvidia.com/gpu
+    # and GPU Feature Discovery's product label.
+    core = client.CoreV1Api(dra.client())
+    namespace = f"dp-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace, "labels": {"gpuport.io/admission": "disabled"}}})
+    for name, product in (("dp-a100-40", "NVIDIA-A100-SXM4-40GB"), ("dp-a100-80", "NVIDIA-A100-SXM4-80GB")):
+        add_node(dra, name, None, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": product})
+    (tmp_path / "dra.yaml").write_text(DRA_MANIFEST)
+    translated = subprocess.run(
+        [sys.executable, "-m", "webhook", "translate", "--to", "generic", str(tmp_path / "dra.yaml")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (pod,) = list(yaml.safe_load_all(translated.stdout))  # the template is left out: nothing uses it
+    assert "left out" in translated.stderr
+    core.create_namespaced_pod(namespace, pod)
+    assert scheduled_node(dra, namespace, "trainer") == "dp-a100-80"
+    assert core.read_namespaced_pod("trainer", namespace).spec.containers[0].resources.limits == {
+        "nvidia.com/gpu": "2"
+    }

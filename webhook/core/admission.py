@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from webhook.core.checks import Violation, check_pod_spec
+from webhook.core.claims import TemplateLookup
 from webhook.core.decision import Decision, allow, deny
 from webhook.core.demand import PodDemand, read_demand, read_selection
 from webhook.core.dialects import Dialects
@@ -69,12 +70,17 @@ class Rewrite(NamedTuple):
 
 
 def rewrite_pod(
-    pod: Mapping[str, Any], context: Context, demand: PodDemand | None = None, hints: bool = True
+    pod: Mapping[str, Any],
+    context: Context,
+    demand: PodDemand | None = None,
+    hints: bool = True,
+    templates: TemplateLookup | None = None,
 ) -> Rewrite:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
     A pod already in the target's words changes only where it could not schedule as written (the
-    map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files)."""
-    demand = demand if demand is not None else read_demand(pod, context.dialects)
+    map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files).
+    `templates` resolves the pod's ResourceClaimTemplates, so that DRA claims are read as asks too."""
+    demand = demand if demand is not None else read_demand(pod, context.dialects, templates)
     spec = pod.get("spec") or {}
     native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
@@ -85,7 +91,7 @@ def rewrite_pod(
         # No copy, no diff; the pod's models are the ones already read with its demand.
         return Rewrite([], _absent(spec, context, demand.selection.models) if demand.asks else [], [])
     warnings: list[str] = []
-    templates: list[dict[str, Any]] = []
+    needed: list[dict[str, Any]] = []
 
     def mutate(view: dict[str, Any]) -> None:
         if native:
@@ -93,7 +99,7 @@ def rewrite_pod(
         else:
             translation = translate_pod(view, demand, context.target, context.dialects, context.as_declared)
             warnings.extend(translation.warnings)
-            templates.extend(translation.claim_templates)
+            needed.extend(translation.claim_templates)
         # A translated pod asks for other models now: read them from what it became (only asked
         # about when gpuport knows which models the nodes have).
         models = demand.selection.models
@@ -103,7 +109,7 @@ def rewrite_pod(
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
-    return Rewrite(diff_mutation(pod, mutate), warnings, templates)
+    return Rewrite(diff_mutation(pod, mutate), warnings, needed)
 
 
 def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:

@@ -3,7 +3,8 @@
 Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner references and whatever
 the API server fills in per pod, none of which the decision reads: it reads the request's kind and
 name (messages quote them), the pod's labels and annotations, each container's name, resources and
-restart policy, and the node selector, affinity, tolerations and scheduler name. Two reviews with the
+restart policy, and the node selector, affinity, tolerations and scheduler name (a pod with
+resourceClaims is never memoized: its templates are read too). Two reviews with the
 same key get the same Decision from the same context (tests/test_memo.py checks that on random pods,
 varying every field outside the key). A field the decision starts to read must be added here.
 """
@@ -28,6 +29,9 @@ def decision_key(request: AdmissionRequest) -> bytes | None:
     metadata = pod.get("metadata")
     spec = pod.get("spec")
     if not is_map(metadata) or not is_map(spec):
+        return None
+    if spec.get("resourceClaims"):
+        # What a claim asks for is in its template, outside the pod and changeable: decide afresh.
         return None
     read: list[Any] = [
         request.namespace,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
+from webhook.core.claims import ClaimedDevices, TemplateLookup, UnreadableClaim, dra_map_for, read_claim
 from webhook.core.dialects import Dialects
 from webhook.core.platform import SharedForm
 from webhook.core.workloads import (
@@ -52,6 +53,9 @@ class ContainerAsk:
     share: SharedAsk | None = None
     fraction: Fraction | None = None  # a fractional whole-GPU ask, translated only by policy
     written: Mapping[str, str] = field(default_factory=dict)  # the resource entries as the user wrote them
+    claim: str = (
+        ""  # asked by DRA claim: the pod's name for it (written: {"resourceClaims <name>": template})
+    )
 
     @property
     def label(self) -> str:
@@ -139,7 +143,11 @@ class PodDemand:
     constraints: tuple[Constraint, ...] = ()
 
 
-def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
+def read_demand(
+    pod: Mapping[str, Any], dialects: Dialects, templates: TemplateLookup | None = None
+) -> PodDemand:
+    """The pod's asks; with `templates` (the ResourceClaimTemplates of the pod's namespace, by name),
+    the devices its DRA claims ask for too."""
     spec = mapping_at(pod, ("spec",)) or {}
     annotations = mapping_at(pod, ("metadata", "annotations")) or {}
     constraints = tuple(node_constraints(spec))
@@ -152,6 +160,14 @@ def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
             asks.append(ask)
         if problem:
             problems.append(problem)
+    if templates is not None and spec.get("resourceClaims"):
+        claimed, models = read_pod_claims(spec, templates, dialects, problems)
+        if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
+            problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
+        asks += claimed
+        if models is not None:
+            narrowed = models if selection.models is None else selection.models & models
+            selection = replace(selection, models=narrowed)
     shared, problem = _annotation_share(spec, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
@@ -162,6 +178,73 @@ def read_demand(pod: Mapping[str, Any], dialects: Dialects) -> PodDemand:
     if problem:
         problems.append(problem)
     return PodDemand(tuple(asks), selection, tuple(problems), constraints)
+
+
+def read_pod_claims(
+    spec: Mapping[str, Any], templates: TemplateLookup, dialects: Dialects, problems: list[str]
+) -> tuple[list[ContainerAsk], frozenset[str] | None]:
+    """One ask per container that uses a GPU claim, and the models those claims accept. A claim
+    from a template asking for no device class a loaded map names is not a GPU claim: left alone."""
+    devices: dict[str, tuple[str, list[ClaimedDevices]]] = {}
+    for entry in spec.get("resourceClaims") or ():
+        name, template_name = (
+            (entry.get(k) for k in ("name", "resourceClaimTemplateName")) if is_map(entry) else ("", "")
+        )
+        if not isinstance(name, str) or not isinstance(template_name, str):
+            continue
+        template = templates(template_name)
+        claim_spec = mapping_at(template, ("spec", "spec")) if template is not None else None
+        if claim_spec is None or not _asks_for_gpus(claim_spec, dialects):
+            continue
+        try:
+            devices[name] = (template_name, read_claim(claim_spec, dialects.maps, dialects.catalogue))
+        except UnreadableClaim as exc:
+            problems.append(f"claim {name} (ResourceClaimTemplate {template_name}): {exc}")
+    asks: list[ContainerAsk] = []
+    models: frozenset[str] | None = None
+    users: dict[str, list[str]] = {}
+    for container in containers(spec, ("spec",)):
+        refs = _claim_refs(container.spec)
+        for ref in (r for r in refs if r in devices):
+            users.setdefault(ref, []).append(container.label)
+            template_name, requests = devices[ref]
+            if len(requests) != 1:
+                problems.append(
+                    f"{container.label} uses claim {ref}, which asks for {len(requests)} kinds of device"
+                )
+                continue
+            (wanted,) = requests
+            site = _Site(container, {f"resourceClaims {ref}": template_name})
+            asks.append(
+                replace(site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile), claim=ref)
+            )
+            if wanted.models is not None:
+                models = wanted.models if models is None else models & wanted.models
+    for ref, labels in users.items():
+        if len(labels) > 1:
+            shared = " and ".join(labels)
+            problems.append(
+                f"claim {ref} is shared by {shared}; device plugins cannot share GPUs between containers"
+            )
+    return asks, models
+
+
+def _claim_refs(container: Mapping[str, Any]) -> list[str]:
+    resources = container.get("resources")
+    used = resources.get("claims") if is_map(resources) else None
+    if not isinstance(used, list):
+        return []
+    return [c["name"] for c in used if is_map(c) and isinstance(c.get("name"), str)]
+
+
+def _asks_for_gpus(claim_spec: Mapping[str, Any], dialects: Dialects) -> bool:
+    devices = claim_spec.get("devices")
+    requests = devices.get("requests") if is_map(devices) else None
+    for request in requests if isinstance(requests, list) else ():
+        exact = request.get("exactly", request) if is_map(request) else {}
+        if is_map(exact) and dra_map_for(str(exact.get("deviceClassName")), dialects.maps) is not None:
+            return True
+    return False
 
 
 def _annotation_share(

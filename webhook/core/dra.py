@@ -112,3 +112,26 @@ def add_claim(spec: dict[str, Any], list_name: str, index: int, name: str, templ
     used = resources.setdefault("claims", [])
     if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
         used.append({"name": name})
+
+
+def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) -> None:
+    """Take the claim from the container, and from the pod once no container refers to it."""
+    resources = spec[list_name][index].get("resources")
+    used = resources.get("claims") if isinstance(resources, dict) else None
+    if isinstance(used, list):
+        resources["claims"] = [c for c in used if not (isinstance(c, Mapping) and c.get("name") == name)]
+        if not resources["claims"]:
+            del resources["claims"]
+    still_used = any(
+        isinstance(c, Mapping) and c.get("name") == name
+        for list_key in ("initContainers", "containers")
+        for container in spec.get(list_key) or ()
+        if isinstance(container, Mapping) and isinstance(container.get("resources"), Mapping)
+        for c in container["resources"].get("claims") or ()
+    )
+    if not still_used and isinstance(spec.get("resourceClaims"), list):
+        kept = [c for c in spec["resourceClaims"] if not (isinstance(c, Mapping) and c.get("name") == name)]
+        if kept:
+            spec["resourceClaims"] = kept
+        else:
+            del spec["resourceClaims"]

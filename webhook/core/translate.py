@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
-from webhook.core.dra import add_claim, claim_name, claim_template
+from webhook.core.dra import add_claim, claim_name, claim_template, remove_claim
 from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -100,8 +100,9 @@ def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
 
 def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
     """Written in the target's words and satisfiable as written: nothing to translate."""
-    if target.dra is not None and demand.asks:
-        return False  # a DRA cluster gives GPUs by claim: every extended-resource ask is foreign there
+    if target.dra is not None:
+        # A DRA cluster gives GPUs by claim: every extended-resource ask is foreign there.
+        return all(a.claim and a.vendor == target.vendor for a in demand.asks)
     catalogue = dialects.catalogue
     if foreign_keys(demand, target, dialects) or foreign_node_labels(demand, target, dialects):
         return False
@@ -182,6 +183,8 @@ def translate_pod(
         there = asked_there[(ask.list_name, ask.index)]
         rewrite_resources(spec, ask, there.resources)
         original[ask.label] = dict(ask.written)
+        if ask.claim:
+            remove_claim(spec, ask.list_name, ask.index, ask.claim)
         if there.device is not None and target.dra is not None:
             template = claim_template(target.dra, there.device)
             name = template["metadata"]["name"]

@@ -24,6 +24,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
+from webhook.core.claims import TemplateLookup
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
 
@@ -54,6 +55,7 @@ class Document:
     original: Any
     edited: Any
     changed: list[str] = field(default_factory=list)  # JSON Pointers of the templates translated
+    left_out: bool = False  # a ResourceClaimTemplate no translated workload refers to any more
 
 
 @dataclass
@@ -86,6 +88,7 @@ def dump_documents(manifest: Manifest) -> str:
     text = "".join(
         edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text
         for d in manifest.documents
+        if not d.left_out
     )
     if manifest.claim_templates:
         newline = newline_of(text)
@@ -102,6 +105,8 @@ def dump_documents(manifest: Manifest) -> str:
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
     results = []
+    claim_templates = _claim_templates_written(manifest)
+    referred = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         doc = document.edited
         if not hasattr(doc, "get"):
@@ -121,7 +126,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             else:
                 try:
                     result.patch, result.warnings, result.claim_templates = rewrite_pod(
-                        plain, context, hints=False
+                        plain, context, hints=False, templates=_lookup(claim_templates, _namespace_of(doc))
                     )
                     _keep_templates(manifest, doc, result.claim_templates)
                 except Untranslatable as exc:
@@ -133,22 +138,77 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                     _apply(template, plain, result.patch)
                     document.changed.append(path)
             results.append(result)
+    still = _referred_templates(manifest)
+    for number, document in enumerate(manifest.documents):
+        key = _claim_template_key(document.edited)
+        if key is not None and key in referred and key not in still:
+            # Its workloads ask for the target's resources now; a cluster without DRA could not
+            # even store it.
+            document.left_out = True
+            why = f"gpuport: left out: its workloads ask for {context.target.name}'s GPU resources now"
+            results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
     return results
+
+
+def _lookup(templates: dict[tuple[str, str], dict[str, Any]], namespace: str) -> TemplateLookup:
+    return lambda name: templates.get((namespace, name))
+
+
+def _namespace_of(doc: Any) -> str:
+    metadata = doc.get("metadata") if hasattr(doc, "get") else None
+    namespace = metadata.get("namespace") if metadata is not None and hasattr(metadata, "get") else None
+    return namespace if isinstance(namespace, str) else ""
+
+
+def _claim_template_key(doc: Any) -> tuple[str, str] | None:
+    if not hasattr(doc, "get") or doc.get("kind") != "ResourceClaimTemplate":
+        return None
+    metadata = doc.get("metadata")
+    if not str(doc.get("apiVersion", "")).startswith("resource.k8s.io/") or not hasattr(metadata, "get"):
+        return None
+    name = metadata.get("name")
+    return (_namespace_of(doc), name) if isinstance(name, str) else None
+
+
+def _claim_templates_written(manifest: Manifest) -> dict[tuple[str, str], dict[str, Any]]:
+    """The manifest set's own ResourceClaimTemplates, by (namespace, name): a workload's claims are
+    read from the templates beside it."""
+    found = {}
+    for document in manifest.documents:
+        key = _claim_template_key(document.edited)
+        if key is not None:
+            found[key] = json.loads(json.dumps(document.edited, default=str))
+    return found
+
+
+def _referred_templates(manifest: Manifest) -> set[tuple[str, str]]:
+    referred = set()
+    for document in manifest.documents:
+        doc = document.edited
+        if not hasattr(doc, "get"):
+            continue
+        for _, template in pod_templates(doc):
+            spec = template.get("spec") if hasattr(template, "get") else None
+            claims = spec.get("resourceClaims") if spec is not None and hasattr(spec, "get") else None
+            for claim in claims if isinstance(claims, list) else ():
+                name = claim.get("resourceClaimTemplateName") if hasattr(claim, "get") else None
+                if isinstance(name, str):
+                    referred.add((_namespace_of(doc), name))
+    return referred
 
 
 def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]]) -> None:
     """The workload's templates, in its namespace when it names one (else kubectl's namespace)."""
-    metadata = doc.get("metadata")
-    namespace = metadata.get("namespace") if hasattr(metadata, "get") else None
+    namespace = _namespace_of(doc)
     for template in templates:
         placed = copy.deepcopy(template)
-        if isinstance(namespace, str) and namespace:
+        if namespace:
             placed["metadata"] = {
                 "name": placed["metadata"]["name"],
                 "namespace": namespace,
                 **{k: v for k, v in placed["metadata"].items() if k != "name"},
             }
-        manifest.claim_templates[(str(namespace or ""), placed["metadata"]["name"])] = placed
+        manifest.claim_templates[(namespace, placed["metadata"]["name"])] = placed
 
 
 def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:

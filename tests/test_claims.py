@@ -1,0 +1,233 @@
+"""DRA claims → device-plugin asks: what is read exactly, what is refused with the expression quoted,
+and the round trip (a pod sent to a DRA cluster and back asks for what it asked for)."""
+
+import copy
+
+import jsonpatch
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import context, parsed, review_of
+from tests.translation_cases import SOURCES, summarize
+from webhook.core.admission import decide_mutation, rewrite_pod
+from webhook.core.catalogue import MigProfile
+from webhook.core.claims import UnreadableClaim, read_claim
+from webhook.core.decision_key import decision_key
+from webhook.core.demand import read_demand
+
+DRA = context("dra-nvidia")
+MAPS, CATALOGUE = DRA.dialects.maps, DRA.dialects.catalogue
+PRODUCT = "device.attributes['gpu.nvidia.com'].productName"
+
+
+def claim(*selectors, device_class="gpu.nvidia.com", count=2, **extra):
+    request = {"name": "gpu", "deviceClassName": device_class, "count": count, **extra}
+    if selectors:
+        request["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"devices": {"requests": [request]}}
+
+
+def read(spec):
+    (devices,) = read_claim(spec, MAPS, CATALOGUE)
+    return devices
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f"{PRODUCT} == 'NVIDIA A100-SXM4-80GB'",
+        'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"',
+        f"{PRODUCT} in ['NVIDIA A100-SXM4-80GB', 'NVIDIA A100 80GB PCIe']",
+        f"device.driver == 'gpu.nvidia.com' && ({PRODUCT} == 'NVIDIA A100-SXM4-80GB')",
+        f"device.attributes['gpu.nvidia.com'].type == 'gpu' && {PRODUCT} == 'NVIDIA A100-SXM4-80GB'",
+    ],
+)
+def test_the_forms_drivers_samples_use_are_read_exactly(expression):
+    devices = read(claim(expression))
+    assert (devices.kind, devices.count, devices.models) == ("whole", 2, frozenset({"A100-80GB"}))
+
+
+def test_a_memory_bound_means_every_offered_model_with_that_much():
+    bound = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
+    models = read(claim(bound)).models
+    assert {"A100-80GB", "H100-80GB", "H200", "B200"} <= models
+    assert not {"A100-40GB", "L4", "T4", "A10G"} & models
+    strictly = read(claim(bound.replace(">= 0", "> 0"))).models
+    assert "A100-80GB" not in strictly and "H200" in strictly
+
+
+def test_a_mig_request_reads_its_profile_and_the_v1_shape_reads_alike():
+    spec = {
+        "devices": {
+            "requests": [
+                {
+                    "name": "slice",
+                    "exactly": {
+                        "deviceClassName": "mig.nvidia.com",
+                        "selectors": [
+                            {
+                                "cel": {
+                                    "expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+                                }
+                            }
+                        ],
+                    },
+                }
+            ]
+        }
+    }
+    devices = read(spec)
+    assert (devices.kind, devices.count, devices.profile, devices.models) == (
+        "mig",
+        1,
+        MigProfile.parse("1g.10gb"),
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (claim(f"{PRODUCT}.startsWith('NVIDIA A100')"), "startsWith"),
+        (claim(f"{PRODUCT} == 'NVIDIA A100-SXM4-80GB' || {PRODUCT} == 'NVIDIA H100 80GB HBM3'"), "||"),
+        (claim("device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"), "architecture"),
+        (claim("device.attributes['example.com'].productName == 'NVIDIA H100 80GB HBM3'"), "example.com"),
+        (claim(f"!({PRODUCT} == 'Tesla T4')"), "!("),
+    ],
+)
+def test_cel_it_cannot_read_exactly_is_refused_with_the_expression_quoted(spec, words):
+    with pytest.raises(UnreadableClaim) as info:
+        read_claim(spec, MAPS, CATALOGUE)
+    expression = spec["devices"]["requests"][0]["selectors"][0]["cel"]["expression"]
+    assert repr(expression) in str(info.value) and words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        (claim(allocationMode="All"), "every device of a node"),
+        (claim(device_class="gpu.example.com"), "device class 'gpu.example.com', which no loaded map names"),
+        (claim(f"{PRODUCT} == 'NVIDIA Z9000'"), "matches no GPU model gpuport knows"),
+        (claim(device_class="mig.nvidia.com"), "without saying which profile"),
+        (
+            claim(
+                "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0",
+                device_class="mig.nvidia.com",
+            ),
+            "cannot read the CEL selector",
+        ),
+        ({"devices": {"requests": [{"name": "a", "firstAvailable": []}]}}, "alternatives"),
+        (
+            {**claim(), "devices": {**claim()["devices"], "constraints": [{"matchAttribute": "x"}]}},
+            "constraints",
+        ),
+        ({**claim(), "devices": {**claim()["devices"], "config": [{"opaque": {}}]}}, "config"),
+        (claim(count=0), "count 0"),
+    ],
+)
+def test_claims_without_a_device_plugin_equivalent_are_refused_saying_why(spec, why):
+    with pytest.raises(UnreadableClaim, match=why.replace("(", r"\(").replace("|", r"\|")):
+        read_claim(spec, MAPS, CATALOGUE)
+
+
+def dra_pod(template_name="two", containers=("main",), claim_names=None):
+    claim_names = claim_names or ["gpus"] * len(containers)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a"},
+        "spec": {
+            "resourceClaims": [
+                {"name": n, "resourceClaimTemplateName": template_name} for n in sorted(set(claim_names))
+            ],
+            "containers": [
+                {"name": c, "image": "x", "resources": {"claims": [{"name": n}]}}
+                for c, n in zip(containers, claim_names, strict=True)
+            ],
+        },
+    }
+
+
+def template_of(spec, name="two"):
+    return {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": spec},
+    }
+
+
+def test_a_dra_pod_gets_the_target_s_resources_and_its_claims_go():
+    pod = dra_pod()
+    lookup = {"two": template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'"))}.get
+    result = jsonpatch.apply_patch(pod, rewrite_pod(pod, context("generic"), templates=lookup).patch)
+    assert "resourceClaims" not in result["spec"]
+    assert result["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    assert summarize(result)["requires"] == {
+        "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"]
+    }
+
+
+def test_a_claim_two_containers_share_and_an_unreadable_one_are_refused_in_the_pod_s_words():
+    shared = dra_pod(containers=("a", "b"), claim_names=["gpus", "gpus"])
+    lookup = {"two": template_of(claim())}.get
+    demand = read_demand(shared, DRA.dialects, lookup)
+    assert demand.problems == (
+        'claim gpus is shared by containers[0] "a" and containers[1] "b"; '
+        "device plugins cannot share GPUs between containers",
+    )
+    unreadable = {"two": template_of(claim(f"{PRODUCT}.matches('A100')"))}.get
+    (problem,) = read_demand(dra_pod(), DRA.dialects, unreadable).problems
+    assert problem.startswith("claim gpus (ResourceClaimTemplate two): cannot read the CEL selector")
+    assert f"{PRODUCT}.matches('A100')" in problem
+
+
+def test_claims_for_devices_no_map_names_are_not_gpu_asks():
+    nic = {"two": template_of(claim(device_class="nic.example.com"))}.get
+    assert read_demand(dra_pod(), DRA.dialects, nic).asks == ()
+    assert read_demand(dra_pod(), DRA.dialects, None).asks == ()  # no templates known: nothing read
+
+
+def test_a_pod_with_claims_is_never_memoized():
+    assert decision_key(parsed(review_of(dra_pod()))) is None
+
+
+ROUND_TRIP = ["generic-whole", "gke-whole", "eks-8", "generic-8", "gke-mig", "generic-mig"]
+
+
+@pytest.mark.parametrize("source", ROUND_TRIP)
+@pytest.mark.parametrize("target", ["generic", "eks", "gke", "aks"])
+def test_there_and_back_asks_for_what_going_straight_asks_for(source, target):
+    original = SOURCES[source][1]
+    there = decide_mutation(parsed(review_of(copy.deepcopy(original))), DRA)
+    on_dra = jsonpatch.apply_patch(original, list(there.patch))
+    templates = {t["metadata"]["name"]: t for t in there.claim_templates}
+    back = rewrite_pod(on_dra, context(target), templates=templates.get)
+    straight = decide_mutation(parsed(review_of(copy.deepcopy(original))), context(target))
+    expected = jsonpatch.apply_patch(original, list(straight.patch))
+    returned = jsonpatch.apply_patch(on_dra, back.patch)
+    assert canonical(returned, target) == canonical(expected, target)
+    assert summarize(returned)["resources"] == summarize(expected)["resources"]
+    assert "resourceClaims" not in returned["spec"]
+
+
+def canonical(pod, target):
+    """What a pod asks for, in gpuport's own terms (models, not one form factor's product name)."""
+    demand = read_demand(pod, context(target).dialects)
+    return [(a.kind, a.count, a.profile) for a in demand.asks], demand.selection.models
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    count=st.integers(1, 8),
+    models=st.sets(st.sampled_from(sorted(DRA.target.dra.product_names)), min_size=0, max_size=3),
+)
+def test_every_template_gpuport_writes_reads_back_to_its_ask(count, models):
+    from webhook.core.dra import claim_template, whole_request
+
+    form = DRA.target.dra
+    template = claim_template(form, whole_request(form, count, tuple(sorted(models))))
+    devices = read(template["spec"]["spec"])
+    assert (devices.kind, devices.count) == ("whole", count)
+    assert devices.models == (frozenset(models) if models else None)
