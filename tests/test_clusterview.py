@@ -208,3 +208,12 @@ def test_a_pod_keeps_the_version_it_was_first_seen_at_through_heartbeats_and_rel
     cache._note_read_through("pods", "180")
     cache._note_read_through("pods", "150")  # never backwards
     assert cache.pods_read_through() == 180
+
+
+def test_a_pod_asking_by_dra_claim_is_kept_with_its_claims():
+    claimed = pod({"cpu": "1"})
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
+    claimed["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    kept = compact_pod(claimed)
+    assert kept["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
+    assert kept["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]

@@ -3,6 +3,7 @@ creates templates, and the offline printer. Expectations are written from the NV
 published names (gpu.nvidia.com, mig.nvidia.com, productName, profile), never computed."""
 
 from dataclasses import replace
+from decimal import Decimal
 
 import jsonpatch
 import pytest
@@ -14,6 +15,7 @@ from webhook.adapters.files.offline import dump_documents, load_documents, trans
 from webhook.config.cloudmap import CloudMapError, default_directory, load_directory, parse_cloud_map
 from webhook.core import pipeline
 from webhook.core.admission import decide_mutation
+from webhook.core.demand import read_demand
 from webhook.core.dra import claim_name, claim_template, whole_request
 
 DRA = context("dra-nvidia")
@@ -276,7 +278,7 @@ spec:
 
 
 class FakeTemplatesApi:
-    """The two calls ClaimTemplateWriter makes, against a dict of stored templates."""
+    """The two calls ClaimTemplateStore makes, against a dict of stored templates."""
 
     def __init__(self, failure=None):
         self.stored, self.creates, self.failure = {}, 0, failure
@@ -293,15 +295,20 @@ class FakeTemplatesApi:
         self.stored[key] = body
 
     def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout):
+        from kubernetes.client.exceptions import ApiException
+
+        self.gets = getattr(self, "gets", 0) + 1
+        if (namespace, name) not in self.stored:
+            raise ApiException(status=404, reason="Not Found")
         found = self.stored[(namespace, name)]
         # The API server fills in defaults: what gpuport wrote must still be found inside.
         return {**found, "spec": {"spec": {**found["spec"]["spec"], "extra": "defaulted"}}}
 
 
 def writer_with(api, clock):
-    from webhook.adapters.kube.claim_templates import ClaimTemplateWriter
+    from webhook.adapters.kube.claim_templates import ClaimTemplateStore
 
-    writer = ClaimTemplateWriter(None, clock=clock)
+    writer = ClaimTemplateStore(None, clock=clock)
     writer.api = api
     return writer
 
@@ -347,3 +354,70 @@ def test_the_safety_net_policy_of_a_dra_cluster_refuses_every_gpu_resource():
     names = foreign_names("dra-nvidia")
     assert {"nvidia.com/gpu", "nvidia.com/gpu.shared", "aliyun.com/gpu-mem", "amd.com/gpu"} <= set(names)
     assert "nvidia.com/gpu" not in foreign_names("generic")
+
+
+def test_the_store_reads_a_pod_s_templates_once_a_minute_and_says_which_it_could_not():
+    now = [0.0]
+    api = FakeTemplatesApi()
+    store = writer_with(api, lambda: now[0])
+    (template,) = decide(pod({"nvidia.com/gpu": "1"})).claim_templates
+    name = template["metadata"]["name"]
+    api.stored[("team-a", name)] = template
+    user_pod = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "a", "resourceClaimTemplateName": name},
+                {"name": "b", "resourceClaimTemplateName": "gone"},
+            ]
+        }
+    }
+    lookup = store.referenced("team-a", user_pod)
+    assert lookup(name)["spec"]["spec"]["devices"] == template["spec"]["spec"]["devices"]
+    assert lookup("gone") is None
+    store.referenced("team-a", user_pod)
+    assert api.gets == 2, "both answers, the missing one too, are remembered"
+    now[0] = 61.0
+    store.referenced("team-a", user_pod)
+    assert api.gets == 4
+
+
+def test_a_template_read_as_missing_is_still_created_when_a_pod_needs_it():
+    # A dry run's /validate looked for the template (404) just before the real create asks for it.
+    api = FakeTemplatesApi()
+    store = writer_with(api, lambda: 0.0)
+    (template,) = decide(pod({"nvidia.com/gpu": "1"})).claim_templates
+    name = template["metadata"]["name"]
+    claims = {"spec": {"resourceClaims": [{"name": "a", "resourceClaimTemplateName": name}]}}
+    assert store.referenced("team-a", claims)(name) is None
+    assert store.ensure("team-a", [template]) is None
+    assert ("team-a", name) in api.stored
+    assert store.referenced("team-a", claims)(name) is not None
+
+
+def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run():
+    from webhook.adapters.kube.quota_gate import QuotaGate
+    from webhook.core.quota import Quota
+
+    class View:
+        def has_synced(self, *names):
+            return True
+
+        def quotas_in(self, namespace):
+            return [Quota("gpus", {"requests.nvidia.com/gpu": Decimal(4)})]
+
+    user_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a"},
+        "spec": {
+            "resourceClaims": [{"name": "a", "resourceClaimTemplateName": "gone"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "a"}]}}],
+        },
+    }
+    gate = QuotaGate(View(), ledger=None)
+    demand = read_demand(user_pod, DRA.dialects, {}.get)
+    assert demand.unread_claims == ("gone",) and demand.asks == ()
+    refused = gate.admit(parsed(review_of(user_pod)), DRA, demand)
+    assert refused is not None and not refused.allowed
+    assert "could not read ResourceClaimTemplate gone in team-a" in refused.message
+    assert gate.admit(parsed(review_of(user_pod, dry_run=True)), DRA, demand) is None

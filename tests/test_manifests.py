@@ -308,3 +308,17 @@ def test_the_optional_network_policy_admits_the_webhook_port_of_the_deployment_s
     assert all(port["port"] in ports for rule in policy["spec"]["ingress"] for port in rule["ports"])
     namespace = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["namespace"]
     assert policy["metadata"]["namespace"] == namespace
+
+
+def test_every_pod_webhook_is_called_for_a_pod_with_dra_claims_and_only_then():
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    pod_hooks = [h for _, h in webhooks() if any("pods" in r["resources"] for r in h["rules"])]
+    for hook in pod_hooks:
+        (condition,) = hook["matchConditions"]
+        environment = celpy.Environment()
+        program = environment.program(environment.compile(condition["expression"]))
+        pod["spec"]["resourceClaims"] = []
+        assert not _matches(program, pod)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
+        assert _matches(program, pod)

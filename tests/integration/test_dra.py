@@ -191,6 +191,7 @@ def templates_in(cluster, namespace):
 
 
 A100_80 = {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
+PROFILE = f"device.attributes['{DRIVER}'].profile"
 
 
 def test_a_gke_pod_asking_two_a100_80gb_waits_for_them_then_gets_two_matching_devices(dra, team):
@@ -350,3 +351,74 @@ def test_a_dra_manifest_translated_for_a_device_plugin_cluster_lands_on_the_gpus
     assert core.read_namespaced_pod("trainer", namespace).spec.containers[0].resources.limits == {
         "nvidia.com/gpu": "2"
     }
+
+
+def test_a_quota_d_namespace_counts_claimed_devices_in_gpu_equivalents(dra, team):
+    core = client.CoreV1Api(dra.client())
+    core.create_namespaced_resource_quota(
+        team, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}}
+    )
+    l4 = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    core.create_namespaced_pod(team, gke_pod("first", {"nvidia.com/gpu": "2"}, l4))
+
+    def refused(name, dry_run=None):
+        try:
+            core.create_namespaced_pod(team, gke_pod(name, {"nvidia.com/gpu": "2"}, l4), dry_run=dry_run)
+        except ApiException as exc:
+            return exc.body if "exceeded quota" in exc.body else None
+        return None
+
+    # The pod's own claims are all it asks for: 2 used + 2 asked > 3, once gpuport's view has the quota.
+    assert wait_for(lambda: refused("probe", dry_run="All"), timeout=20)
+    message = refused("second")
+    assert message and "requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=2" in message
+
+    # A pod written for DRA, with its own template, counts the same way: one MIG 3g.40gb of seven.
+    custom = client.CustomObjectsApi(dra.client())
+    custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        team,
+        "resourceclaimtemplates",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "slice"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "mig",
+                                "deviceClassName": "mig.nvidia.com",
+                                "selectors": [{"cel": {"expression": f"{PROFILE} == '3g.40gb'"}}],
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    )
+    native = {
+        "metadata": {"name": "native"},
+        "spec": {
+            "resourceClaims": [{"name": "slice", "resourceClaimTemplateName": "slice"}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "slice"}]}}],
+        },
+    }
+    core.create_namespaced_pod(team, native)  # 2 + 3/7 ≤ 3
+    again = {**native, "metadata": {"name": "native-2"}}
+    core.create_namespaced_pod(team, again)  # 2 + 6/7 ≤ 3
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(team, {**native, "metadata": {"name": "native-3"}})  # 2 + 9/7 > 3
+    assert "exceeded quota" in info.value.body
+
+    # A claim whose template does not exist cannot be counted: refused, saying which.
+    missing = {**native, "metadata": {"name": "missing"}}
+    missing["spec"] = {
+        **native["spec"],
+        "resourceClaims": [{"name": "slice", "resourceClaimTemplateName": "nowhere"}],
+    }
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(team, missing)
+    assert f"could not read ResourceClaimTemplate nowhere in {team}" in info.value.body

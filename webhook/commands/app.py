@@ -9,9 +9,10 @@ from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import build_context
+from webhook.core.admission import Context
 
 
-def quota_gate(cluster: str, namespace: str, threads: int):
+def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
@@ -26,27 +27,35 @@ def quota_gate(cluster: str, namespace: str, threads: int):
         ClusterView(client.CoreV1Api(api)),
         LeaseLedger(client.CoordinationV1Api(api), namespace),
         max_waiting=max(threads - 1, 1),  # one thread always left for everything else
+        templates=templates,
     )
 
 
-def claim_template_writer(cluster: str):
-    """Creates the ResourceClaimTemplates translated pods need, when the map asks for DRA."""
-    from webhook.adapters.kube.claim_templates import ClaimTemplateWriter
+def claim_template_store(cluster: str, context: Context):
+    """Creates the ResourceClaimTemplates translated pods need and reads those pods' claims name."""
+    from webhook.adapters.kube.claim_templates import ClaimTemplateStore
     from webhook.adapters.kube.kubeclient import api_client
 
-    return ClaimTemplateWriter(api_client(cluster))
+    dra = context.target.dra
+    return ClaimTemplateStore(api_client(cluster), dra.api_version if dra else "resource.k8s.io/v1beta1")
 
 
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
-    gate = quota_gate(settings.cluster, settings.namespace, settings.threads) if settings.cluster else None
+    context = build_context(settings.cloudmap_dir, settings.cloud, settings.inventory)
+    templates = claim_template_store(settings.cluster, context) if settings.cluster else None
+    gate = (
+        quota_gate(settings.cluster, settings.namespace, settings.threads, templates)
+        if settings.cluster
+        else None
+    )
     state = ServerState(
-        context=build_context(settings.cloudmap_dir, settings.cloud, settings.inventory),
+        context=context,
         maps_signature=signature,
         quota_gate=gate,
         limit_gate=LimitGate(gate.view) if gate else None,
-        claim_templates=claim_template_writer(settings.cluster) if settings.cluster else None,
+        claim_templates=templates,
     )
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state

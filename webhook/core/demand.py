@@ -4,9 +4,10 @@ Whole GPUs, MIG slices and shared GPUs look different on every platform (a resou
 node label naming the profile, a memory resource, a sharing label...). Translation works from this
 model only, so N platforms need N maps rather than N² rules.
 
-Why one module of ~360 lines: every dialect's way of asking (resources, selector labels, affinity,
+Why one module of ~410 lines: every dialect's way of asking (resources, selector labels, affinity,
 annotations) must be read together to tell one kind of ask from another (a count resource is a whole
-GPU alone and part of a share next to a memory resource); the reading is one decision.
+GPU alone and part of a share next to a memory resource); the reading is one decision. DRA claims are
+read in claims.py and only become asks here.
 """
 
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
-from webhook.core.claims import ClaimedDevices, TemplateLookup, UnreadableClaim, dra_map_for, read_claim
+from webhook.core.claims import TemplateLookup, claim_uses
 from webhook.core.dialects import Dialects
 from webhook.core.platform import SharedForm
 from webhook.core.workloads import (
@@ -141,6 +142,9 @@ class PodDemand:
     # Every node-label requirement of the pod as read (node_constraints), kept so that deciding
     # whether and how to translate does not walk the selector and affinity again.
     constraints: tuple[Constraint, ...] = ()
+    # ResourceClaimTemplates the pod's claims name that the lookup did not have (missing, or not
+    # readable): what they ask for is unknown, so quota cannot count it.
+    unread_claims: tuple[str, ...] = ()
 
 
 def read_demand(
@@ -160,8 +164,9 @@ def read_demand(
             asks.append(ask)
         if problem:
             problems.append(problem)
+    unread: tuple[str, ...] = ()
     if templates is not None and spec.get("resourceClaims"):
-        claimed, models = read_pod_claims(spec, templates, dialects, problems)
+        claimed, models, unread = _claim_asks(spec, templates, dialects, problems)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
         asks += claimed
@@ -177,74 +182,28 @@ def read_demand(
             selection = replace(selection, annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints)
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints, unread)
 
 
-def read_pod_claims(
+def _claim_asks(
     spec: Mapping[str, Any], templates: TemplateLookup, dialects: Dialects, problems: list[str]
-) -> tuple[list[ContainerAsk], frozenset[str] | None]:
-    """One ask per container that uses a GPU claim, and the models those claims accept. A claim
-    from a template asking for no device class a loaded map names is not a GPU claim: left alone."""
-    devices: dict[str, tuple[str, list[ClaimedDevices]]] = {}
-    for entry in spec.get("resourceClaims") or ():
-        name, template_name = (
-            (entry.get(k) for k in ("name", "resourceClaimTemplateName")) if is_map(entry) else ("", "")
-        )
-        if not isinstance(name, str) or not isinstance(template_name, str):
-            continue
-        template = templates(template_name)
-        claim_spec = mapping_at(template, ("spec", "spec")) if template is not None else None
-        if claim_spec is None or not _asks_for_gpus(claim_spec, dialects):
-            continue
-        try:
-            devices[name] = (template_name, read_claim(claim_spec, dialects.maps, dialects.catalogue))
-        except UnreadableClaim as exc:
-            problems.append(f"claim {name} (ResourceClaimTemplate {template_name}): {exc}")
+) -> tuple[list[ContainerAsk], frozenset[str] | None, tuple[str, ...]]:
+    """One ask per container that uses a GPU claim, the models those claims accept, and the templates
+    the lookup did not have."""
+    uses, unread = claim_uses(spec, templates, dialects.maps, dialects.catalogue, problems)
     asks: list[ContainerAsk] = []
     models: frozenset[str] | None = None
-    users: dict[str, list[str]] = {}
-    for container in containers(spec, ("spec",)):
-        refs = _claim_refs(container.spec)
-        for ref in (r for r in refs if r in devices):
-            users.setdefault(ref, []).append(container.label)
-            template_name, requests = devices[ref]
-            if len(requests) != 1:
-                problems.append(
-                    f"{container.label} uses claim {ref}, which asks for {len(requests)} kinds of device"
-                )
-                continue
-            (wanted,) = requests
-            site = _Site(container, {f"resourceClaims {ref}": template_name})
-            asks.append(
-                replace(site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile), claim=ref)
+    for use in uses:
+        wanted = use.devices
+        site = _Site(use.container, {f"resourceClaims {use.claim}": use.template})
+        asks.append(
+            replace(
+                site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile), claim=use.claim
             )
-            if wanted.models is not None:
-                models = wanted.models if models is None else models & wanted.models
-    for ref, labels in users.items():
-        if len(labels) > 1:
-            shared = " and ".join(labels)
-            problems.append(
-                f"claim {ref} is shared by {shared}; device plugins cannot share GPUs between containers"
-            )
-    return asks, models
-
-
-def _claim_refs(container: Mapping[str, Any]) -> list[str]:
-    resources = container.get("resources")
-    used = resources.get("claims") if is_map(resources) else None
-    if not isinstance(used, list):
-        return []
-    return [c["name"] for c in used if is_map(c) and isinstance(c.get("name"), str)]
-
-
-def _asks_for_gpus(claim_spec: Mapping[str, Any], dialects: Dialects) -> bool:
-    devices = claim_spec.get("devices")
-    requests = devices.get("requests") if is_map(devices) else None
-    for request in requests if isinstance(requests, list) else ():
-        exact = request.get("exactly", request) if is_map(request) else {}
-        if is_map(exact) and dra_map_for(str(exact.get("deviceClassName")), dialects.maps) is not None:
-            return True
-    return False
+        )
+        if wanted.models is not None:
+            models = wanted.models if models is None else models & wanted.models
+    return asks, models, unread
 
 
 def _annotation_share(

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core.claims import TemplateLookup
 from webhook.core.decision import Decision, deny
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import PodDemand, read_demand
@@ -24,8 +25,24 @@ class Memo(Protocol):
 
 
 class ClaimTemplates(Protocol):
+    """The cluster's ResourceClaimTemplates: read for the claims a pod names, made for the pods
+    gpuport gives claims."""
+
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
         """Make each template exist in `namespace`; None when they all do, else why not."""
+
+    def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
+        """The templates the pod's claims name, as far as they could be read."""
+
+
+def read_pod_demand(review: AdmissionRequest, context: Context, claims: ClaimTemplates | None) -> PodDemand:
+    """The pod's asks, its DRA claims' included when there is a cluster to read templates from."""
+    pod = review.object or {}
+    spec = pod.get("spec")
+    lookup = None
+    if claims is not None and isinstance(spec, Mapping) and spec.get("resourceClaims"):
+        lookup = claims.referenced(review.namespace, pod)
+    return read_demand(pod, context.dialects, lookup)
 
 
 class Gate(Protocol):
@@ -45,7 +62,7 @@ def mutate(
     translation, then (on a DRA cluster) the claim templates the translated pod refers to. With a
     memo, a pod create equal in everything the decision reads to a recent one (the next replica of a
     ReplicaSet) takes that one's demand and decision; the gate and the templates still run."""
-    return with_claim_templates(review, _decide(review, context, limit_gate, memo), claims)
+    return with_claim_templates(review, _decide(review, context, limit_gate, memo, claims), claims)
 
 
 def with_claim_templates(
@@ -66,7 +83,11 @@ def with_claim_templates(
 
 
 def _decide(
-    review: AdmissionRequest, context: Context, limit_gate: Gate | None, memo: Memo | None
+    review: AdmissionRequest,
+    context: Context,
+    limit_gate: Gate | None,
+    memo: Memo | None,
+    claims: ClaimTemplates | None,
 ) -> Decision:
     key = decision_key(review) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
@@ -74,7 +95,7 @@ def _decide(
     if remembered is not None:
         demand = remembered[0]
     else:
-        demand = read_demand(review.object or {}, context.dialects) if review.is_pod_create else None
+        demand = read_pod_demand(review, context, claims) if review.is_pod_create else None
     if demand is not None and limit_gate is not None:
         refused = limit_gate.admit(review, context, demand)
         if refused:
@@ -87,12 +108,18 @@ def _decide(
     return decision
 
 
-def validate(review: AdmissionRequest, context: Context, gates: Sequence[Gate] = ()) -> Decision:
-    """/validate: the checks, then each gate in order (limits before quota) until one refuses."""
+def validate(
+    review: AdmissionRequest,
+    context: Context,
+    gates: Sequence[Gate] = (),
+    claims: ClaimTemplates | None = None,
+) -> Decision:
+    """/validate: the checks, then each gate in order (limits before quota) until one refuses. The
+    gates see the devices the pod's DRA claims ask for as well: one budget for both worlds."""
     decision = decide_validation(review, context)
     if not (decision.allowed and gates and review.is_pod_create):
         return decision
-    demand = read_demand(review.object or {}, context.dialects)
+    demand = read_pod_demand(review, context, claims)
     for gate in gates:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:

@@ -117,7 +117,8 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         return pipeline.mutate(review, context, state.limit_gate, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        return pipeline.validate(review, context, [g for g in (state.limit_gate, state.quota_gate) if g])
+        gates = [g for g in (state.limit_gate, state.quota_gate) if g]
+        return pipeline.validate(review, context, gates, state.claim_templates)
 
     app.add_url_rule(
         "/mutate",

@@ -1,9 +1,14 @@
-"""Creates the ResourceClaimTemplates a translated pod refers to, in the pod's namespace, before the
-API server stores the pod (on a DRA cluster a pod whose template is missing never gets its claim).
+"""The ResourceClaimTemplates of a DRA cluster, as gpuport needs them: created for the pods it
+translates, and read for the pods whose claims it counts or translates back.
 
-Templates are content-addressed (webhook.core.dra), so creating one that exists is success, and one
-created by this process a moment ago needs no second call. A template of that name with other
-content (made by hand) is refused, never overwritten: gpuport only creates and reads templates.
+Creating: before the API server stores a translated pod (a pod whose template is missing never gets
+its claim). Templates gpuport writes are content-addressed (webhook.core.dra), so creating one that
+exists is success, and one made by this process a moment ago needs no second call. A template of
+that name with other content (made by hand) is refused, never overwritten.
+
+Reading: the templates a pod's claims name, each fetched once and remembered for a minute (a
+template's spec cannot change, but it may be deleted and made again). One that cannot be read is
+reported as unread, never guessed: quota then refuses the pod rather than count it as nothing.
 """
 
 import logging
@@ -13,43 +18,97 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from webhook.core.claims import TemplateLookup
+
 log = logging.getLogger("gpuport.dra")
 
 PLURAL = "resourceclaimtemplates"
-KNOWN_KEPT = 4096  # (namespace, name) pairs remembered as existing
-KNOWN_FOR_SECONDS = 60.0  # then checked again: someone may have deleted one
+KEPT = 4096  # (namespace, name) pairs remembered
+FOR_SECONDS = 60.0  # then checked again: someone may have deleted one
 TIMEOUT = (2, 3)  # connect, read: well inside the webhook's own deadline
+ABSENT = object()  # remembered: there is no such template
 
 
-class ClaimTemplateWriter:
-    def __init__(self, api_client: Any, clock: Callable[[], float] = time.monotonic):
+class ClaimTemplateStore:
+    def __init__(
+        self,
+        api_client: Any,
+        api_version: str = "resource.k8s.io/v1beta1",
+        clock: Callable[[], float] = time.monotonic,
+    ):
         from kubernetes import client
 
         self.api = client.CustomObjectsApi(api_client)
+        self.api_version = api_version  # what referenced() reads templates as
         self.clock = clock
-        self._known: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._known: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
         """None when every template exists in `namespace` with this content; else why not."""
         for template in templates:
             name = template["metadata"]["name"]
-            if self._recently_seen(namespace, name):
-                continue
+            if self._recall(namespace, name) not in (None, ABSENT):
+                continue  # made (or seen) within the minute
             problem = self._create(namespace, template)
             if problem:
                 return problem
-            with self._lock:
-                self._known[(namespace, name)] = self.clock()
-                self._known.move_to_end((namespace, name))
-                while len(self._known) > KNOWN_KEPT:
-                    self._known.popitem(last=False)
+            self._remember(namespace, name, template)
         return None
 
-    def _recently_seen(self, namespace: str, name: str) -> bool:
+    def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
+        """The templates the pod's claims name, read now: a lookup the pure core can call."""
+        spec = pod.get("spec")
+        entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+        found: dict[str, Mapping[str, Any]] = {}
+        for entry in entries if isinstance(entries, list) else ():
+            name = entry.get("resourceClaimTemplateName") if isinstance(entry, Mapping) else None
+            if isinstance(name, str) and name not in found:
+                template = self._read(namespace, name)
+                if template is not None:
+                    found[name] = template
+        return found.get
+
+    def _recall(self, namespace: str, name: str) -> Any:
         with self._lock:
-            seen = self._known.get((namespace, name))
-        return seen is not None and self.clock() - seen < KNOWN_FOR_SECONDS
+            remembered = self._known.get((namespace, name))
+        if remembered is None or self.clock() - remembered[0] >= FOR_SECONDS:
+            return None
+        return remembered[1]
+
+    def _remember(self, namespace: str, name: str, template: Any) -> None:
+        with self._lock:
+            self._known[(namespace, name)] = (self.clock(), template)
+            self._known.move_to_end((namespace, name))
+            while len(self._known) > KEPT:
+                self._known.popitem(last=False)
+
+    def _read(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        remembered = self._recall(namespace, name)
+        if remembered is not None:
+            return None if remembered is ABSENT else remembered
+        from kubernetes.client.exceptions import ApiException
+
+        group, version = self.api_version.split("/")
+        try:
+            found = self.api.get_namespaced_custom_object(
+                group, version, namespace, PLURAL, name, _request_timeout=TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                self._remember(namespace, name, ABSENT)
+            else:
+                log.warning(
+                    "ResourceClaimTemplate %s/%s not read: %s %s", namespace, name, exc.status, exc.reason
+                )
+            return None
+        except Exception as exc:  # unreachable, a timeout: unread, and said
+            log.warning("ResourceClaimTemplate %s/%s not read: %s", namespace, name, type(exc).__name__)
+            return None
+        if not isinstance(found, Mapping):
+            return None
+        self._remember(namespace, name, found)
+        return found
 
     def _create(self, namespace: str, template: Mapping[str, Any]) -> str | None:
         from kubernetes.client.exceptions import ApiException

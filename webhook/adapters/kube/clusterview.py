@@ -47,6 +47,8 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             }
             for s in ("requests", "limits")
         }
+        if resources.get("claims"):
+            kept["claims"] = resources["claims"]
         return {
             "name": container.get("name"),
             "resources": kept,
@@ -55,10 +57,15 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
 
     containers = [keep(c) for c in spec.get("containers") or []]
     init = [keep(c) for c in spec.get("initContainers") or []]
-    if not any(
-        is_extended_resource(k) for c in containers + init for s in c["resources"].values() for k in s
-    ):
-        return None
+    claims = spec.get("resourceClaims") or []
+    extended = any(
+        is_extended_resource(k)
+        for c in containers + init
+        for s in ("requests", "limits")
+        for k in c["resources"][s]
+    )
+    if not extended and not claims:
+        return None  # asks for no GPU: quota and placement never look at it
     metadata = pod.get("metadata") or {}
     return {
         FIRST_SEEN: as_version(metadata.get("resourceVersion")),
@@ -66,6 +73,7 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
         "spec": {
             "containers": containers,
             "initContainers": init,
+            "resourceClaims": claims,  # what they ask for is in their templates (DRA)
             "nodeSelector": spec.get("nodeSelector") or {},
             "affinity": spec.get("affinity") or {},
             "activeDeadlineSeconds": spec.get("activeDeadlineSeconds"),

@@ -27,6 +27,7 @@ from webhook.core.admission import Context
 from webhook.core.decision import Decision, deny
 from webhook.core.demand import PodDemand, read_demand
 from webhook.core.equivalents import pod_use
+from webhook.core.pipeline import ClaimTemplates
 from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.review import AdmissionRequest
 
@@ -41,8 +42,10 @@ class QuotaGate:
         clock: Callable[[], float] = time.time,
         max_waiting: int = 7,
         wait_for_slot: float = 0.5,
+        templates: ClaimTemplates | None = None,
     ):
         self.view = view
+        self.templates = templates  # reads what running pods' DRA claims ask for
         self.ledger = ledger
         self.clock = clock
         # At most this many of a worker's threads wait on the reservation store at once (set it below
@@ -59,7 +62,7 @@ class QuotaGate:
         """A denial, or None when quota has nothing against this pod create."""
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        if not demand.asks:
+        if not demand.asks and not demand.unread_claims:
             return None
         # Never on a view that is still loading: an empty view would count nothing as used. Until the
         # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
@@ -72,6 +75,17 @@ class QuotaGate:
             if applies(q, facts)
         ]
         if not quotas:
+            return None
+        if demand.unread_claims and not request.dry_run:
+            # What the claims ask for is unknown: counting it as nothing would let a pod past its budget.
+            # A dry run stores nothing (and its translated pod names templates gpuport did not create).
+            listed = ", ".join(demand.unread_claims)
+            return deny(
+                "quota-claims-unread",
+                f"gpuport could not read ResourceClaimTemplate {listed} in {request.namespace}, so it cannot "
+                "count this pod's claims against the GPU quota; create the template before the pod, or retry",
+            )
+        if not demand.asks:
             return None
         if not self.view.has_synced("pods"):
             return _loading(request)
@@ -186,8 +200,15 @@ class QuotaGate:
         key = str(other["metadata"].get("uid"))
         found = self._usage.get(key)
         if found is None:
+            namespace = str(other["metadata"].get("namespace"))
+            lookup = (
+                self.templates.referenced(namespace, other) if self.templates and _claims(other) else None
+            )
             use = pod_use(
-                other, read_demand(other, context.dialects), context.target, context.dialects.catalogue
+                other,
+                read_demand(other, context.dialects, lookup),
+                context.target,
+                context.dialects.catalogue,
             )
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
             self._usage[key] = found
@@ -205,6 +226,10 @@ class _NamespaceSum:
     context: Context
     used: dict[str, Usage]
     counted: frozenset[str]
+
+
+def _claims(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("resourceClaims"))
 
 
 def _loading(request: AdmissionRequest) -> Decision:
