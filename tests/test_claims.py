@@ -15,6 +15,7 @@ from webhook.core.catalogue import MigProfile
 from webhook.core.claims import UnreadableClaim, read_claim
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import read_demand
+from webhook.core.translate import Untranslatable
 
 DRA = context("dra-nvidia")
 MAPS, CATALOGUE = DRA.dialects.maps, DRA.dialects.catalogue
@@ -173,12 +174,12 @@ def test_a_claim_two_containers_share_and_an_unreadable_one_are_refused_in_the_p
     shared = dra_pod(containers=("a", "b"), claim_names=["gpus", "gpus"])
     lookup = {"two": template_of(claim())}.get
     demand = read_demand(shared, DRA.dialects, lookup)
-    assert demand.problems == (
+    assert demand.claim_problems == (
         'claim gpus is shared by containers[0] "a" and containers[1] "b"; '
         "device plugins cannot share GPUs between containers",
     )
     unreadable = {"two": template_of(claim(f"{PRODUCT}.matches('A100')"))}.get
-    (problem,) = read_demand(dra_pod(), DRA.dialects, unreadable).problems
+    (problem,) = read_demand(dra_pod(), DRA.dialects, unreadable).claim_problems
     assert problem.startswith("claim gpus (ResourceClaimTemplate two): cannot read the CEL selector")
     assert f"{PRODUCT}.matches('A100')" in problem
 
@@ -231,3 +232,46 @@ def test_every_template_gpuport_writes_reads_back_to_its_ask(count, models):
     devices = read(template["spec"]["spec"])
     assert (devices.kind, devices.count) == ("whole", count)
     assert devices.models == (frozenset(models) if models else None)
+
+
+def test_an_unreadable_claim_is_refused_on_a_device_plugin_target_and_runs_as_written_on_dra():
+    pod = dra_pod()
+    expression = f"{PRODUCT}.matches('A100')"
+    lookup = {"two": template_of(claim(expression))}.get
+    with pytest.raises(Untranslatable) as info:
+        rewrite_pod(pod, context("eks"), templates=lookup)
+    assert expression in str(info.value)
+    assert rewrite_pod(pod, DRA, templates=lookup).patch == []
+
+
+def test_the_preflight_reads_a_dra_workload_beside_its_template_and_scores_both_directions():
+    from webhook.core.preflight import preflight
+
+    template = template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'", count=4), name="four")
+    template["metadata"]["namespace"] = "ml"
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"template": {"spec": dra_pod("four")["spec"]}},
+    }
+    report = preflight([template, job], DRA.target, context("eks"), None)
+    (workload,) = report.workloads
+    checks = {c.check: c for c in workload.checks}
+    assert workload.translated == [
+        "/spec/template: nvidia.com/gpu: 4, node.kubernetes.io/instance-type=p5.48xlarge"
+    ]
+    assert checks["gpu_model"].compat == 1.0 and "H100-80GB" in checks["gpu_model"].why
+    assert checks["topology"].why == "4 GPUs per pod; not checked: no inventory"
+
+    alone = preflight([job], context("eks").target, DRA, None)
+    assert alone.workloads == [], "without its template the workload's claims are unknown: not a GPU workload"
+    unreadable = template_of(claim(f"{PRODUCT}.matches('H100')"), name="four")
+    unreadable["metadata"]["namespace"] = "ml"
+    (refused,) = preflight([unreadable, job], DRA.target, context("eks"), None).workloads
+    resource_names = next(c for c in refused.checks if c.check == "resource_names")
+    assert resource_names.compat == 0.0 and "matches('H100')" in resource_names.why
+
+    gke = SOURCES["gke-8"][1]
+    (there,) = preflight([gke], context("gke").target, DRA, None).workloads
+    assert there.translated == ["/: claim of 8 × H100-80GB"]

@@ -81,6 +81,8 @@ def rewrite_pod(
     map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files).
     `templates` resolves the pod's ResourceClaimTemplates, so that DRA claims are read as asks too."""
     demand = demand if demand is not None else read_demand(pod, context.dialects, templates)
+    if demand.claim_problems and context.target.dra is None:
+        raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     spec = pod.get("spec") or {}
     native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
     wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]

@@ -145,6 +145,9 @@ class PodDemand:
     # ResourceClaimTemplates the pod's claims name that the lookup did not have (missing, or not
     # readable): what they ask for is unknown, so quota cannot count it.
     unread_claims: tuple[str, ...] = ()
+    # DRA claims for GPUs that cannot be said in device-plugin words exactly (the CEL quoted): a
+    # device-plugin target refuses the pod; a DRA cluster runs it as written.
+    claim_problems: tuple[str, ...] = ()
 
 
 def read_demand(
@@ -165,8 +168,9 @@ def read_demand(
         if problem:
             problems.append(problem)
     unread: tuple[str, ...] = ()
+    claim_problems: list[str] = []
     if templates is not None and spec.get("resourceClaims"):
-        claimed, models, unread = _claim_asks(spec, templates, dialects, problems)
+        claimed, models, unread = _claim_asks(spec, templates, dialects, claim_problems)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
         asks += claimed
@@ -182,7 +186,7 @@ def read_demand(
             selection = replace(selection, annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints, unread)
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints, unread, tuple(claim_problems))
 
 
 def _claim_asks(

@@ -196,6 +196,13 @@ class CloudMap:
             return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
         return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
 
+    @property
+    def mig_offered(self) -> str:
+        """How MIG slices are asked for here, in words; "" when they are not."""
+        if self.dra is not None:
+            return f"device class {self.dra.mig_class}" if self.dra.mig_class else ""
+        return "" if self.mig.form == "none" else self.mig.form
+
     def partial_gpu_options(self) -> list[str]:
         """What a user who wants part of a GPU can ask for on this platform, in its own words."""
         options = []

@@ -21,7 +21,9 @@ import jsonpatch
 from webhook.core import quantity
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec, is_extended_resource
+from webhook.core.claims import TemplateLookup
 from webhook.core.demand import PodDemand, node_constraints, read_demand
+from webhook.core.dra import ASKS_ANNOTATION
 from webhook.core.equivalents import pod_use
 from webhook.core.inventory import Inventory
 from webhook.core.packing import Replica, pack
@@ -112,6 +114,7 @@ class _Template:
     problems: list[str]
     needed_policy: str
     demand: PodDemand  # the original template's GPU asks, read once
+    claim_templates: list[dict[str, Any]]  # what the translated template's claims ask for (DRA target)
 
 
 def preflight(
@@ -128,6 +131,7 @@ def preflight(
     workloads: list[WorkloadReport] = []
     templates_by_workload: dict[str, list[_Template]] = {}
     unread: list[str] = []
+    claim_templates = _claim_templates(documents)
     for doc in documents:
         if not isinstance(doc, Mapping):
             continue
@@ -139,8 +143,9 @@ def preflight(
             )
         if not list(pod_templates(doc)):
             continue
-        report, templates = _workload(doc, context, inventory)
-        if not any(t.demand.asks for t in templates):
+        namespace = str((doc.get("metadata") or {}).get("namespace", ""))
+        report, templates = _workload(doc, context, inventory, _in_namespace(claim_templates, namespace))
+        if not any(t.demand.asks or t.demand.claim_problems for t in templates):
             continue  # CPU-only workloads are not part of a GPU migration
         workloads.append(report)
         templates_by_workload[report.key] = templates
@@ -180,8 +185,23 @@ def preflight(
     )
 
 
+def _claim_templates(documents: list[Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The ResourceClaimTemplates among the documents, by (namespace, name): a DRA workload's claims
+    are read from the templates beside it."""
+    found = {}
+    for doc in documents:
+        if isinstance(doc, Mapping) and doc.get("kind") == "ResourceClaimTemplate":
+            metadata = doc.get("metadata") or {}
+            found[(str(metadata.get("namespace", "")), str(metadata.get("name")))] = doc
+    return found
+
+
+def _in_namespace(templates: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str) -> TemplateLookup:
+    return lambda name: templates.get((namespace, name))
+
+
 def _workload(
-    doc: Mapping[str, Any], context: Context, inventory: Inventory | None
+    doc: Mapping[str, Any], context: Context, inventory: Inventory | None, claims: TemplateLookup
 ) -> tuple[WorkloadReport, list[_Template]]:
     kind = str(doc.get("kind"))
     metadata = doc.get("metadata") or {}
@@ -199,7 +219,7 @@ def _workload(
     for path, template in pod_templates(doc):
         original = copy.deepcopy(dict(template))
         original.setdefault("metadata", {})
-        translated, problems, needed = _translate(original, context)
+        translated, problems, needed, made = _translate(original, context, claims)
         templates.append(
             _Template(
                 path,
@@ -208,7 +228,8 @@ def _workload(
                 _replica_count(doc, path, inventory),
                 problems,
                 needed,
-                read_demand(original, context.dialects),
+                read_demand(original, context.dialects, claims),
+                made,
             )
         )
     report = WorkloadReport(
@@ -220,14 +241,18 @@ def _workload(
     )
     for template in templates:
         if template.translated is not None:
-            report.translated.append(f"{template.path or '/'}: {_describe_gpu(template.translated)}")
+            described = _describe_gpu(template.translated, template.claim_templates)
+            report.translated.append(f"{template.path or '/'}: {described}")
         else:
             report.translated.append(f"{template.path or '/'}: not translatable")
     return report, templates
 
 
-def _translate(template: dict[str, Any], context: Context) -> tuple[dict[str, Any] | None, list[str], str]:
-    """The translated template; problems when it cannot be; and which policy it needed, if any."""
+def _translate(
+    template: dict[str, Any], context: Context, claims: TemplateLookup
+) -> tuple[dict[str, Any] | None, list[str], str, list[dict[str, Any]]]:
+    """The translated template; problems when it cannot be; which policy it needed, if any; and the
+    claim templates it refers to on a DRA target."""
     strict = replace(context, target=replace(context.target, fractional_policy="deny", mig_to_whole="deny"))
     first_error: list[str] = []
     for attempt, label in ((strict, ""), (context, "policy")):
@@ -236,12 +261,12 @@ def _translate(template: dict[str, Any], context: Context) -> tuple[dict[str, An
             first_error = first_error or [v.message for v in violations]
             continue
         try:
-            patch = rewrite_pod(template, attempt).patch
+            rewrite = rewrite_pod(template, attempt, templates=claims)
         except Untranslatable as exc:
             first_error = first_error or list(exc.messages)
             continue
-        return jsonpatch.apply_patch(template, patch), [], label
-    return None, first_error, ""
+        return jsonpatch.apply_patch(template, rewrite.patch), [], label, rewrite.claim_templates
+    return None, first_error, "", []
 
 
 def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
@@ -331,6 +356,11 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
     return replicas
 
 
+def _whole_gpus(template: _Template) -> int:
+    """Whole GPUs one pod's app containers ask for together (the most one node must hold)."""
+    return sum(a.count for a in template.demand.asks if a.kind == "whole" and a.list_name == "containers")
+
+
 def _gpu_equivalents(template: _Template, context: Context) -> Fraction:
     """GPU-equivalents of one pod, by the same rule the webhook's quota counts with."""
     return pod_use(template.original, template.demand, context.target, context.dialects.catalogue).equivalents
@@ -370,9 +400,15 @@ def _checks(
     results["mig_sharing_mode"] = mode_check(asks, target)
     results["driver_cuda"] = driver_check([t.original for t in templates], target, inventory)
     translated = [t.translated for t in templates if t.translated is not None]
-    results["topology"] = topology_check(translated, inventory, models, catalogue)
+    per_pod = max(map(_whole_gpus, templates), default=0) if target.dra is not None else None
+    results["topology"] = topology_check(translated, inventory, models, catalogue, per_pod)
     if not packed:
         results["capacity"] = (0.5, "not checked: no inventory of the target (--inventory)")
+    elif target.dra is not None:
+        results["capacity"] = (
+            0.5,
+            "not checked: a DRA cluster's devices are in ResourceSlices, which the inventory does not list",
+        )
     elif workload.replicas == 0:
         results["capacity"] = (1.0, "no replicas")
     else:
@@ -420,8 +456,8 @@ def _quota_check(
     return 0.0, f"{workload.namespace} would need {float(used):g} GPU-equivalents; quota allows {limit}"
 
 
-def _describe_gpu(template: Mapping[str, Any]) -> str:
-    parts = []
+def _describe_gpu(template: Mapping[str, Any], claim_templates: list[dict[str, Any]]) -> str:
+    parts = [f"claim of {t['metadata']['annotations'][ASKS_ANNOTATION]}" for t in claim_templates]
     for name, value in sorted(_pod_resources(template).items()):
         parts.append(f"{name}: {value}")
     for key, values in sorted(_requires(template).items()):

@@ -44,7 +44,7 @@ def memory_check(
                 for m in (models & set(target.models_offered(catalogue)) or target.models_offered(catalogue))
             ]
             fits = [p for m in candidates if m.mig_capable and (p := m.smallest_fit(ask.mig_profile))]
-            if target.mig.form == "none" or not fits:
+            if not target.mig_offered or not fits:
                 result = (0.0, f"no slice with ≥ {ask.mig_profile.memory_gb} GB on {target.name}")
             else:
                 result = (1.0, f"{ask.mig_profile.name} → {min(fits).name}: ≥ {ask.mig_profile.memory_gb} GB")
@@ -67,8 +67,8 @@ def mode_check(asks: list[ContainerAsk], target: CloudMap) -> tuple[float, str]:
     worst = (1.0, "whole GPUs" if all(a.kind == "whole" for a in asks) else "the form asked for is offered")
     for ask in asks:
         if ask.kind == "mig":
-            if target.mig.form != "none":
-                result = (1.0, f"MIG offered ({target.mig.form})")
+            if target.mig_offered:
+                result = (1.0, f"MIG offered ({target.mig_offered})")
             elif target.mig_to_whole == "allow":
                 result = (0.5, "no MIG: whole GPUs by policy")
             else:
@@ -168,10 +168,12 @@ def topology_check(
     inventory: Inventory | None,
     models: set[str],
     catalogue: Catalogue,
+    per_pod: int | None = None,
 ) -> tuple[float, str]:
-    """Whether a node of the target holds the most GPUs one translated pod asks for, over NVLink."""
-    k = 0
-    for template in translated:
+    """Whether a node of the target holds the most GPUs one translated pod asks for, over NVLink.
+    `per_pod` when the translated pods ask by DRA claim, not by resource."""
+    k = per_pod or 0
+    for template in translated if per_pod is None else ():
         spec = mapping_at(template, ("spec",)) or {}
         for _, name, value in resource_entries(spec, "limits", ("containers",)):
             if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):

@@ -137,6 +137,8 @@ def translate_pod(
     catalogue = dialects.catalogue
     declared = declared or target
     problems = list(demand.problems)
+    if target.dra is None:
+        problems += demand.claim_problems  # a DRA cluster runs what it cannot say as written
     if demand.selection.unknown:
         problems.append(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
