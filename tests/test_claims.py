@@ -275,3 +275,20 @@ def test_the_preflight_reads_a_dra_workload_beside_its_template_and_scores_both_
     gke = SOURCES["gke-8"][1]
     (there,) = preflight([gke], context("gke").target, DRA, None).workloads
     assert there.translated == ["/: claim of 8 × H100-80GB"]
+
+
+def test_amd_whole_gpus_are_told_from_partitions_by_type_and_named_by_device_id():
+    amd = context("dra-amd")
+    maps, catalogue = amd.dialects.maps, amd.dialects.catalogue
+    whole = "device.attributes['gpu.amd.com'].type == 'amdgpu'"
+    mi300x = "device.attributes['gpu.amd.com'].deviceID == '0x74a1'"
+    (devices,) = read_claim(claim(whole, mi300x, device_class="gpu.amd.com"), maps, catalogue)
+    assert (devices.kind, devices.vendor, devices.count, devices.models) == (
+        "whole",
+        "amd",
+        2,
+        frozenset({"MI300X"}),
+    )
+    partition = "device.attributes['gpu.amd.com'].type == 'amdgpu-partition'"
+    with pytest.raises(UnreadableClaim, match="amdgpu-partition"):
+        read_claim(claim(partition, device_class="gpu.amd.com"), maps, catalogue)

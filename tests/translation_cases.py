@@ -26,7 +26,9 @@ TARGETS = [
     "kai",
     "amd",
     "dra-nvidia",
+    "dra-amd",
 ]
+AMD_TARGETS = ("amd", "dra-amd")
 # A whole GPU on GKE must not land on a MIG partition or a time-shared GPU: both are nvidia.com/gpu there.
 ABSENT = "absent"
 GKE_WHOLE = {
@@ -169,6 +171,7 @@ def denied(text):
 
 
 NOT_AMD = denied("amd offers AMD GPUs only")
+NOT_DRA_AMD = denied("dra-amd offers AMD GPUs only")
 W1_PRODUCT = {PRODUCT: A100_40}
 W8_PRODUCT = {PRODUCT: H100}
 
@@ -191,6 +194,7 @@ EXPECTED = {
             {"nvidia.com/gpu": "1"}, {"node.koordinator.sh/gpu-model": A100_40}, "koord-scheduler"
         ),
         "amd": NOT_AMD,
+        "dra-amd": NOT_DRA_AMD,
         "dra-nvidia": dra(
             "gpu.nvidia.com", 1, f'{DRA_PRODUCT} in ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"]'
         ),
@@ -218,6 +222,7 @@ EXPECTED = {
             {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
         ),
         "amd": NOT_AMD,
+        "dra-amd": NOT_DRA_AMD,
         "dra-nvidia": dra(
             "gpu.nvidia.com", 8, f'{DRA_PRODUCT} in ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"]'
         ),
@@ -246,6 +251,7 @@ EXPECTED = {
             for t in ("ack", "tke", "cce", "oke", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
+        "dra-amd": NOT_DRA_AMD,
         "dra-nvidia": dra(
             "mig.nvidia.com",
             1,
@@ -266,6 +272,7 @@ EXPECTED = {
             for t in ("ack", "tke", "cce", "hami", "volcano", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
+        "dra-amd": NOT_DRA_AMD,
         "dra-nvidia": denied("a shared GPU there is one claim several pods reference"),
     },
     "S8": {
@@ -289,15 +296,30 @@ EXPECTED = {
             scheduler="koord-scheduler",
         ),
         "amd": NOT_AMD,
+        "dra-amd": NOT_DRA_AMD,
         "dra-nvidia": denied("a shared GPU there is one claim several pods reference"),
     },
     "A": {
         **{
             t: denied(f"asks for an AMD GPU (amd.com/gpu: 1); {t} offers NVIDIA GPUs only")
             for t in TARGETS
-            if t != "amd"
+            if t not in AMD_TARGETS
         },
         "amd": ok({"amd.com/gpu": "1"}),
+        "dra-amd": ok(
+            {},
+            tolerations=None,
+            claims=[
+                {
+                    "deviceClassName": "gpu.amd.com",
+                    "allocationMode": "ExactCount",
+                    "count": 1,
+                    "selectors": [
+                        {"cel": {"expression": 'device.attributes["gpu.amd.com"].type == "amdgpu"'}}
+                    ],
+                }
+            ],
+        ),
     },
 }
 

@@ -231,6 +231,7 @@ def _dra_form(
         profile_attribute=attributes.get("profile", "profile"),
         memory_capacity=capacity.get("memory", "memory"),
         product_names={m: tuple(v) for m, v in section.get("product_names", {}).items()},
+        whole_type=section["classes"].get("whole_type", ""),
     )
 
 

@@ -103,7 +103,7 @@ class _Reading:
         if values is None:
             return False
         if name == "type":
-            return set(values) == {"mig" if self.mig else "gpu"}
+            return set(values) == {"mig" if self.mig else (self.form.whole_type or "gpu")}
         if name == self.form.product_attribute:
             self.narrow(
                 frozenset(m for m, names in self.form.product_names.items() if set(names) & set(values))

@@ -52,7 +52,8 @@ def product_selector(form: DraForm, models: tuple[str, ...]) -> tuple[str, ...]:
 
 def whole_request(form: DraForm, count: int, models: tuple[str, ...]) -> DeviceRequest:
     words = f"{count} × {' or '.join(models) or 'any GPU'}"
-    return DeviceRequest(form.whole_class, count, product_selector(form, models), words)
+    kind = (one_of(form, "type", (form.whole_type,)),) if form.whole_type else ()
+    return DeviceRequest(form.whole_class, count, (*kind, *product_selector(form, models)), words)
 
 
 def mig_request(form: DraForm, count: int, profile: str, models: tuple[str, ...]) -> DeviceRequest:

@@ -121,6 +121,9 @@ class DraForm:
     profile_attribute: str = "profile"
     memory_capacity: str = "memory"
     product_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # model → attribute values
+    # The `type` attribute's value on whole GPUs, when the class alone does not tell them from
+    # partitions (AMD's gpu.amd.com holds both): requests then select on it.
+    whole_type: str = ""
 
     @property
     def nests_requests(self) -> bool:
