@@ -292,3 +292,24 @@ def test_amd_whole_gpus_are_told_from_partitions_by_type_and_named_by_device_id(
     partition = "device.attributes['gpu.amd.com'].type == 'amdgpu-partition'"
     with pytest.raises(UnreadableClaim, match="amdgpu-partition"):
         read_claim(claim(partition, device_class="gpu.amd.com"), maps, catalogue)
+
+
+def test_gpu_limits_count_a_pod_s_claimed_devices_in_gpu_equivalents():
+    from webhook.core.limits import from_annotation, violations
+
+    lookup = {"two": template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'", count=2))}.get
+    demand = read_demand(dra_pod(), DRA.dialects, lookup)
+    at_most_one = from_annotation('[{"type": "Pod", "max": 1}]')
+    (found,) = violations(dra_pod(), demand, at_most_one, DRA.target, CATALOGUE)
+    assert found.startswith("maximum nvidia.com/gpu usage per Pod is 1, but limit is 2")
+    slice_lookup = {
+        "two": template_of(
+            claim(
+                "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'",
+                device_class="mig.nvidia.com",
+                count=1,
+            )
+        )
+    }.get
+    sliced = read_demand(dra_pod(), DRA.dialects, slice_lookup)
+    assert violations(dra_pod(), sliced, at_most_one, DRA.target, CATALOGUE) == []  # 3/7 of a GPU
