@@ -53,6 +53,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def stop_processes(processes, logs) -> None:
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    for log in logs:
+        log.close()
+
+
 def _binary(name: str) -> str:
     local = Path(ASSETS) / name
     return str(local) if local.exists() else shutil.which(name)
@@ -169,14 +180,7 @@ class ApiServer:
         return client.ApiClient(configuration)
 
     def stop(self) -> None:
-        for process in (self.apiserver, self.etcd):
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        for log in self.logs:
-            log.close()
+        stop_processes((self.apiserver, self.etcd), self.logs)
 
 
 class ExistingCluster:
@@ -441,14 +445,7 @@ class Scheduling:
         ]
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        for log in self.logs:
-            log.close()
+        stop_processes(self.processes, self.logs)
 
 
 @pytest.fixture(scope="module")
@@ -468,3 +465,24 @@ def dra_cluster(tmp_path_factory):
     yield server
     components.stop()
     server.stop()
+
+
+def serve_with_cluster_access(cluster, tmp_path_factory, cloud: str) -> "RunningServer":
+    """gpuport serving `cloud` with the admin's access to `cluster` (its quota, limits and claim
+    templates), registered as the cluster's webhooks; the caller unregisters and stops it."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    api = cluster.client()
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "gpuport-system"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    cert_dir = tmp_path_factory.mktemp(f"gpuport-{cloud}-tls")
+    make_certs(cert_dir)
+    config = kubeconfig(cluster, cert_dir / "kubeconfig")
+    env = {"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"}
+    server = RunningServer(cert_dir, workers=1, threads=4, cloud=cloud, extra_env=env)
+    register_webhooks(api, f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes())
+    return server

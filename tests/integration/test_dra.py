@@ -14,8 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import kubeconfig, register_webhooks, unregister_webhooks
-from tests.server_process import RunningServer, make_certs
+from tests.integration.conftest import serve_with_cluster_access, unregister_webhooks
 from tests.translation_cases import pod as _pod
 
 GROUP, VERSION = "resource.k8s.io", "v1beta1"
@@ -68,18 +67,7 @@ def dra(dra_cluster, tmp_path_factory):
                 "spec": {"selectors": [{"cel": {"expression": expression}}]},
             },
         )
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": "gpuport-system"}})
-    cert_dir = tmp_path_factory.mktemp("gpuport-dra-tls")
-    make_certs(cert_dir)
-    config = kubeconfig(dra_cluster, cert_dir / "kubeconfig")
-    server = RunningServer(
-        cert_dir,
-        workers=1,
-        threads=4,
-        cloud="dra-nvidia",
-        extra_env={"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"},
-    )
-    register_webhooks(api, f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes())
+    server = serve_with_cluster_access(dra_cluster, tmp_path_factory, "dra-nvidia")
     yield dra_cluster
     unregister_webhooks(api)
     server.stop()

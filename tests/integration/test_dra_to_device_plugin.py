@@ -10,9 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import kubeconfig, register_webhooks, unregister_webhooks
+from tests.integration.conftest import serve_with_cluster_access, unregister_webhooks
 from tests.integration.test_dra import GROUP, VERSION, add_node, scheduled_node
-from tests.server_process import RunningServer, make_certs
 
 PRODUCT = "device.attributes['gpu.nvidia.com'].productName"
 
@@ -20,18 +19,7 @@ PRODUCT = "device.attributes['gpu.nvidia.com'].productName"
 @pytest.fixture(scope="module")
 def device_plugin_cluster(dra_cluster, tmp_path_factory):
     api = dra_cluster.client()
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": "gpuport-system"}})
-    cert_dir = tmp_path_factory.mktemp("gpuport-dp-tls")
-    make_certs(cert_dir)
-    config = kubeconfig(dra_cluster, cert_dir / "kubeconfig")
-    server = RunningServer(
-        cert_dir,
-        workers=1,
-        threads=4,
-        cloud="generic",
-        extra_env={"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"},
-    )
-    register_webhooks(api, f"https://127.0.0.1:{server.port}", (cert_dir / "ca.crt").read_bytes())
+    server = serve_with_cluster_access(dra_cluster, tmp_path_factory, "generic")
     for name, product in (("dp-40", "NVIDIA-A100-SXM4-40GB"), ("dp-80", "NVIDIA-A100-SXM4-80GB")):
         add_node(dra_cluster, name, None, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": product})
     yield dra_cluster
