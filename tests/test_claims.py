@@ -313,3 +313,16 @@ def test_gpu_limits_count_a_pod_s_claimed_devices_in_gpu_equivalents():
     }.get
     sliced = read_demand(dra_pod(), DRA.dialects, slice_lookup)
     assert violations(dra_pod(), sliced, at_most_one, DRA.target, CATALOGUE) == []  # 3/7 of a GPU
+
+
+def test_a_claim_made_ahead_counts_for_quota_but_is_never_turned_into_a_device_plugin_ask():
+    pod = dra_pod()
+    pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "team-gpus"}]
+    made_ahead = {"ResourceClaim/team-gpus": template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'"))}
+    demand = read_demand(pod, DRA.dialects, made_ahead.get)
+    assert [(a.kind, a.count, a.claim) for a in demand.asks] == [("whole", 2, "gpus")]
+    (problem,) = demand.claim_problems
+    assert problem.startswith("claim gpus is ResourceClaim team-gpus, made ahead and possibly shared")
+    with pytest.raises(Untranslatable):
+        rewrite_pod(pod, context("generic"), templates=made_ahead.get)
+    assert read_demand(pod, DRA.dialects, {}.get).unread_claims == ("ResourceClaim team-gpus",)

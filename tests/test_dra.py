@@ -416,7 +416,7 @@ def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run():
     }
     gate = QuotaGate(View(), ledger=None)
     demand = read_demand(user_pod, DRA.dialects, {}.get)
-    assert demand.unread_claims == ("gone",) and demand.asks == ()
+    assert demand.unread_claims == ("ResourceClaimTemplate gone",) and demand.asks == ()
     refused = gate.admit(parsed(review_of(user_pod)), DRA, demand)
     assert refused is not None and not refused.allowed
     assert "could not read ResourceClaimTemplate gone in team-a" in refused.message

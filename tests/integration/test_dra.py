@@ -410,3 +410,41 @@ def test_a_quota_d_namespace_counts_claimed_devices_in_gpu_equivalents(dra, team
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod(team, missing)
     assert f"could not read ResourceClaimTemplate nowhere in {team}" in info.value.body
+
+
+def test_a_claim_made_ahead_counts_against_the_gpu_quota_too(dra, team):
+    core = client.CoreV1Api(dra.client())
+    core.create_namespaced_resource_quota(
+        team, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    client.CustomObjectsApi(dra.client()).create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        team,
+        "resourceclaims",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "team-gpus"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 2}]}
+            },
+        },
+    )
+    pod = {
+        "metadata": {"name": "made-ahead"},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "team-gpus"}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+
+    def refused():
+        try:
+            core.create_namespaced_pod(team, pod, dry_run="All")
+        except ApiException as exc:
+            return exc.body if "exceeded quota" in exc.body else None
+        return None
+
+    message = wait_for(refused, timeout=20)  # once gpuport's view has the quota
+    assert message and "requested: requests.nvidia.com/gpu=2" in message

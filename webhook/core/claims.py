@@ -18,8 +18,11 @@ from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
 from webhook.core.platform import CloudMap, DraForm
 from webhook.core.workloads import ContainerRef, containers, is_map, mapping_at
 
-# A ResourceClaimTemplate of the pod's namespace by name; None when there is no such template.
+# A ResourceClaimTemplate of the pod's namespace by name; None when there is no such template. A
+# ResourceClaim made ahead (a pod's resourceClaimName) is looked up as STANDALONE + its name, and
+# answered in a template's shape: {"spec": {"spec": <the claim's spec>}}.
 TemplateLookup = Callable[[str], Mapping[str, Any] | None]
+STANDALONE = "ResourceClaim/"
 
 
 class UnreadableClaim(Exception):
@@ -220,20 +223,32 @@ def claim_uses(
     unread: list[str] = []
     for entry in spec.get("resourceClaims") or ():
         name = entry.get("name") if is_map(entry) else None
-        template_name = entry.get("resourceClaimTemplateName") if is_map(entry) else None
-        if not isinstance(name, str) or not isinstance(template_name, str):
+        source = _source(entry)
+        if not isinstance(name, str) or source is None:
             continue
-        template = templates(template_name)
+        made_from = (
+            source.replace(STANDALONE, "ResourceClaim ")
+            if source.startswith(STANDALONE)
+            else (f"ResourceClaimTemplate {source}")
+        )
+        template = templates(source)
         if template is None:
-            unread.append(template_name)
+            unread.append(made_from)
             continue
         claim_spec = mapping_at(template, ("spec", "spec"))
         if claim_spec is None or not _asks_for_gpus(claim_spec, maps):
             continue
         try:
-            devices[name] = (template_name, read_claim(claim_spec, maps, catalogue))
+            devices[name] = (source, read_claim(claim_spec, maps, catalogue))
         except UnreadableClaim as exc:
-            problems.append(f"claim {name} (ResourceClaimTemplate {template_name}): {exc}")
+            problems.append(f"claim {name} ({made_from}): {exc}")
+            continue
+        if source.startswith(STANDALONE):
+            # Counted (quota), but never turned into a device-plugin ask: several pods may share it.
+            problems.append(
+                f"claim {name} is {made_from}, made ahead and possibly shared by several pods; "
+                "device plugins cannot share GPUs between pods: use a ResourceClaimTemplate"
+            )
     uses: list[ClaimUse] = []
     users: dict[str, list[str]] = {}
     for container in containers(spec, ("spec",)):
@@ -253,6 +268,16 @@ def claim_uses(
                 f"claim {ref} is shared by {shared}; device plugins cannot share GPUs between containers"
             )
     return uses, tuple(unread)
+
+
+def _source(entry: Mapping[str, Any]) -> str | None:
+    """What a pod's claim entry is made from, as the lookup knows it."""
+    template_name, made = entry.get("resourceClaimTemplateName"), entry.get("resourceClaimName")
+    if isinstance(template_name, str) and template_name:
+        return template_name
+    if isinstance(made, str) and made:
+        return STANDALONE + made
+    return None
 
 
 def _claim_refs(container: Mapping[str, Any]) -> list[str]:

@@ -54,9 +54,8 @@ class ContainerAsk:
     share: SharedAsk | None = None
     fraction: Fraction | None = None  # a fractional whole-GPU ask, translated only by policy
     written: Mapping[str, str] = field(default_factory=dict)  # the resource entries as the user wrote them
-    claim: str = (
-        ""  # asked by DRA claim: the pod's name for it (written: {"resourceClaims <name>": template})
-    )
+    # Asked by DRA claim: the pod's name for the claim (written is {"resourceClaims <name>": template}).
+    claim: str = ""
 
     @property
     def label(self) -> str:

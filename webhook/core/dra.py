@@ -23,14 +23,11 @@ ASKS_ANNOTATION = "gpuport.io/asks"  # what the template asks for, in words, for
 class DeviceRequest:
     """k devices of one class, each matching every selector (CEL expressions, ANDed)."""
 
+    request_name: str  # "gpu" or "mig": the request's name in the template, and in its name
     device_class: str
     count: int
     selectors: tuple[str, ...]
     words: str  # "2 × A100-80GB", for the template's annotation and the warning
-
-    @property
-    def request_name(self) -> str:
-        return "mig" if "mig" in self.device_class else "gpu"
 
 
 def attribute(form: DraForm, name: str) -> str:
@@ -53,13 +50,13 @@ def product_selector(form: DraForm, models: tuple[str, ...]) -> tuple[str, ...]:
 def whole_request(form: DraForm, count: int, models: tuple[str, ...]) -> DeviceRequest:
     words = f"{count} × {' or '.join(models) or 'any GPU'}"
     kind = (one_of(form, "type", (form.whole_type,)),) if form.whole_type else ()
-    return DeviceRequest(form.whole_class, count, (*kind, *product_selector(form, models)), words)
+    return DeviceRequest("gpu", form.whole_class, count, (*kind, *product_selector(form, models)), words)
 
 
 def mig_request(form: DraForm, count: int, profile: str, models: tuple[str, ...]) -> DeviceRequest:
     on = f" on {' or '.join(models)}" if models else ""
     selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models))
-    return DeviceRequest(form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
+    return DeviceRequest("mig", form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
 
 
 def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
@@ -71,14 +68,8 @@ def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
     }
     if request.selectors:
         exact["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
-    entry = (
-        {"name": request.request_name, "exactly": exact}
-        if form.nests_requests
-        else {
-            "name": request.request_name,
-            **exact,
-        }
-    )
+    name = {"name": request.request_name}
+    entry = {**name, "exactly": exact} if form.nests_requests else {**name, **exact}
     spec = {"spec": {"devices": {"requests": [entry]}}}
     digest = hashlib.sha256(json.dumps([form.api_version, spec], sort_keys=True).encode()).hexdigest()[:12]
     return {

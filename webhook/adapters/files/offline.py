@@ -24,7 +24,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
-from webhook.core.claims import TemplateLookup
+from webhook.core.claims import STANDALONE, TemplateLookup
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
 
@@ -178,6 +178,10 @@ def _claim_templates_written(manifest: Manifest) -> dict[tuple[str, str], dict[s
         key = _claim_template_key(document.edited)
         if key is not None:
             found[key] = json.loads(json.dumps(document.edited, default=str))
+        elif hasattr(document.edited, "get") and document.edited.get("kind") == "ResourceClaim":
+            claim = json.loads(json.dumps(document.edited, default=str))
+            name = STANDALONE + str((claim.get("metadata") or {}).get("name"))
+            found[(_namespace_of(claim), name)] = {"spec": {"spec": claim.get("spec") or {}}}
     return found
 
 

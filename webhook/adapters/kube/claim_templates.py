@@ -18,11 +18,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.claims import TemplateLookup
+from webhook.core.claims import STANDALONE, TemplateLookup
 
 log = logging.getLogger("gpuport.dra")
 
-PLURAL = "resourceclaimtemplates"
+TEMPLATES = "resourceclaimtemplates"
+CLAIMS = "resourceclaims"  # made ahead, named by a pod's resourceClaimName: read only
 KEPT = 4096  # (namespace, name) pairs remembered
 FOR_SECONDS = 60.0  # then checked again: someone may have deleted one
 TIMEOUT = (2, 3)  # connect, read: well inside the webhook's own deadline
@@ -62,11 +63,17 @@ class ClaimTemplateStore:
         entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
         found: dict[str, Mapping[str, Any]] = {}
         for entry in entries if isinstance(entries, list) else ():
-            name = entry.get("resourceClaimTemplateName") if isinstance(entry, Mapping) else None
-            if isinstance(name, str) and name not in found:
-                template = self._read(namespace, name)
+            if not isinstance(entry, Mapping):
+                continue
+            template_name, claim_name = entry.get("resourceClaimTemplateName"), entry.get("resourceClaimName")
+            if isinstance(template_name, str) and template_name not in found:
+                template = self._read(namespace, template_name, TEMPLATES)
                 if template is not None:
-                    found[name] = template
+                    found[template_name] = template
+            elif isinstance(claim_name, str) and STANDALONE + claim_name not in found:
+                claim = self._read(namespace, claim_name, CLAIMS)
+                if claim is not None:  # in a template's shape, as the core reads it
+                    found[STANDALONE + claim_name] = {"spec": {"spec": claim.get("spec") or {}}}
         return found.get
 
     def _recall(self, namespace: str, name: str) -> Any:
@@ -83,8 +90,9 @@ class ClaimTemplateStore:
             while len(self._known) > KEPT:
                 self._known.popitem(last=False)
 
-    def _read(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        remembered = self._recall(namespace, name)
+    def _read(self, namespace: str, name: str, plural: str) -> Mapping[str, Any] | None:
+        key = name if plural == TEMPLATES else STANDALONE + name
+        remembered = self._recall(namespace, key)
         if remembered is not None:
             return None if remembered is ABSENT else remembered
         from kubernetes.client.exceptions import ApiException
@@ -92,22 +100,20 @@ class ClaimTemplateStore:
         group, version = self.api_version.split("/")
         try:
             found = self.api.get_namespaced_custom_object(
-                group, version, namespace, PLURAL, name, _request_timeout=TIMEOUT
+                group, version, namespace, plural, name, _request_timeout=TIMEOUT
             )
         except ApiException as exc:
             if exc.status == 404:
-                self._remember(namespace, name, ABSENT)
+                self._remember(namespace, key, ABSENT)
             else:
-                log.warning(
-                    "ResourceClaimTemplate %s/%s not read: %s %s", namespace, name, exc.status, exc.reason
-                )
+                log.warning("%s %s/%s not read: %s %s", plural, namespace, name, exc.status, exc.reason)
             return None
         except Exception as exc:  # unreachable, a timeout: unread, and said
-            log.warning("ResourceClaimTemplate %s/%s not read: %s", namespace, name, type(exc).__name__)
+            log.warning("%s %s/%s not read: %s", plural, namespace, name, type(exc).__name__)
             return None
         if not isinstance(found, Mapping):
             return None
-        self._remember(namespace, name, found)
+        self._remember(namespace, key, found)
         return found
 
     def _create(self, namespace: str, template: Mapping[str, Any]) -> str | None:
@@ -118,7 +124,7 @@ class ClaimTemplateStore:
         where = f"ResourceClaimTemplate {namespace}/{name}"
         try:
             self.api.create_namespaced_custom_object(
-                group, version, namespace, PLURAL, dict(template), _request_timeout=TIMEOUT
+                group, version, namespace, TEMPLATES, dict(template), _request_timeout=TIMEOUT
             )
             log.info("created %s", where)
             return None
@@ -136,7 +142,7 @@ class ClaimTemplateStore:
 
         try:
             found = self.api.get_namespaced_custom_object(
-                group, version, namespace, PLURAL, template["metadata"]["name"], _request_timeout=TIMEOUT
+                group, version, namespace, TEMPLATES, template["metadata"]["name"], _request_timeout=TIMEOUT
             )
         except ApiException as exc:
             return f"gpuport could not read {where}: {exc.status} {exc.reason}"

@@ -82,8 +82,8 @@ class QuotaGate:
             listed = ", ".join(demand.unread_claims)
             return deny(
                 "quota-claims-unread",
-                f"gpuport could not read ResourceClaimTemplate {listed} in {request.namespace}, so it cannot "
-                "count this pod's claims against the GPU quota; create the template before the pod, or retry",
+                f"gpuport could not read {listed} in {request.namespace}, so it cannot count this pod's "
+                "claims against the GPU quota; create the template (or claim) before the pod, or retry",
             )
         if not demand.asks:
             return None
