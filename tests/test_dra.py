@@ -2,6 +2,7 @@
 creates templates, and the offline printer. Expectations are written from the NVIDIA DRA driver's
 published names (gpu.nvidia.com, mig.nvidia.com, productName, profile), never computed."""
 
+import copy
 from dataclasses import replace
 from decimal import Decimal
 
@@ -421,3 +422,52 @@ def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run():
     assert refused is not None and not refused.allowed
     assert "could not read ResourceClaimTemplate gone in team-a" in refused.message
     assert gate.admit(parsed(review_of(user_pod, dry_run=True)), DRA, demand) is None
+
+
+def test_an_init_container_reuses_an_app_container_s_claim_when_it_needs_no_more():
+    # A device plugin hands an init container's GPUs on to the app containers; claims of their own
+    # would hold two devices for a pod that uses one at a time.
+    source = pod_with_resources(
+        {"limits": {"nvidia.com/gpu": "2"}},
+        init=({"limits": {"nvidia.com/gpu": "1"}}, {"limits": {"nvidia.com/gpu": "4"}}),
+    )
+    sidecar = copy.deepcopy(source)
+    sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    decision = decide(source)
+    result = after(source, decision)
+    claims = {c["name"]: c["resourceClaimTemplateName"] for c in result["spec"]["resourceClaims"]}
+    assert set(claims) == {"gpuport-c0", "gpuport-init1"}  # init0 shares c0's; init1 needs 4
+    assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-c0"}]
+    assert any("shared with containers[0]" in w or "shared with c0" in w for w in decision.warnings)
+    running = after(sidecar, decide(sidecar))
+    assert {c["name"] for c in running["spec"]["resourceClaims"]} == {
+        "gpuport-c0",
+        "gpuport-init0",
+        "gpuport-init1",
+    }
+
+    # Read back for a device-plugin cluster: every container asks for its claim's GPUs (init0 now
+    # sees c0's two, as it does under DRA); the pod still needs at most 4 at once.
+    templates = {t["metadata"]["name"]: t for t in decision.claim_templates}
+    from webhook.core.admission import rewrite_pod
+
+    back = jsonpatch.apply_patch(
+        result, rewrite_pod(result, context("generic"), templates=templates.get).patch
+    )
+    assert [c["resources"]["limits"] for c in back["spec"]["initContainers"]] == [
+        {"nvidia.com/gpu": "2"},
+        {"nvidia.com/gpu": "4"},
+    ]
+    assert back["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+
+
+def test_a_model_the_pod_refuses_is_left_out_of_its_claim():
+    source = pod({"nvidia.com/gpu": "1"})
+    source["metadata"]["annotations"] = {"nvidia.com/nouse-gputype": "T4"}
+    source["spec"]["schedulerName"] = "hami-scheduler"
+    (template,) = decide(source).claim_templates
+    (expression,) = [
+        s["cel"]["expression"] for s in template["spec"]["spec"]["devices"]["requests"][0]["selectors"]
+    ]
+    assert '"Tesla T4"' not in expression
+    assert '"NVIDIA L4"' in expression and '"NVIDIA H100 80GB HBM3"' in expression

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from webhook.core.checks import Violation, check_pod_spec
-from webhook.core.claims import TemplateLookup
 from webhook.core.decision import Decision, allow, deny
 from webhook.core.demand import PodDemand, read_demand, read_selection
 from webhook.core.dialects import Dialects
 from webhook.core.patch import diff_mutation
 from webhook.core.platform import CloudMap
+from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.translate import Untranslatable, is_native, translate_pod

@@ -19,9 +19,9 @@ from typing import Any, Literal
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
-from webhook.core.claims import TemplateLookup, claim_uses
 from webhook.core.dialects import Dialects
 from webhook.core.platform import SharedForm
+from webhook.core.pod_claims import TemplateLookup, claim_uses
 from webhook.core.workloads import (
     ContainerRef,
     containers,

@@ -47,14 +47,20 @@ def product_selector(form: DraForm, models: tuple[str, ...]) -> tuple[str, ...]:
     return (one_of(form, form.product_attribute, names),) if names else ()
 
 
+def _models_words(models: tuple[str, ...]) -> str:
+    if len(models) > 3:
+        return f"one of {len(models)} models"
+    return " or ".join(models)
+
+
 def whole_request(form: DraForm, count: int, models: tuple[str, ...]) -> DeviceRequest:
-    words = f"{count} × {' or '.join(models) or 'any GPU'}"
+    words = f"{count} × {_models_words(models) or 'any GPU'}"
     kind = (one_of(form, "type", (form.whole_type,)),) if form.whole_type else ()
     return DeviceRequest("gpu", form.whole_class, count, (*kind, *product_selector(form, models)), words)
 
 
 def mig_request(form: DraForm, count: int, profile: str, models: tuple[str, ...]) -> DeviceRequest:
-    on = f" on {' or '.join(models)}" if models else ""
+    on = f" on {_models_words(models)}" if models else ""
     selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models))
     return DeviceRequest("mig", form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
 
@@ -82,6 +88,45 @@ def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """Which claim a container uses, made from which template; `shared_with` names the app
+    container whose claim an init container reuses."""
+
+    claim: str
+    template: dict[str, Any]
+    shared_with: str = ""
+
+
+def plan_claims(
+    form: DraForm, requests: list[tuple[str, int, str, DeviceRequest]], sidecars: set[int]
+) -> dict[tuple[str, int], ClaimPlan]:
+    """A claim per (list name, index, container name, request). An init container that runs to
+    completion before the app containers start (not a sidecar) reuses an app container's claim
+    when it asks for no more of the same devices: a device plugin hands the same GPUs on, and a
+    claim of its own would hold more devices than the pod ever uses at once."""
+    plans: dict[tuple[str, int], ClaimPlan] = {}
+    app = [(r, name, index) for list_name, index, name, r in requests if list_name == "containers"]
+    for list_name, index, name, request in sorted(requests, key=lambda r: r[0] != "containers"):
+        if list_name == "initContainers" and index not in sidecars:
+            host = next(
+                (
+                    (plans[("containers", i)], n)
+                    for r, n, i in app
+                    if (r.device_class, r.selectors) == (request.device_class, request.selectors)
+                    and r.count >= request.count
+                ),
+                None,
+            )
+            if host is not None:
+                plans[(list_name, index)] = ClaimPlan(host[0].claim, host[0].template, host[1])
+                continue
+        plans[(list_name, index)] = ClaimPlan(
+            claim_name(list_name, index, name), claim_template(form, request)
+        )
+    return plans
 
 
 def claim_name(list_name: str, index: int, container_name: str) -> str:

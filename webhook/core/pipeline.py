@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from webhook.core.admission import Context, decide_mutation, decide_validation
-from webhook.core.claims import TemplateLookup
 from webhook.core.decision import Decision, deny
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import PodDemand, read_demand
+from webhook.core.pod_claims import TemplateLookup
 from webhook.core.review import AdmissionRequest
 
 

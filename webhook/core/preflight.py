@@ -21,13 +21,13 @@ import jsonpatch
 from webhook.core import quantity
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec, is_extended_resource
-from webhook.core.claims import TemplateLookup
 from webhook.core.demand import PodDemand, node_constraints, read_demand
 from webhook.core.dra import ASKS_ANNOTATION
 from webhook.core.equivalents import pod_use
 from webhook.core.inventory import Inventory
 from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
+from webhook.core.pod_claims import TemplateLookup
 from webhook.core.preflight_checks import (
     driver_check,
     memory_check,

@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
-from webhook.core.dra import add_claim, claim_name, claim_template, remove_claim
+from webhook.core.dra import ClaimPlan, add_claim, plan_claims, remove_claim
 from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -144,6 +144,10 @@ def translate_pod(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
         )
     models, model_note = _target_models(demand, target, declared, catalogue, problems)
+    if target.dra is not None and not models and demand.selection.avoid:
+        # No node label can refuse a model on a DRA cluster: the claim names every other one.
+        offered = target.models_offered(catalogue)
+        models = tuple(m for m in offered if m not in demand.selection.avoid)
     asked_there: dict[tuple[str, int], TargetAsk] = {}
     for ask in demand.asks:
         try:
@@ -181,20 +185,22 @@ def translate_pod(
     templates: dict[str, dict[str, Any]] = {}
     original: dict[str, Any] = {}
     spec = view["spec"]
+    claims = _plan_claims(spec, demand, asked_there, target)
     for ask in demand.asks:
         there = asked_there[(ask.list_name, ask.index)]
         rewrite_resources(spec, ask, there.resources)
         original[ask.label] = dict(ask.written)
         if ask.claim:
             remove_claim(spec, ask.list_name, ask.index, ask.claim)
-        if there.device is not None and target.dra is not None:
-            template = claim_template(target.dra, there.device)
-            name = template["metadata"]["name"]
-            templates[name] = template
-            claim = claim_name(ask.list_name, ask.index, ask.name)
-            add_claim(spec, ask.list_name, ask.index, claim, name)
+        plan = claims.get((ask.list_name, ask.index))
+        if plan is not None and there.device is not None:
+            name = plan.template["metadata"]["name"]
+            templates[name] = plan.template
+            add_claim(spec, ask.list_name, ask.index, plan.claim, name)
+            shared = f", shared with {plan.shared_with}, which runs after it" if plan.shared_with else ""
+            words = f"{there.device.words}{shared}"
             warnings.append(
-                f"gpuport: {ask.label} {ask.describe()} → claim {claim} ({there.device.words}){there.note}"
+                f"gpuport: {ask.label} {ask.describe()} → claim {plan.claim} ({words}){there.note}"
             )
         elif there.resources != dict(ask.written):
             warnings.append(
@@ -248,6 +254,26 @@ def translate_pod(
                 warnings.append(f"gpuport: annotation {key}={value}")
     annotations[TRANSLATED_FROM] = json.dumps(original, sort_keys=True, separators=(",", ":"))
     return Translation(warnings, list(templates.values()))
+
+
+def _plan_claims(
+    spec: Mapping[str, Any],
+    demand: PodDemand,
+    asked_there: Mapping[tuple[str, int], TargetAsk],
+    target: CloudMap,
+) -> dict[tuple[str, int], ClaimPlan]:
+    if target.dra is None:
+        return {}
+    requests = [
+        (a.list_name, a.index, a.name, there.device)
+        for a in demand.asks
+        if (there := asked_there[(a.list_name, a.index)]).device is not None
+    ]
+    inits = spec.get("initContainers") or []
+    sidecars = {
+        i for i, c in enumerate(inits) if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+    }
+    return plan_claims(target.dra, requests, sidecars)
 
 
 def _sharing_label(target: CloudMap) -> str:

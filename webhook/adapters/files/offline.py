@@ -24,7 +24,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
-from webhook.core.claims import STANDALONE, TemplateLookup
+from webhook.core.pod_claims import STANDALONE, TemplateLookup
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
 

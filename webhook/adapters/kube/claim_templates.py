@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.claims import STANDALONE, TemplateLookup
+from webhook.core.pod_claims import STANDALONE, TemplateLookup
 
 log = logging.getLogger("gpuport.dra")
 
