@@ -1,14 +1,20 @@
 """Topology and NUMA hints from node-agent records, inventory-aware translation, and `gpuport explain`."""
 
+import copy
 import json
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import jsonpatch
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.fakenvml import FakeNVML
 from tests.helpers import context, parsed, review_of
-from tests.translation_cases import pod
+from tests.test_properties import pods as random_pods
+from tests.translation_cases import SOURCES, pod
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
 from webhook.core.admission import decide_mutation
@@ -271,3 +277,44 @@ def test_cost_tables_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path
     first = hints._cost_tables[8]
     admit(pod({"nvidia.com/gpu": "8"}), ctx)
     assert hints._cost_tables[8] is first  # the second 8-GPU pod read the kept table
+
+
+def _hinted_contexts():
+    with tempfile.TemporaryDirectory() as tmp:
+        inventory = mixed_cluster(Path(tmp))
+        return {
+            t: build_context(default_directory(), t, inventory) for t in ("generic", "gke", "eks", "hami")
+        }
+
+
+HINTED = _hinted_contexts()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pod=st.one_of(
+        random_pods(), st.sampled_from(sorted(SOURCES)).map(lambda s: copy.deepcopy(SOURCES[s][1]))
+    ),
+    target=st.sampled_from(sorted(HINTED)),
+    gpus=st.integers(1, 4),
+)
+def test_asking_the_hints_whether_they_want_a_pod_never_changes_its_decision(pod, target, gpus):
+    # `wants` only spares pods the copy: answering from the demand must skip no pod the hints change.
+    for container in pod["spec"].get("containers") or []:
+        for section in ((container.get("resources") or {}).get(s) or {} for s in ("limits", "requests")):
+            if "nvidia.com/gpu" in section:
+                section["nvidia.com/gpu"] = str(gpus)
+    ctx = HINTED[target]
+    always = replace(ctx, mutations=tuple(AlwaysWanted(m) for m in ctx.mutations))
+    review = parsed(review_of(pod))
+    assert decide_mutation(review, ctx) == decide_mutation(review, always)
+
+
+class AlwaysWanted:
+    """The same mutation, without a `wants`: the core then copies and asks it every time."""
+
+    def __init__(self, mutation):
+        self.mutation = mutation
+
+    def __call__(self, view, pod):
+        return self.mutation(view, pod)

@@ -85,7 +85,7 @@ def rewrite_pod(
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     spec = pod.get("spec") or {}
     native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
-    wanted = [m for m in context.mutations if getattr(m, "wants", lambda pod: True)(pod)]
+    wanted = [m for m in context.mutations if _wants(m, pod, demand)]
     if native and not hints:
         wanted = []
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
@@ -107,11 +107,18 @@ def rewrite_pod(
         models = demand.selection.models
         if not native and context.present_models is not None:
             models = read_selection(view["spec"], context.dialects).models
-        warnings.extend(_absent(view["spec"], context, models))
+        if demand.asks:  # as on the path without a copy: a pod asking for nothing waits for nothing
+            warnings.extend(_absent(view["spec"], context, models))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
     return Rewrite(diff_mutation(pod, mutate), warnings, needed)
+
+
+def _wants(mutation: Mutation, pod: Mapping[str, Any], demand: PodDemand) -> bool:
+    """Whether a mutation may change this pod: one that cannot say is asked nothing and runs."""
+    wants = getattr(mutation, "wants", None)
+    return True if wants is None else bool(wants(pod, demand))
 
 
 def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:

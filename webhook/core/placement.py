@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import quantity
+from webhook.core.demand import PodDemand
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
 from webhook.core.topology import best_cost
@@ -112,10 +113,18 @@ class PlacementHints:
         # change builds a new context): worked out once per k, not once per pod.
         self._cost_tables: dict[int, list[CostRow]] = {}
 
-    def wants(self, pod: Mapping[str, Any]) -> bool:
-        """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect)."""
+    def wants(self, pod: Mapping[str, Any], demand: PodDemand | None = None) -> bool:
+        """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect).
+        With the pod's demand (read already), from its asks: no translation turns asks counting fewer
+        than 2 in the app containers into 2 whole GPUs."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        return any(key in labels for key in JOB_LABELS) or (bool(self.classes) and _asks_several(pod))
+        if any(key in labels for key in JOB_LABELS):
+            return True
+        if not self.classes:
+            return False
+        if demand is not None and not demand.problems:
+            return sum(a.count for a in demand.asks if a.list_name == "containers") >= 2
+        return _asks_several(pod)
 
     def __call__(self, view: dict[str, Any], pod: Mapping[str, Any]) -> list[str]:
         warnings = self._job_affinity(view, pod)
