@@ -324,3 +324,14 @@ def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_mean
     # Past the bound, answers are still worked out, and still right.
     assert dialects.label_meaning(key, "nvidia-tesla-a100").models == {"A100-40GB"}
     assert dialects.resource_meaning("nvidia.com/mig-1g.10gb").kind == "mig"
+
+
+def test_the_models_a_map_offers_are_remembered_per_map_object_never_for_a_changed_copy():
+    dialects = CONTEXTS["generic"].dialects
+    catalogue = dialects.catalogue
+    for cloud_map in dialects.maps:
+        assert dialects.offered(cloud_map) == frozenset(cloud_map.models_offered(catalogue))
+    generic = CONTEXTS["generic"].target
+    narrowed = replace(generic, offered_models=("H100-80GB",))  # the map narrowed to the nodes' models
+    assert dialects.offered(generic) != dialects.offered(narrowed) == {"H100-80GB"}
+    assert dialects.scheduler_names >= {"volcano", "hami-scheduler", "kai-scheduler"}

@@ -133,6 +133,26 @@ class Dialects:
         return self.resource_meaning(resource).accelerator
 
     @functools.cached_property
+    def scheduler_names(self) -> frozenset[str]:
+        """The schedulerName of every loaded platform's scheduler layer."""
+        return frozenset(m.scheduler_name for m in self.maps if m.scheduler_name)
+
+    @functools.cached_property
+    def _offered(self) -> dict[int, tuple[CloudMap, frozenset[str]]]:
+        return {}
+
+    def offered(self, cloud_map: CloudMap) -> frozenset[str]:
+        """The models `cloud_map` offers (models_offered), as a set, worked out once per map object
+        (the context's target and the map as declared: a handful); the map is held with the answer,
+        so an id cannot be reused while it is remembered."""
+        found = self._offered.get(id(cloud_map))
+        if found is None or found[0] is not cloud_map:
+            found = (cloud_map, frozenset(cloud_map.models_offered(self.catalogue)))
+            if len(self._offered) < MEANINGS_KEPT:
+                self._offered[id(cloud_map)] = found
+        return found[1]
+
+    @functools.cached_property
     def _selector_keys(self) -> frozenset[str]:
         return frozenset().union(*(m.selector_keys() for m in self.maps))
 

@@ -91,7 +91,7 @@ def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Diale
     name = spec.get("schedulerName")
     if not name or name == target.scheduler_name:
         return ""
-    return str(name) if any(m.scheduler_name == name for m in dialects.maps) else ""
+    return str(name) if name in dialects.scheduler_names else ""
 
 
 def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
@@ -108,10 +108,10 @@ def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dial
         return False
     if foreign_scheduler(spec, target, dialects) or foreign_annotations(demand, target):
         return False
-    offered = target.models_offered(catalogue)
-    if demand.selection.models is not None and not demand.selection.models & set(offered):
+    offered = dialects.offered(target)
+    if demand.selection.models is not None and not demand.selection.models & offered:
         return False
-    models = tuple(sorted(demand.selection.models & set(offered))) if demand.selection.models else ()
+    models = tuple(sorted(demand.selection.models & offered)) if demand.selection.models else ()
     for ask in demand.asks:
         written_here = (target.is_accelerator(n) or n in target.annotation_keys() for n in ask.written)
         if ask.kind == "fraction" or not all(written_here):
