@@ -1,6 +1,7 @@
 """DRA claims → device-plugin asks: what is read exactly, what is refused with the expression quoted,
 and the round trip (a pod sent to a DRA cluster and back asks for what it asked for)."""
 
+import contextlib
 import copy
 
 import jsonpatch
@@ -326,3 +327,43 @@ def test_a_claim_made_ahead_counts_for_quota_but_is_never_turned_into_a_device_p
     with pytest.raises(Untranslatable):
         rewrite_pod(pod, context("generic"), templates=made_ahead.get)
     assert read_demand(pod, DRA.dialects, {}.get).unread_claims == ("ResourceClaim team-gpus",)
+
+
+JUNK = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.one_of(
+        JUNK,
+        st.lists(
+            st.fixed_dictionaries(
+                {"name": st.just("gpus")},
+                optional={"resourceClaimTemplateName": JUNK, "resourceClaimName": JUNK},
+            ),
+            max_size=3,
+        ),
+    ),
+    refs=st.one_of(JUNK, st.just([{"name": "gpus"}])),
+    template=st.one_of(
+        JUNK,
+        st.fixed_dictionaries({"spec": st.fixed_dictionaries({"spec": JUNK})}),
+        st.just(template_of(claim())),
+    ),
+    target=st.sampled_from(["generic", "dra-nvidia", "eks"]),
+    asks_by_resource=st.booleans(),
+)
+def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template, target, asks_by_resource):
+    pod = dra_pod()
+    pod["spec"]["resourceClaims"] = entries
+    pod["spec"]["containers"][0]["resources"]["claims"] = refs
+    if asks_by_resource:  # and to DRA: claims are added beside whatever is there
+        pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    lookup = lambda name: template if isinstance(template, dict) else None  # noqa: E731
+    with contextlib.suppress(Untranslatable):  # a refusal with reasons is an answer
+        rewrite_pod(pod, context(target), templates=lookup)
+    read_demand(pod, context(target).dialects, lookup)

@@ -150,11 +150,16 @@ def read_claim(
             raise UnreadableClaim(
                 f"its devices.{refused} has no device-plugin equivalent (it would be dropped silently)"
             )
+    requests = devices.get("requests")
+    if not isinstance(requests, list):
+        raise UnreadableClaim("its devices.requests is not a list")
     found = []
-    for request in devices.get("requests") or ():
+    for request in requests:
         if not isinstance(request, Mapping):
             raise UnreadableClaim("a request is not a mapping")
         exact = request.get("exactly", request)
+        if not isinstance(exact, Mapping):
+            raise UnreadableClaim(f"request {request.get('name')!r}: exactly is not a mapping")
         if "firstAvailable" in request:
             raise UnreadableClaim(f"request {request.get('name')!r} lists alternatives (firstAvailable)")
         found.append(_read_request(request.get("name"), exact, maps, catalogue))
@@ -180,8 +185,12 @@ def _read_request(
         raise UnreadableClaim(f"request {name!r} has count {count!r}")
     assert cloud_map.dra is not None
     reading = _Reading(cloud_map.dra, cloud_map, catalogue, mig)
-    for selector in exact.get("selectors") or ():
-        expression = selector.get("cel", {}).get("expression") if isinstance(selector, Mapping) else None
+    selectors = exact.get("selectors") or []
+    if not isinstance(selectors, list):
+        raise UnreadableClaim(f"request {name!r}: selectors is not a list")
+    for selector in selectors:
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
         if not isinstance(expression, str):
             raise UnreadableClaim(f"request {name!r} has a selector that is not CEL")
         reading.selector(expression)

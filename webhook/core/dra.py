@@ -140,13 +140,21 @@ def claim_name(list_name: str, index: int, container_name: str) -> str:
 
 def add_claim(spec: dict[str, Any], list_name: str, index: int, name: str, template: str) -> None:
     """Give the pod a claim made from `template` and the container a reference to it."""
-    claims = spec.setdefault("resourceClaims", [])
-    kept = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
+    claims = spec.get("resourceClaims")
+    kept = (
+        [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
+        if isinstance(claims, list)
+        else []
+    )
     kept.append({"name": name, "resourceClaimTemplateName": template})
     spec["resourceClaims"] = kept
     container = spec[list_name][index]
-    resources = container.setdefault("resources", {})
-    used = resources.setdefault("claims", [])
+    if not isinstance(container.get("resources"), dict):
+        container["resources"] = {}
+    resources = container["resources"]
+    if not isinstance(resources.get("claims"), list):
+        resources["claims"] = []
+    used = resources["claims"]
     if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
         used.append({"name": name})
 
@@ -160,11 +168,7 @@ def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) ->
         if not resources["claims"]:
             del resources["claims"]
     still_used = any(
-        isinstance(c, Mapping) and c.get("name") == name
-        for list_key in ("initContainers", "containers")
-        for container in spec.get(list_key) or ()
-        if isinstance(container, Mapping) and isinstance(container.get("resources"), Mapping)
-        for c in container["resources"].get("claims") or ()
+        name in _claims_used(c) for key in ("initContainers", "containers") for c in _list(spec, key)
     )
     if not still_used and isinstance(spec.get("resourceClaims"), list):
         kept = [c for c in spec["resourceClaims"] if not (isinstance(c, Mapping) and c.get("name") == name)]
@@ -172,3 +176,14 @@ def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) ->
             spec["resourceClaims"] = kept
         else:
             del spec["resourceClaims"]
+
+
+def _list(mapping: Mapping[str, Any], key: str) -> list[Any]:
+    found = mapping.get(key)
+    return found if isinstance(found, list) else []
+
+
+def _claims_used(container: Any) -> set[str]:
+    resources = container.get("resources") if isinstance(container, Mapping) else None
+    used = _list(resources, "claims") if isinstance(resources, Mapping) else []
+    return {c["name"] for c in used if isinstance(c, Mapping) and isinstance(c.get("name"), str)}

@@ -41,9 +41,11 @@ def claim_uses(
     read exactly is added to `problems`."""
     devices: dict[str, tuple[str, list[ClaimedDevices]]] = {}
     unread: list[str] = []
-    for entry in spec.get("resourceClaims") or ():
-        name = entry.get("name") if is_map(entry) else None
-        source = _source(entry)
+    entries = spec.get("resourceClaims")
+    for entry in entries if isinstance(entries, list) else ():
+        if not is_map(entry):
+            continue  # the API server refuses such a pod; nothing to read
+        name, source = entry.get("name"), _source(entry)
         if not isinstance(name, str) or source is None:
             continue
         made_from = (
