@@ -35,13 +35,15 @@ class ClaimTemplates(Protocol):
         """The templates the pod's claims name, as far as they could be read."""
 
 
-def read_pod_demand(review: AdmissionRequest, context: Context, claims: ClaimTemplates | None) -> PodDemand:
-    """The pod's asks, its DRA claims' included when there is a cluster to read templates from."""
-    pod = review.object or {}
+def read_pod_demand(
+    pod: Mapping[str, Any], namespace: str, context: Context, claims: ClaimTemplates | None
+) -> PodDemand:
+    """The pod's asks, its DRA claims' included when there is a cluster to read templates from
+    (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
     spec = pod.get("spec")
     lookup = None
     if claims is not None and isinstance(spec, Mapping) and spec.get("resourceClaims"):
-        lookup = claims.referenced(review.namespace, pod)
+        lookup = claims.referenced(namespace, pod)
     return read_demand(pod, context.dialects, lookup)
 
 
@@ -95,7 +97,11 @@ def _decide(
     if remembered is not None:
         demand = remembered[0]
     else:
-        demand = read_pod_demand(review, context, claims) if review.is_pod_create else None
+        demand = (
+            read_pod_demand(review.object or {}, review.namespace, context, claims)
+            if review.is_pod_create
+            else None
+        )
     if demand is not None and limit_gate is not None:
         refused = limit_gate.admit(review, context, demand)
         if refused:
@@ -119,7 +125,7 @@ def validate(
     decision = decide_validation(review, context)
     if not (decision.allowed and gates and review.is_pod_create):
         return decision
-    demand = read_pod_demand(review, context, claims)
+    demand = read_pod_demand(review.object or {}, review.namespace, context, claims)
     for gate in gates:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:

@@ -25,9 +25,9 @@ from webhook.adapters.kube.ledger import (
 )
 from webhook.core.admission import Context
 from webhook.core.decision import Decision, deny
-from webhook.core.demand import PodDemand, read_demand
+from webhook.core.demand import PodDemand
 from webhook.core.equivalents import pod_use
-from webhook.core.pipeline import ClaimTemplates
+from webhook.core.pipeline import ClaimTemplates, read_pod_demand
 from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.review import AdmissionRequest
 
@@ -201,15 +201,8 @@ class QuotaGate:
         found = self._usage.get(key)
         if found is None:
             namespace = str(other["metadata"].get("namespace"))
-            lookup = (
-                self.templates.referenced(namespace, other) if self.templates and _claims(other) else None
-            )
-            use = pod_use(
-                other,
-                read_demand(other, context.dialects, lookup),
-                context.target,
-                context.dialects.catalogue,
-            )
+            demand = read_pod_demand(other, namespace, context, self.templates)
+            use = pod_use(other, demand, context.target, context.dialects.catalogue)
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
             self._usage[key] = found
         return found
@@ -226,10 +219,6 @@ class _NamespaceSum:
     context: Context
     used: dict[str, Usage]
     counted: frozenset[str]
-
-
-def _claims(pod: dict) -> bool:
-    return bool((pod.get("spec") or {}).get("resourceClaims"))
 
 
 def _loading(request: AdmissionRequest) -> Decision:
