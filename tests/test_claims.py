@@ -367,3 +367,31 @@ def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template
     with contextlib.suppress(Untranslatable):  # a refusal with reasons is an answer
         rewrite_pod(pod, context(target), templates=lookup)
     read_demand(pod, context(target).dialects, lookup)
+
+
+def test_translate_and_preflight_read_claims_made_ahead_beside_the_workload_alike():
+    from webhook.core.pod_claims import ClaimsBeside
+    from webhook.core.preflight import preflight
+
+    made_ahead = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "team-gpus", "namespace": "ml"},
+        "spec": claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'"),
+    }
+    template = template_of(claim(count=1), name="one")
+    template["metadata"]["namespace"] = "ml"
+    beside = ClaimsBeside([made_ahead, template, {"kind": "Pod"}])
+    assert beside.lookup("ml")("ResourceClaim/team-gpus") == {"spec": {"spec": made_ahead["spec"]}}
+    assert beside.lookup("ml")("one") is template
+    assert beside.lookup("other")("one") is None
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"template": {"spec": dra_pod()["spec"]}},
+    }
+    job["spec"]["template"]["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "team-gpus"}]
+    (workload,) = preflight([made_ahead, job], DRA.target, context("eks"), None).workloads
+    resource_names = next(c for c in workload.checks if c.check == "resource_names")
+    assert resource_names.compat == 0.0 and "made ahead and possibly shared" in resource_names.why

@@ -121,3 +121,40 @@ def _asks_for_gpus(claim_spec: Mapping[str, Any], maps: tuple[CloudMap, ...]) ->
         if is_map(exact) and dra_map_for(str(exact.get("deviceClassName")), maps) is not None:
             return True
     return False
+
+
+class ClaimsBeside:
+    """The ResourceClaimTemplates and ResourceClaims among a set of manifests, by namespace and name:
+    a workload's claims are read from those written beside it (gpuport translate, preflight)."""
+
+    def __init__(self, documents: list[Any]):
+        self.found: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for doc in documents:
+            key = claim_object_key(doc)
+            if key is None:
+                continue
+            if doc.get("kind") == "ResourceClaim":  # in a template's shape, as the lookup answers
+                self.found[key] = {"spec": {"spec": doc.get("spec") or {}}}
+            else:
+                self.found[key] = doc
+
+    def lookup(self, namespace: str) -> TemplateLookup:
+        return lambda name: self.found.get((namespace, name))
+
+
+def namespace_of(doc: Any) -> str:
+    metadata = doc.get("metadata") if is_map(doc) else None
+    namespace = metadata.get("namespace") if is_map(metadata) else None
+    return namespace if isinstance(namespace, str) else ""
+
+
+def claim_object_key(doc: Any) -> tuple[str, str] | None:
+    """(namespace, name as the lookup knows it) of a ResourceClaimTemplate or ResourceClaim; None for
+    any other document."""
+    if not is_map(doc) or not str(doc.get("apiVersion", "")).startswith("resource.k8s.io/"):
+        return None
+    metadata = doc.get("metadata")
+    name = metadata.get("name") if is_map(metadata) else None
+    if not isinstance(name, str) or doc.get("kind") not in ("ResourceClaimTemplate", "ResourceClaim"):
+        return None
+    return namespace_of(doc), (STANDALONE + name if doc.get("kind") == "ResourceClaim" else name)

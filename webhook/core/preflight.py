@@ -27,7 +27,7 @@ from webhook.core.equivalents import pod_use
 from webhook.core.inventory import Inventory
 from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
-from webhook.core.pod_claims import TemplateLookup
+from webhook.core.pod_claims import ClaimsBeside, TemplateLookup
 from webhook.core.preflight_checks import (
     driver_check,
     memory_check,
@@ -131,7 +131,7 @@ def preflight(
     workloads: list[WorkloadReport] = []
     templates_by_workload: dict[str, list[_Template]] = {}
     unread: list[str] = []
-    claim_templates = _claim_templates(documents)
+    beside = ClaimsBeside(documents)
     for doc in documents:
         if not isinstance(doc, Mapping):
             continue
@@ -144,7 +144,7 @@ def preflight(
         if not list(pod_templates(doc)):
             continue
         namespace = str((doc.get("metadata") or {}).get("namespace", ""))
-        report, templates = _workload(doc, context, inventory, _in_namespace(claim_templates, namespace))
+        report, templates = _workload(doc, context, inventory, beside.lookup(namespace))
         if not any(t.demand.asks or t.demand.claim_problems for t in templates):
             continue  # CPU-only workloads are not part of a GPU migration
         workloads.append(report)
@@ -183,21 +183,6 @@ def preflight(
         inventory_nodes=len(inventory.nodes) if inventory else None,
         unread=unread,
     )
-
-
-def _claim_templates(documents: list[Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """The ResourceClaimTemplates among the documents, by (namespace, name): a DRA workload's claims
-    are read from the templates beside it."""
-    found = {}
-    for doc in documents:
-        if isinstance(doc, Mapping) and doc.get("kind") == "ResourceClaimTemplate":
-            metadata = doc.get("metadata") or {}
-            found[(str(metadata.get("namespace", "")), str(metadata.get("name")))] = doc
-    return found
-
-
-def _in_namespace(templates: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str) -> TemplateLookup:
-    return lambda name: templates.get((namespace, name))
 
 
 def _workload(

@@ -24,7 +24,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
-from webhook.core.pod_claims import STANDALONE, TemplateLookup
+from webhook.core.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
 
@@ -105,7 +105,8 @@ def dump_documents(manifest: Manifest) -> str:
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
     results = []
-    claim_templates = _claim_templates_written(manifest)
+    claim_docs = [d.edited for d in manifest.documents if claim_object_key(d.edited) is not None]
+    beside = ClaimsBeside([json.loads(json.dumps(d, default=str)) for d in claim_docs])
     referred = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         doc = document.edited
@@ -126,7 +127,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             else:
                 try:
                     result.patch, result.warnings, result.claim_templates = rewrite_pod(
-                        plain, context, hints=False, templates=_lookup(claim_templates, _namespace_of(doc))
+                        plain, context, hints=False, templates=beside.lookup(namespace_of(doc))
                     )
                     _keep_templates(manifest, doc, result.claim_templates)
                 except Untranslatable as exc:
@@ -140,49 +141,14 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(result)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
-        key = _claim_template_key(document.edited)
+        key = claim_object_key(document.edited)
         if key is not None and key in referred and key not in still:
             # Its workloads ask for the target's resources now; a cluster without DRA could not
-            # even store it.
+            # even store it. (A ResourceClaim is never left out: pods outside these files may use it.)
             document.left_out = True
             why = f"gpuport: left out: its workloads ask for {context.target.name}'s GPU resources now"
             results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
     return results
-
-
-def _lookup(templates: dict[tuple[str, str], dict[str, Any]], namespace: str) -> TemplateLookup:
-    return lambda name: templates.get((namespace, name))
-
-
-def _namespace_of(doc: Any) -> str:
-    metadata = doc.get("metadata") if hasattr(doc, "get") else None
-    namespace = metadata.get("namespace") if metadata is not None and hasattr(metadata, "get") else None
-    return namespace if isinstance(namespace, str) else ""
-
-
-def _claim_template_key(doc: Any) -> tuple[str, str] | None:
-    if not hasattr(doc, "get") or doc.get("kind") != "ResourceClaimTemplate":
-        return None
-    metadata = doc.get("metadata")
-    if not str(doc.get("apiVersion", "")).startswith("resource.k8s.io/") or not hasattr(metadata, "get"):
-        return None
-    name = metadata.get("name")
-    return (_namespace_of(doc), name) if isinstance(name, str) else None
-
-
-def _claim_templates_written(manifest: Manifest) -> dict[tuple[str, str], dict[str, Any]]:
-    """The manifest set's own ResourceClaimTemplates, by (namespace, name): a workload's claims are
-    read from the templates beside it."""
-    found = {}
-    for document in manifest.documents:
-        key = _claim_template_key(document.edited)
-        if key is not None:
-            found[key] = json.loads(json.dumps(document.edited, default=str))
-        elif hasattr(document.edited, "get") and document.edited.get("kind") == "ResourceClaim":
-            claim = json.loads(json.dumps(document.edited, default=str))
-            name = STANDALONE + str((claim.get("metadata") or {}).get("name"))
-            found[(_namespace_of(claim), name)] = {"spec": {"spec": claim.get("spec") or {}}}
-    return found
 
 
 def _referred_templates(manifest: Manifest) -> set[tuple[str, str]]:
@@ -197,13 +163,13 @@ def _referred_templates(manifest: Manifest) -> set[tuple[str, str]]:
             for claim in claims if isinstance(claims, list) else ():
                 name = claim.get("resourceClaimTemplateName") if hasattr(claim, "get") else None
                 if isinstance(name, str):
-                    referred.add((_namespace_of(doc), name))
+                    referred.add((namespace_of(doc), name))
     return referred
 
 
 def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]]) -> None:
     """The workload's templates, in its namespace when it names one (else kubectl's namespace)."""
-    namespace = _namespace_of(doc)
+    namespace = namespace_of(doc)
     for template in templates:
         placed = copy.deepcopy(template)
         if namespace:
