@@ -81,7 +81,7 @@ def team(dra):
     return name
 
 
-def add_node(cluster, name, devices, allocatable=None, labels=None):
+def add_node(cluster, name, devices, allocatable=None, labels=None, driver=DRIVER):
     """A Ready node with no taint left, and its devices published as the DRA driver would."""
     core = client.CoreV1Api(cluster.client())
     core.create_node(
@@ -117,9 +117,9 @@ def add_node(cluster, name, devices, allocatable=None, labels=None):
             {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "ResourceSlice",
-                "metadata": {"name": f"{name}-{DRIVER}"},
+                "metadata": {"name": f"{name}-{driver}"},
                 "spec": {
-                    "driver": DRIVER,
+                    "driver": driver,
                     "nodeName": name,
                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
                     "devices": devices,

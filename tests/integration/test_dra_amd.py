@@ -1,0 +1,68 @@
+"""dra-amd on a real control plane: AMD's driver publishes whole GPUs and partitions under one device
+class, told apart only by the `type` attribute, and names the model by PCI device ID. A pod written
+for the ROCm device plugin must get whole MI300X GPUs: never partitions, never another model."""
+
+import pytest
+from kubernetes import client
+
+from tests.integration.conftest import serve_with_cluster_access, unregister_webhooks
+from tests.integration.test_dra import GROUP, VERSION, add_node, allocated_devices, scheduled_node
+
+AMD = "gpu.amd.com"
+
+
+def amd_device(name, kind, device_id):
+    return {
+        "name": name,
+        "basic": {"attributes": {"type": {"string": kind}, "deviceID": {"string": device_id}}},
+    }
+
+
+@pytest.fixture(scope="module")
+def amd_cluster(dra_cluster, tmp_path_factory):
+    # The class AMD's chart installs: every device of the driver, whole or partition.
+    client.CustomObjectsApi(dra_cluster.client()).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "deviceclasses",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DeviceClass",
+            "metadata": {"name": AMD},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{AMD}'"}}]},
+        },
+    )
+    server = serve_with_cluster_access(dra_cluster, tmp_path_factory, "dra-amd")
+    add_node(
+        dra_cluster,
+        "mi-node",
+        [
+            amd_device("gpu-0-cpx-0", "amdgpu-partition", "0x74a1"),
+            amd_device("gpu-0-cpx-1", "amdgpu-partition", "0x74a1"),
+            amd_device("gpu-1", "amdgpu", "0x740f"),  # an MI210
+            amd_device("gpu-2", "amdgpu", "0x74a1"),
+            amd_device("gpu-3", "amdgpu", "0x74a1"),
+        ],
+        driver=AMD,
+    )
+    yield dra_cluster
+    unregister_webhooks(dra_cluster.client())
+    server.stop()
+
+
+def test_a_rocm_pod_gets_two_whole_mi300x_not_partitions_nor_another_model(amd_cluster):
+    core = client.CoreV1Api(amd_cluster.client())
+    core.create_namespace({"metadata": {"name": "rocm"}})
+    pod = {
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+            "containers": [
+                {"name": "main", "image": "rocm/pytorch", "resources": {"limits": {"amd.com/gpu": "2"}}}
+            ],
+        },
+    }
+    created = core.create_namespaced_pod("rocm", pod)
+    assert created.spec.node_selector is None and created.spec.resource_claims
+    assert scheduled_node(amd_cluster, "rocm", "trainer") == "mi-node"
+    assert allocated_devices(amd_cluster, "rocm", "trainer") == ["gpu-2", "gpu-3"]
