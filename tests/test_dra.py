@@ -438,7 +438,10 @@ def test_an_init_container_reuses_an_app_container_s_claim_when_it_needs_no_more
     claims = {c["name"]: c["resourceClaimTemplateName"] for c in result["spec"]["resourceClaims"]}
     assert set(claims) == {"gpuport-c0", "gpuport-init1"}  # init0 shares c0's; init1 needs 4
     assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-c0"}]
-    assert any("shared with containers[0]" in w or "shared with c0" in w for w in decision.warnings)
+    assert decision.warnings[0] == (
+        "gpuport: initContainers[0] nvidia.com/gpu: 1 → claim gpuport-c0 "
+        "(2 × any GPU of c0, which runs after it)"
+    )
     running = after(sidecar, decide(sidecar))
     assert {c["name"] for c in running["spec"]["resourceClaims"]} == {
         "gpuport-c0",

@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
-from webhook.core.dra import ClaimPlan, add_claim, plan_claims, remove_claim
+from webhook.core.dra import ASKS_ANNOTATION, ClaimPlan, add_claim, plan_claims, remove_claim
 from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -197,8 +197,10 @@ def translate_pod(
             name = plan.template["metadata"]["name"]
             templates[name] = plan.template
             add_claim(spec, ask.list_name, ask.index, plan.claim, name)
-            shared = f", shared with {plan.shared_with}, which runs after it" if plan.shared_with else ""
-            words = f"{there.device.words}{shared}"
+            words = there.device.words
+            if plan.shared_with:  # it holds what the app container asked for, not the init's own count
+                held = plan.template["metadata"]["annotations"][ASKS_ANNOTATION]
+                words = f"{held} of {plan.shared_with}, which runs after it"
             warnings.append(
                 f"gpuport: {ask.label} {ask.describe()} → claim {plan.claim} ({words}){there.note}"
             )
