@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import jsonpatch
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -318,3 +319,19 @@ class AlwaysWanted:
 
     def __call__(self, view, pod):
         return self.mutation(view, pod)
+
+
+@pytest.mark.parametrize("target", sorted(HINTED))
+def test_what_a_pod_says_in_foreign_words_is_the_same_for_the_map_as_declared_and_as_narrowed(target):
+    # rewrite_pod reads it once on the declared map and hands it to translation on the narrowed one.
+    from webhook.core.demand import read_demand
+    from webhook.core.translate import read_foreign
+
+    ctx = HINTED[target]
+    assert ctx.target is not ctx.as_declared, "the inventory narrows the map"
+    for _, source, _ in SOURCES.values():
+        demand = read_demand(source, ctx.dialects)
+        spec = source["spec"]
+        assert read_foreign(spec, demand, ctx.target, ctx.dialects) == read_foreign(
+            spec, demand, ctx.as_declared, ctx.dialects
+        )

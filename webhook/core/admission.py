@@ -17,7 +17,7 @@ from webhook.core.platform import CloudMap
 from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
-from webhook.core.translate import Untranslatable, is_native, translate_pod
+from webhook.core.translate import Untranslatable, is_native, read_foreign, translate_pod
 from webhook.core.workloads import ContainerRef, containers, mapping_at, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
@@ -84,7 +84,9 @@ def rewrite_pod(
     if demand.claim_problems and context.target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     spec = pod.get("spec") or {}
-    native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects)
+    # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
+    foreign = read_foreign(spec, demand, context.as_declared, context.dialects) if demand.asks else None
+    native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects, foreign)
     wanted = [m for m in context.mutations if _wants(m, pod, demand)]
     if native and not hints:
         wanted = []
@@ -99,7 +101,9 @@ def rewrite_pod(
         if native:
             warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
         else:
-            translation = translate_pod(view, demand, context.target, context.dialects, context.as_declared)
+            translation = translate_pod(
+                view, demand, context.target, context.dialects, context.as_declared, foreign
+            )
             warnings.extend(translation.warnings)
             needed.extend(translation.claim_templates)
         # A translated pod asks for other models now: read them from what it became (only asked

@@ -29,7 +29,15 @@ from webhook.core.podedits import (
 )
 from webhook.core.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
 
-__all__ = ["TRANSLATED_FROM", "Translation", "Untranslatable", "is_native", "translate_pod"]
+__all__ = [
+    "TRANSLATED_FROM",
+    "Foreign",
+    "Translation",
+    "Untranslatable",
+    "is_native",
+    "read_foreign",
+    "translate_pod",
+]
 
 TRANSLATED_FROM = "gpuport.io/translated-from"
 
@@ -98,15 +106,44 @@ def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
     return demand.selection.annotations - target.annotation_keys()
 
 
-def is_native(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> bool:
+@dataclass(frozen=True)
+class Foreign:
+    """What of a pod only another platform speaks: read once per decision, for is_native and then
+    translate_pod. It depends on the target's vocabulary alone (label keys, node labels, scheduler,
+    annotations), never on which models the nodes have now, so the map as declared and the map
+    narrowed to the nodes give the same answer."""
+
+    keys: frozenset[str]
+    node_labels: dict[str, tuple[str, ...]]
+    scheduler: str
+    annotations: frozenset[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.node_labels or self.scheduler or self.annotations)
+
+
+def read_foreign(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> Foreign:
+    return Foreign(
+        foreign_keys(demand, target, dialects),
+        foreign_node_labels(demand, target, dialects),
+        foreign_scheduler(spec, target, dialects),
+        foreign_annotations(demand, target),
+    )
+
+
+def is_native(
+    spec: Mapping[str, Any],
+    demand: PodDemand,
+    target: CloudMap,
+    dialects: Dialects,
+    foreign: Foreign | None = None,
+) -> bool:
     """Written in the target's words and satisfiable as written: nothing to translate."""
     if target.dra is not None:
         # A DRA cluster gives GPUs by claim: every extended-resource ask is foreign there.
         return all(a.claim and a.vendor == target.vendor for a in demand.asks)
     catalogue = dialects.catalogue
-    if foreign_keys(demand, target, dialects) or foreign_node_labels(demand, target, dialects):
-        return False
-    if foreign_scheduler(spec, target, dialects) or foreign_annotations(demand, target):
+    if foreign if foreign is not None else read_foreign(spec, demand, target, dialects):
         return False
     offered = dialects.offered(target)
     if demand.selection.models is not None and not demand.selection.models & offered:
@@ -129,6 +166,7 @@ def translate_pod(
     target: CloudMap,
     dialects: Dialects,
     declared: CloudMap | None = None,
+    foreign: Foreign | None = None,
 ) -> Translation:
     """Edit `view` (metadata + the editable spec fields) in place; return one warning per change.
     The caller has found the pod not native (is_native), so there is something to translate.
@@ -136,6 +174,7 @@ def translate_pod(
     the fallback when no node has what the pod asks for (an autoscaler may add one)."""
     catalogue = dialects.catalogue
     declared = declared or target
+    foreign = foreign if foreign is not None else read_foreign(view["spec"], demand, target, dialects)
     problems = list(demand.problems)
     if target.dra is None:
         problems += demand.claim_problems  # a DRA cluster runs what it cannot say as written
@@ -164,8 +203,7 @@ def translate_pod(
     chosen = tuple(sorted(needed)) or models
     model_key = target.model_labels[0].label if target.model_labels else ""
     model_note = model_note if chosen else ""
-    foreign = foreign_keys(demand, target, dialects)
-    rewrite_model = bool(model_note) or model_key in foreign or model_key not in demand.selection.keys
+    rewrite_model = bool(model_note) or model_key in foreign.keys or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
         values = _values_holding(target.model_labels[0], chosen, _gpus_on_one_node(demand), problems)
         if values:
@@ -209,8 +247,8 @@ def translate_pod(
                 f"gpuport: {ask.label} {ask.describe()} → {_describe(there.resources)}{there.note}"
             )
     # Foreign GPU keys go, and so do our own keys that are about to be written anew.
-    leaving = foreign_node_labels(demand, target, dialects)
-    stale = foreign | set(leaving) | (demand.selection.keys & set(node_labels))
+    leaving = foreign.node_labels
+    stale = foreign.keys | set(leaving) | (demand.selection.keys & set(node_labels))
     original.update(remove_selectors(spec, frozenset(stale)))
     carried = dict(node_labels)
     warnings += _carry_spot(spec, leaving, target, dialects, node_labels)
@@ -236,7 +274,7 @@ def translate_pod(
             ):
                 warnings.append(f"gpuport: whole GPUs only: nodes without {key}")
     warnings += add_tolerations(spec, target.tolerations)
-    scheduler = foreign_scheduler(spec, target, dialects)
+    scheduler = foreign.scheduler
     if scheduler:
         original["schedulerName"] = scheduler
     if target.scheduler_name and spec.get("schedulerName") != target.scheduler_name:
@@ -246,7 +284,7 @@ def translate_pod(
         del spec["schedulerName"]
         warnings.append(f"gpuport: schedulerName {scheduler} removed: {target.name} does not run it")
     annotations = view["metadata"].setdefault("annotations", {})
-    for key in sorted(foreign_annotations(demand, target)):
+    for key in sorted(foreign.annotations):
         original.setdefault("annotations", {})[key] = annotations.pop(key, None)
         warnings.append(f"gpuport: annotation {key} removed: {target.name} does not read it")
     for there in asked_there.values():
