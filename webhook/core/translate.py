@@ -175,9 +175,7 @@ def translate_pod(
     catalogue = dialects.catalogue
     declared = declared or target
     foreign = foreign if foreign is not None else read_foreign(view["spec"], demand, target, dialects)
-    problems = list(demand.problems)
-    if target.dra is None:
-        problems += demand.claim_problems  # a DRA cluster runs what it cannot say as written
+    problems = list(demand.problems)  # claims it cannot say refused the pod before (rewrite_pod)
     if demand.selection.unknown:
         problems.append(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
