@@ -214,9 +214,9 @@ def _annotation_share(
 ) -> tuple[ContainerAsk | None, str]:
     """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
     gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
-    for cloud_map in dialects.maps:
+    for cloud_map in dialects.annotation_shares:
         form = cloud_map.shared
-        if form.form != "annotation" or spec.get("schedulerName") != cloud_map.scheduler_name:
+        if spec.get("schedulerName") != cloud_map.scheduler_name:
             continue
         written = {k: str(annotations[k]) for k in form.annotation_names() if k in annotations}
         first = next((c for c in containers(spec, ("spec",)) if c.list_name == "containers"), None)
@@ -295,20 +295,18 @@ def with_model_annotations(
     avoid: frozenset[str] = frozenset()
     used: set[str] = set()
     unknown = list(selection.unknown)
-    for cloud_map in dialects.maps:
-        named_by = cloud_map.model_annotations
-        for key, keep in ((named_by.use, True), (named_by.avoid, False)):
-            value = annotations.get(key) if key else None
-            if not isinstance(value, str) or key in used:
-                continue
-            used.add(key)
-            named = _models_named(value, dialects)
-            if keep and not named:
-                unknown.append(f"{key}={value}")
-            if keep:
-                models = named if models is None else models & named
-            else:
-                avoid |= named
+    for key, keep in dialects.model_annotations:
+        value = annotations.get(key)
+        if not isinstance(value, str):
+            continue
+        used.add(key)
+        named = _models_named(value, dialects)
+        if keep and not named:
+            unknown.append(f"{key}={value}")
+        if keep:
+            models = named if models is None else models & named
+        else:
+            avoid |= named
     if not used:
         return selection
     if models is not None:

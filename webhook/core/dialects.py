@@ -133,6 +133,24 @@ class Dialects:
         return self.resource_meaning(resource).accelerator
 
     @functools.cached_property
+    def model_annotations(self) -> tuple[tuple[str, bool], ...]:
+        """(annotation key, True to use / False to avoid the models it names) of every map, first map
+        first, each key once: most pods carry annotations, and asking 18 maps about each was the
+        larger part of reading them."""
+        found: dict[str, bool] = {}
+        for cloud_map in self.maps:
+            named_by = cloud_map.model_annotations
+            for key, keep in ((named_by.use, True), (named_by.avoid, False)):
+                if key:
+                    found.setdefault(key, keep)
+        return tuple(found.items())
+
+    @functools.cached_property
+    def annotation_shares(self) -> tuple[CloudMap, ...]:
+        """The maps whose scheduler reads a GPU share from pod annotations (KAI's gpu-fraction)."""
+        return tuple(m for m in self.maps if m.shared.form == "annotation")
+
+    @functools.cached_property
     def scheduler_names(self) -> frozenset[str]:
         """The schedulerName of every loaded platform's scheduler layer."""
         return frozenset(m.scheduler_name for m in self.maps if m.scheduler_name)
