@@ -156,19 +156,27 @@ class Dialects:
         return frozenset(m.scheduler_name for m in self.maps if m.scheduler_name)
 
     @functools.cached_property
-    def _offered(self) -> dict[int, tuple[CloudMap, frozenset[str]]]:
+    def _offered(self) -> dict[int, tuple[CloudMap, tuple[str, ...], frozenset[str]]]:
         return {}
 
+    def models_offered(self, cloud_map: CloudMap) -> tuple[str, ...]:
+        """`cloud_map.models_offered`, in its order, worked out once per map object (the context's
+        target and the map as declared: a handful); the map is held with the answer, so an id
+        cannot be reused while it is remembered."""
+        return self._offers(cloud_map)[1]
+
     def offered(self, cloud_map: CloudMap) -> frozenset[str]:
-        """The models `cloud_map` offers (models_offered), as a set, worked out once per map object
-        (the context's target and the map as declared: a handful); the map is held with the answer,
-        so an id cannot be reused while it is remembered."""
+        """The models `cloud_map` offers, as a set (remembered like models_offered)."""
+        return self._offers(cloud_map)[2]
+
+    def _offers(self, cloud_map: CloudMap) -> tuple[CloudMap, tuple[str, ...], frozenset[str]]:
         found = self._offered.get(id(cloud_map))
         if found is None or found[0] is not cloud_map:
-            found = (cloud_map, frozenset(cloud_map.models_offered(self.catalogue)))
+            models = cloud_map.models_offered(self.catalogue)
+            found = (cloud_map, models, frozenset(models))
             if len(self._offered) < MEANINGS_KEPT:
                 self._offered[id(cloud_map)] = found
-        return found[1]
+        return found
 
     @functools.cached_property
     def _selector_keys(self) -> frozenset[str]:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.catalogue import Catalogue
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
 from webhook.core.dra import ASKS_ANNOTATION, ClaimPlan, add_claim, plan_claims, remove_claim
@@ -180,10 +179,10 @@ def translate_pod(
         problems.append(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
         )
-    models, model_note = _target_models(demand, target, declared, catalogue, problems)
+    models, model_note = _target_models(demand, target, declared, dialects, problems)
     if target.dra is not None and not models and demand.selection.avoid:
         # No node label can refuse a model on a DRA cluster: the claim names every other one.
-        offered = target.models_offered(catalogue)
+        offered = dialects.models_offered(target)
         models = tuple(m for m in offered if m not in demand.selection.avoid)
     asked_there: dict[tuple[str, int], TargetAsk] = {}
     for ask in demand.asks:
@@ -212,7 +211,7 @@ def translate_pod(
         avoided = tuple(_values(target.model_labels[0], tuple(sorted(demand.selection.avoid))))
     if whole and target.mig.form == "single" and target.mig.product_label not in node_labels:
         # Slices are nvidia.com/gpu there too: only a plain product name keeps a whole GPU whole.
-        plain = chosen or target.models_offered(catalogue)
+        plain = chosen or dialects.models_offered(target)
         node_labels[target.mig.product_label] = tuple(n for m in plain for n in catalogue.models[m].names)
     if problems:
         raise Untranslatable(problems)
@@ -366,7 +365,7 @@ def _values_holding(
 
 
 def _target_models(
-    demand: PodDemand, target: CloudMap, declared: CloudMap, catalogue: Catalogue, problems: list[str]
+    demand: PodDemand, target: CloudMap, declared: CloudMap, dialects: Dialects, problems: list[str]
 ) -> tuple[tuple[str, ...], str]:
     """The GPU models the pod may land on in the target, and a note when one was substituted: first
     among the models present, then among those the map offers. A substitute has the same vendor, at
@@ -375,7 +374,8 @@ def _target_models(
     if not wanted:
         return (), ""
     any_class = target.substitution == "any"
-    offers = [target.models_offered(catalogue), declared.models_offered(catalogue)]
+    catalogue = dialects.catalogue
+    offers = [dialects.models_offered(target), dialects.models_offered(declared)]
     for offered in offers:
         kept = tuple(sorted(m for m in wanted if m in offered))
         if kept:
