@@ -331,7 +331,9 @@ def test_the_models_a_map_offers_are_remembered_per_map_object_never_for_a_chang
     catalogue = dialects.catalogue
     for cloud_map in dialects.maps:
         assert dialects.offered(cloud_map) == frozenset(cloud_map.models_offered(catalogue))
+        assert dialects.models_offered(cloud_map) == cloud_map.models_offered(catalogue)  # in its order
     generic = CONTEXTS["generic"].target
     narrowed = replace(generic, offered_models=("H100-80GB",))  # the map narrowed to the nodes' models
     assert dialects.offered(generic) != dialects.offered(narrowed) == {"H100-80GB"}
+    assert dialects.models_offered(narrowed) == ("H100-80GB",)
     assert dialects.scheduler_names >= {"volcano", "hami-scheduler", "kai-scheduler"}
