@@ -106,10 +106,14 @@ def json_copy(value: Any) -> Any:
     """A deep copy of parsed JSON (dicts, lists, scalars): several times faster than copy.deepcopy,
     which handles every Python type and keeps a memo of shared objects JSON cannot have."""
     if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else json_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [json_copy(v) for v in value]
+        return [v if type(v) in _LEAVES else json_copy(v) for v in value]
     return value
+
+
+# JSON's scalars, shared rather than copied without a call each: most of a pod's values are leaves.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _diff(path: str, old: Any, new: Any, ops: list[dict[str, Any]]) -> None:
