@@ -1,16 +1,19 @@
 """Every dialect × every target map, checked field by field against hand-written expectations."""
 
 import copy
+import json
 from dataclasses import replace
 
 import jsonpatch
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
 from webhook.core.admission import decide_mutation
 from webhook.core.demand import read_demand
-from webhook.core.translate import TRANSLATED_FROM
+from webhook.core.translate import TRANSLATED_FROM, compact_json
 
 CONTEXTS = {name: context(name) for name in TARGETS}
 
@@ -337,3 +340,28 @@ def test_the_models_a_map_offers_are_remembered_per_map_object_never_for_a_chang
     assert dialects.offered(generic) != dialects.offered(narrowed) == {"H100-80GB"}
     assert dialects.models_offered(narrowed) == ("H100-80GB",)
     assert dialects.scheduler_names >= {"volcano", "hami-scheduler", "kai-scheduler"}
+
+
+ANNOTATION_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),  # any Unicode: json.dumps escapes past ASCII, orjson does not
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=ANNOTATION_JSON)
+@example(value={"a": "\x7f"})  # DEL: ASCII, yet escaped by json.dumps
+@example(value={"é": "ü"})
+@example(value=[1e16, float("nan"), 2**70])
+def test_the_translated_from_annotation_is_the_standard_librarys_text_exactly(value):
+    # Written in C when it can be; never a different byte from what json.dumps wrote before.
+    assert compact_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
