@@ -267,17 +267,34 @@ def test_an_inventory_edit_reloads_the_context(tmp_path):
     assert state.context.target.offered_models == ("H100-80GB",)
 
 
-def test_cost_tables_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path):
-    # The table per k is worked out once per context; a pod naming an absurd count must not grow it.
+def test_topology_plans_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path):
+    # The plan per k is worked out once per context; a pod naming an absurd count must not grow it.
     ctx = build_context(default_directory(), "generic", mixed_cluster(tmp_path))
     hints = next(m for m in ctx.mutations if isinstance(m, PlacementHints))
     admit(pod({"nvidia.com/gpu": "8"}), ctx)
     decision = decide_mutation(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
     assert any("no node has 100000 healthy GPUs" in w for w in decision.warnings)
-    assert set(hints._cost_tables) == {8}
-    first = hints._cost_tables[8]
-    admit(pod({"nvidia.com/gpu": "8"}), ctx)
-    assert hints._cost_tables[8] is first  # the second 8-GPU pod read the kept table
+    assert set(hints._plans) == {8}
+    first = hints._plans[8]
+    _, second = admit(pod({"nvidia.com/gpu": "8"}), ctx)
+    assert hints._plans[8] is first  # the second 8-GPU pod read the kept plan
+    # ...and got an expression of its own: an edit of one pod's patch can never reach another's.
+    _, third = admit(pod({"nvidia.com/gpu": "8"}), ctx)
+    ours, theirs = (_expressions(op["value"] for op in d.patch) for d in (second, third))
+    assert ours == theirs == [first.expression()]
+    assert ours[0] is not theirs[0] and ours[0]["values"] is not theirs[0]["values"]
+
+
+def _expressions(values):
+    found = []
+    for value in values:
+        if isinstance(value, dict):
+            if "operator" in value:
+                found.append(value)
+            found += _expressions(value.values())
+        elif isinstance(value, list):
+            found += _expressions(value)
+    return found
 
 
 def _hinted_contexts():

@@ -92,6 +92,42 @@ def cost_table(classes: list[NodeClass], k: int) -> list[CostRow]:
     )
 
 
+@dataclass(frozen=True)
+class TopologyPlan:
+    """The hint for every k-GPU pod of one context: the NVLink node-affinity requirement (no operator:
+    no node has k healthy GPUs), the warning that says it, and whether k GPUs fit one NUMA node."""
+
+    operator: str
+    values: tuple[str, ...]
+    said: str
+    numa: bool
+
+    def expression(self) -> dict[str, Any]:
+        """A new one for each pod: a pod's patch never shares an object with what the context keeps."""
+        return {"key": NVLINK_LABEL, "operator": self.operator, "values": list(self.values)}
+
+
+def topology_plan(rows: list[CostRow], k: int, target: CloudMap) -> TopologyPlan:
+    """Toward nodes whose NVLink domain holds k GPUs, or else toward the cheapest class."""
+    feasible = [r for r in rows if r.cost is not None]
+    if not feasible:
+        return TopologyPlan("", (), f"gpuport: no node has {k} healthy GPUs now", False)
+    values: tuple[str, ...]
+    if any(r.node_class.nvlink_domain_size >= k for r in feasible):
+        operator, values = "Gt", (str(k - 1),)
+        why = f"NVLink domain ≥ {k}"
+        chosen = [r for r in feasible if r.node_class.nvlink_domain_size >= k]
+    else:
+        best = feasible[0]
+        chosen = [r for r in feasible if r.cost == best.cost]
+        operator, values = "In", tuple(sorted({str(r.node_class.nvlink_domain_size) for r in chosen}))
+        why = f"lowest GPU-pair cost {best.cost} for {k} GPUs"
+    mode = "required" if target.topology_policy == "required" else "preferred"
+    said = f"gpuport: {mode} node affinity {NVLINK_LABEL} {operator} {list(values)} ({why})"
+    numa = [r.node_class.gpus_per_numa_node for r in chosen if r.node_class.gpus_per_numa_node]
+    return TopologyPlan(operator, values, said, bool(numa) and k <= min(numa))
+
+
 def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
     total = 0
     for _, name, value in resource_entries(spec, "limits", ("containers",)):
@@ -109,9 +145,9 @@ class PlacementHints:
     def __init__(self, target: CloudMap, inventory: Inventory | None):
         self.target = target
         self.classes = node_classes(inventory)
-        # The best k-GPU subset of each node class depends on k alone while this context lives (a node
-        # change builds a new context): worked out once per k, not once per pod.
-        self._cost_tables: dict[int, list[CostRow]] = {}
+        # The best k-GPU subset of each node class, and so the hint, depends on k alone while this
+        # context lives (a node change builds a new context): worked out once per k, not once per pod.
+        self._plans: dict[int, TopologyPlan] = {}
 
     def wants(self, pod: Mapping[str, Any], demand: PodDemand | None = None) -> bool:
         """Pods of a job, or pods that may ask for several GPUs (before translation, in any dialect).
@@ -134,36 +170,15 @@ class PlacementHints:
         return warnings
 
     def _topology(self, view: dict[str, Any], k: int) -> list[str]:
-        rows = self._cost_tables.get(k)
-        if rows is None:
-            rows = cost_table(self.classes, k)
+        plan = self._plans.get(k)
+        if plan is None:
+            plan = topology_plan(cost_table(self.classes, k), k, self.target)
             if k <= max(c.gpus for c in self.classes):  # a pod cannot grow the table past the nodes
-                self._cost_tables[k] = rows
-        feasible = [r for r in rows if r.cost is not None]
-        if not feasible:
-            return [f"gpuport: no node has {k} healthy GPUs now"]
-        nvlink = sorted(
-            {r.node_class.nvlink_domain_size for r in feasible if r.node_class.nvlink_domain_size >= k}
-        )
-        warnings = []
-        if nvlink:
-            expression = {"key": NVLINK_LABEL, "operator": "Gt", "values": [str(k - 1)]}
-            why = f"NVLink domain ≥ {k}"
-            chosen = [r for r in feasible if r.node_class.nvlink_domain_size >= k]
-        else:
-            best = feasible[0]
-            chosen = [r for r in feasible if r.cost == best.cost]
-            values = sorted({str(r.node_class.nvlink_domain_size) for r in chosen})
-            expression = {"key": NVLINK_LABEL, "operator": "In", "values": values}
-            why = f"lowest GPU-pair cost {best.cost} for {k} GPUs"
-        if self._add_node_affinity(view["spec"], expression):
-            mode = "required" if self.target.topology_policy == "required" else "preferred"
-            warnings.append(
-                f"gpuport: {mode} node affinity {NVLINK_LABEL} {expression['operator']} "
-                f"{expression['values']} ({why})"
-            )
-        numa = [r.node_class.gpus_per_numa_node for r in chosen if r.node_class.gpus_per_numa_node]
-        if numa and k <= min(numa):
+                self._plans[k] = plan
+        if not plan.operator:
+            return [plan.said]
+        warnings = [plan.said] if self._add_node_affinity(view["spec"], plan.expression()) else []
+        if plan.numa:
             warnings += self._numa(view, k)
         return warnings
 
