@@ -356,9 +356,10 @@ def _read_container(
     site = _Site(container, written)
     where = container.label
 
-    for form, vendor, share_names in dialects.memory_forms:
-        if not share_names.isdisjoint(amounts):
-            return _read_share(form, vendor, amounts, site, where)
+    if not dialects.share_resource_names.isdisjoint(amounts):
+        for form, vendor, share_names in dialects.memory_forms:
+            if not share_names.isdisjoint(amounts):
+                return _read_share(form, vendor, amounts, site, where)
 
     kinds = []
     for name, amount in amounts.items():

@@ -82,6 +82,11 @@ class Dialects:
             found.append((form, cloud_map.vendor, frozenset(n for n in names if n)))
         return tuple(found)
 
+    @functools.cached_property
+    def share_resource_names(self) -> frozenset[str]:
+        """Every name of memory_forms at once: an ask naming none of them is no share by memory."""
+        return frozenset().union(*(names for _, _, names in self.memory_forms))
+
     def resource_meaning(self, name: str) -> ResourceMeaning:
         """Remembered per Dialects (a new context reads afresh), at most MEANINGS_KEPT names."""
         return _remembered(self._resource_meanings, name, lambda: self._read_resource(name))
