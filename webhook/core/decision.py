@@ -23,6 +23,10 @@ class Decision:
     claim_templates: tuple[Mapping[str, Any], ...] = ()
 
 
+# A read-only view of a dict nobody holds: every decision without audit annotations shares it.
+_NO_AUDIT: Mapping[str, str] = MappingProxyType({})
+
+
 def allow(
     reason: str = "ok",
     *,
@@ -36,7 +40,7 @@ def allow(
         reason=reason,
         patch=tuple(patch),
         warnings=tuple(clean_warning(w) for w in warnings),
-        audit_annotations=MappingProxyType(dict(audit_annotations or {})),
+        audit_annotations=MappingProxyType(dict(audit_annotations)) if audit_annotations else _NO_AUDIT,
         claim_templates=tuple(claim_templates),
     )
 
