@@ -81,12 +81,11 @@ def foreign_node_labels(
     """Non-GPU node labels only another platform's nodes carry (GKE's gke-spot, Karpenter's
     instance-gpu-name...): no node of the target has them, so the pod would never schedule."""
     gpu_keys = dialects.selector_keys()
-    others = [m for m in dialects.maps if m.name != target.name]
     found: dict[str, tuple[str, ...]] = {}
     for key, _, values in demand.constraints:
         if key in gpu_keys or _speaks(target, key):
             continue
-        if any(_speaks(m, key) for m in others):
+        if any(_speaks(m, key) for m in dialects.maps if m.name != target.name):
             found[key] = found.get(key, ()) + values
     return found
 
