@@ -11,10 +11,11 @@ read in claims.py and only become asks here.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
@@ -32,8 +33,7 @@ from webhook.core.workloads import (
 )
 
 
-@dataclass(frozen=True)
-class SharedAsk:
+class SharedAsk(NamedTuple):
     memory_mib: int | None = None
     core_percent: int | None = None
     memory_percent: int | None = None  # of one card's memory, when asked that way
@@ -42,18 +42,20 @@ class SharedAsk:
 AskKind = Literal["whole", "mig", "shared", "fraction"]
 
 
-@dataclass(frozen=True)
-class ContainerAsk:
+class ContainerAsk(NamedTuple):
+    # The read values of a pod are NamedTuples: immutable like a frozen dataclass, at a fraction of
+    # its cost to build (one is built per container, several per decision). `index` and `count`
+    # shadow tuple's methods of those names, which nothing calls on an ask.
     list_name: str
-    index: int
+    index: int  # type: ignore[assignment]
     name: str
     kind: AskKind
-    count: int
+    count: int  # type: ignore[assignment]
     vendor: str = "nvidia"
     profile: MigProfile | None = None
     share: SharedAsk | None = None
     fraction: Fraction | None = None  # a fractional whole-GPU ask, translated only by policy
-    written: Mapping[str, str] = field(default_factory=dict)  # the resource entries as the user wrote them
+    written: Mapping[str, str] = MappingProxyType({})  # the resource entries as the user wrote them
     # Asked by DRA claim: the pod's name for the claim (written is {"resourceClaims <name>": template}).
     claim: str = ""
 
@@ -117,8 +119,7 @@ class _Site:
         )
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     """What the pod's node selector and required node affinity say about GPUs."""
 
     models: frozenset[str] | None = None  # acceptable GPU models; None = any
@@ -133,8 +134,7 @@ class Selection:
 Constraint = tuple[str, str, tuple[str, ...]]  # (label key, operator, values) a pod puts on its node
 
 
-@dataclass(frozen=True)
-class PodDemand:
+class PodDemand(NamedTuple):
     asks: tuple[ContainerAsk, ...]
     selection: Selection
     problems: tuple[str, ...] = ()
@@ -175,14 +175,14 @@ def read_demand(
         asks += claimed
         if models is not None:
             narrowed = models if selection.models is None else selection.models & models
-            selection = replace(selection, models=narrowed)
+            selection = selection._replace(models=narrowed)
     shared, problem = _annotation_share(spec, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
             problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
         else:
             asks.append(shared)
-            selection = replace(selection, annotations=selection.annotations | set(shared.written))
+            selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
     return PodDemand(tuple(asks), selection, tuple(problems), constraints, unread, tuple(claim_problems))
@@ -199,11 +199,8 @@ def _claim_asks(
     for use in uses:
         wanted = use.devices
         site = _Site(use.container, {f"resourceClaims {use.claim}": use.template})
-        asks.append(
-            replace(
-                site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile), claim=use.claim
-            )
-        )
+        ask = site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile)
+        asks.append(ask._replace(claim=use.claim))
         if wanted.models is not None:
             models = wanted.models if models is None else models & wanted.models
     return asks, models, unread
@@ -311,7 +308,7 @@ def with_model_annotations(
         return selection
     if models is not None:
         models -= avoid
-    return replace(selection, models=models, unknown=tuple(unknown), annotations=frozenset(used), avoid=avoid)
+    return selection._replace(models=models, unknown=tuple(unknown), annotations=frozenset(used), avoid=avoid)
 
 
 def _models_named(value: str, dialects: Dialects) -> frozenset[str]:

@@ -13,7 +13,7 @@ decide the warnings), so they are one function's steps, not separate jobs.
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -106,8 +106,7 @@ def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
     return demand.selection.annotations - target.annotation_keys()
 
 
-@dataclass(frozen=True)
-class Foreign:
+class Foreign(NamedTuple):
     """What of a pod only another platform speaks: read once per decision, for is_native and then
     translate_pod. It depends on the target's vocabulary alone (label keys, node labels, scheduler,
     annotations), never on which models the nodes have now, so the map as declared and the map

@@ -6,8 +6,10 @@ stay) are translate.py's; this module answers per ask.
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from fractions import Fraction
+from types import MappingProxyType
+from typing import NamedTuple
 
 from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.demand import ContainerAsk, SharedAsk
@@ -24,15 +26,14 @@ class Untranslatable(Exception):
         super().__init__("; ".join(messages))
 
 
-@dataclass(frozen=True)
-class TargetAsk:
+class TargetAsk(NamedTuple):
     """The target-side answer for one container: resources, plus labels the node must carry."""
 
     resources: dict[str, str]
     node_labels: dict[str, tuple[str, ...]]  # label → acceptable values
     models: tuple[str, ...]  # the GPU models this ask now needs (empty: any the resource implies)
     note: str  # what changed, for the warning
-    annotations: Mapping[str, str] = field(default_factory=dict)  # pod annotations the form needs
+    annotations: Mapping[str, str] = MappingProxyType({})  # pod annotations the form needs
     device: DeviceRequest | None = None  # on a DRA cluster: what the container's claim asks for
 
 
@@ -255,7 +256,7 @@ def _place_fraction(
             )
         model = catalogue.models[models[0]]
         wanted = MigProfile(math.ceil(amount * model.compute_slices), math.ceil(amount * model.memory_gb))
-        return _place_mig(replace(ask, count=1), wanted, models, target, catalogue)
+        return _place_mig(ask._replace(count=1), wanted, models, target, catalogue)
     raise Untranslatable([f"asks for {float(amount):g} GPU; GPUs are whole units"])
 
 
