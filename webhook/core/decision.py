@@ -1,30 +1,30 @@
 """What the decision core answers: a small value the HTTP layer turns into an AdmissionReview."""
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 # The API server cuts each warning at 256 characters; kubectl output stays readable under 120.
 MAX_WARNING_CHARS = 120
 
 
-@dataclass(frozen=True)
-class Decision:
+# A read-only view of a dict nobody holds: every decision without audit annotations shares it.
+_NO_AUDIT: Mapping[str, str] = MappingProxyType({})
+
+
+class Decision(NamedTuple):
+    """Immutable, and a NamedTuple rather than a frozen dataclass: one is built for every review."""
+
     allowed: bool
     # Short, stable label for metrics and logs ("ok", "fractional-gpu", ...), never shown to users.
     reason: str
     message: str = ""
     patch: tuple[Mapping[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
-    audit_annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    audit_annotations: Mapping[str, str] = _NO_AUDIT
     # Objects the patched pod refers to, which must exist in its namespace before it is created
     # (ResourceClaimTemplates on a DRA cluster); the adapter creates them, never on a dry run.
     claim_templates: tuple[Mapping[str, Any], ...] = ()
-
-
-# A read-only view of a dict nobody holds: every decision without audit annotations shares it.
-_NO_AUDIT: Mapping[str, str] = MappingProxyType({})
 
 
 def allow(

@@ -7,8 +7,7 @@ a policy "no" is a Decision with allowed=False inside a well-formed response.
 import base64
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -28,8 +27,9 @@ class ReviewError(ValueError):
     """The body is not a usable AdmissionReview request; the message is the one-line reason."""
 
 
-@dataclass(frozen=True)
-class AdmissionRequest:
+class AdmissionRequest(NamedTuple):
+    """Immutable, and a NamedTuple rather than a frozen dataclass: one is built for every review."""
+
     uid: str
     group: str
     version: str
