@@ -92,8 +92,9 @@ def rewrite_pod(
         wanted = []
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
     if native and not wanted and not tolerate:
-        # No copy, no diff; the pod's models are the ones already read with its demand.
-        return Rewrite([], _absent(spec, context, demand.selection.models) if demand.asks else [], [])
+        # No copy, no diff; the pod's models and resource names are the ones read with its demand.
+        absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
+        return Rewrite([], absent, [])
     warnings: list[str] = []
     needed: list[dict[str, Any]] = []
 
@@ -125,23 +126,29 @@ def _wants(mutation: Mutation, pod: Mapping[str, Any], demand: PodDemand) -> boo
     return True if wants is None else bool(wants(pod, demand))
 
 
-def _absent(spec: Mapping[str, Any], context: Context, chosen: frozenset[str] | None) -> list[str]:
+def _absent(
+    spec: Mapping[str, Any],
+    context: Context,
+    chosen: frozenset[str] | None,
+    names: frozenset[str] | None = None,
+) -> list[str]:
     """What the pod now asks for (`chosen` models, its GPU resources) that no node has at the moment:
     said, never changed (an autoscaler may add the node; gpuport does not second-guess a pod written
-    for this cluster)."""
+    for this cluster). `names`: every resource name of the spec's containers, when already read."""
     warnings = []
     if context.present_models is not None and chosen and not chosen & context.present_models:
         warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
     if context.present_resources is not None:
-        for name in sorted({n for c in containers(spec, ("spec",)) for n in _gpu_names(c, context)}):
+        if names is None:
+            names = frozenset(n for c in containers(spec, ("spec",)) for n in _resource_names(c))
+        for name in sorted(n for n in names if context.target.is_accelerator(n)):
             if name not in context.present_resources:
                 warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
     return warnings
 
 
-def _gpu_names(container: ContainerRef, context: Context) -> set[str]:
-    names = {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
-    return {name for name in names if context.target.is_accelerator(name)}
+def _resource_names(container: ContainerRef) -> set[str]:
+    return {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
 
 
 def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:

@@ -147,6 +147,9 @@ class PodDemand(NamedTuple):
     # DRA claims for GPUs that cannot be said in device-plugin words exactly (the CEL quoted): a
     # device-plugin target refuses the pod; a DRA cluster runs it as written.
     claim_problems: tuple[str, ...] = ()
+    # Every resource name the containers' limits and requests write (GPU or not, any amount): what a
+    # pod left as written asks the nodes for, without walking its containers again.
+    resource_names: frozenset[str] = frozenset()
 
 
 def read_demand(
@@ -160,8 +163,12 @@ def read_demand(
     selection = with_model_annotations(read_selection(spec, dialects, constraints), annotations, dialects)
     asks: list[ContainerAsk] = []
     problems: list[str] = []
+    names: set[str] = set()
     for container in containers(spec, ("spec",)):
-        ask, problem = _read_container(container, selection, dialects)
+        limits = resource_section(container.spec, "limits")
+        requests = resource_section(container.spec, "requests")
+        names.update(limits, requests)
+        ask, problem = _read_container(container, limits, requests, selection, dialects)
         if ask is not None:
             asks.append(ask)
         if problem:
@@ -185,7 +192,9 @@ def read_demand(
             selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints, unread, tuple(claim_problems))
+    return PodDemand(
+        tuple(asks), selection, tuple(problems), constraints, unread, tuple(claim_problems), frozenset(names)
+    )
 
 
 def _claim_asks(
@@ -330,10 +339,12 @@ def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _read_container(
-    container: ContainerRef, selection: Selection, dialects: Dialects
+    container: ContainerRef,
+    limits: Mapping[str, Any],
+    requests: Mapping[str, Any],
+    selection: Selection,
+    dialects: Dialects,
 ) -> tuple[ContainerAsk | None, str]:
-    limits = resource_section(container.spec, "limits")
-    requests = resource_section(container.spec, "requests")
     written: dict[str, str] = {}
     amounts: dict[str, Decimal] = {}
     for name in (*limits, *(n for n in requests if n not in limits)):

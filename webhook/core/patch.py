@@ -74,13 +74,13 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
         section = pod.get(parent)
         old = section if is_map(section) else {}
         new = after[parent]
-        path = f"/{parent}/{_escape(key)}"
-        if key in old and key not in new:
-            ops.append({"op": "remove", "path": path})
-        elif key in new and key not in old:
-            ops.append({"op": "add", "path": path, "value": new[key]})
-        elif key in new and not _same_json(old[key], new[key]):
-            _diff(path, old[key], new[key], ops)
+        if key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": _PATHS[parent, key]})
+            elif not _same_json(old[key], new[key]):
+                _diff(_PATHS[parent, key], old[key], new[key], ops)
+        elif key in new:
+            ops.append({"op": "add", "path": _PATHS[parent, key], "value": new[key]})
     return ops
 
 
@@ -155,3 +155,7 @@ def _escape(key: str) -> str:
     if "~" not in key and "/" not in key:
         return key
     return key.replace("~", "~0").replace("/", "~1")
+
+
+# The JSON Pointer of each editable field, worked out once.
+_PATHS = {(parent, key): f"/{parent}/{_escape(key)}" for parent, key in EDITABLE_FIELDS}

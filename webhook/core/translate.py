@@ -122,6 +122,10 @@ class Foreign(NamedTuple):
 
 
 def read_foreign(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> Foreign:
+    if not demand.constraints:  # the usual pod: no label keys, hence none of another platform's
+        return Foreign(
+            frozenset(), {}, foreign_scheduler(spec, target, dialects), foreign_annotations(demand, target)
+        )
     return Foreign(
         foreign_keys(demand, target, dialects),
         foreign_node_labels(demand, target, dialects),
