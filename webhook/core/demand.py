@@ -27,7 +27,6 @@ from webhook.core.workloads import (
     ContainerRef,
     containers,
     is_map,
-    mapping_at,
     required_terms,
     resource_section,
 )
@@ -157,8 +156,11 @@ def read_demand(
 ) -> PodDemand:
     """The pod's asks; with `templates` (the ResourceClaimTemplates of the pod's namespace, by name),
     the devices its DRA claims ask for too."""
-    spec = mapping_at(pod, ("spec",)) or {}
-    annotations = mapping_at(pod, ("metadata", "annotations")) or {}
+    spec = pod.get("spec")
+    spec = spec if is_map(spec) else {}
+    metadata = pod.get("metadata")
+    annotations = metadata.get("annotations") if is_map(metadata) else None
+    annotations = annotations if is_map(annotations) else {}
     constraints = tuple(node_constraints(spec))
     selection = with_model_annotations(read_selection(spec, dialects, constraints), annotations, dialects)
     asks: list[ContainerAsk] = []
@@ -362,12 +364,11 @@ def _read_container(
     if not amounts:
         return None, ""
     site = _Site(container, written)
-    where = container.label
 
     if not dialects.share_resource_names.isdisjoint(amounts):
         for form, vendor, share_names in dialects.memory_forms:
             if not share_names.isdisjoint(amounts):
-                return _read_share(form, vendor, amounts, site, where)
+                return _read_share(form, vendor, amounts, site)
 
     kinds = []
     for name, amount in amounts.items():
@@ -381,13 +382,14 @@ def _read_container(
     if len(kinds) != 1:
         return (
             None,
-            f"{where} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); ask for one",
+            f"{container.label} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); "
+            "ask for one",
         )
     return kinds[0], ""
 
 
 def _read_share(
-    form: SharedForm, vendor: str, amounts: Mapping[str, Decimal], site: _Site, where: str
+    form: SharedForm, vendor: str, amounts: Mapping[str, Decimal], site: _Site
 ) -> tuple[ContainerAsk | None, str]:
     memory = amounts.get(form.memory_resource)
     percent = amounts.get(form.memory_percent_resource) if form.memory_percent_resource else None
@@ -399,6 +401,7 @@ def _read_share(
         # with gpucores 100 or unset; Koordinator gpu-memory-ratio: 200 is two whole cards).
         cards, rest = divmod(int(percent), 100)
         if rest:
+            where = site.container.label
             return None, f"{where} asks for {percent}% of a GPU's memory; ask for whole GPUs or at most 100%"
         if core_percent is None or core_percent >= 100 * cards:
             whole = int(count) if form.count_resource in amounts else cards
