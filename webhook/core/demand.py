@@ -130,6 +130,9 @@ class Selection(NamedTuple):
     avoid: frozenset[str] = frozenset()  # models the pod refuses (HAMi's nouse-gputype)
 
 
+# A pod that names no GPU label (the usual one): immutable, so every such pod shares it.
+NO_SELECTION = Selection()
+
 Constraint = tuple[str, str, tuple[str, ...]]  # (label key, operator, values) a pod puts on its node
 
 
@@ -270,6 +273,8 @@ def read_selection(
     keys = dialects.selector_keys()
     every = node_constraints(spec) if read is None else read
     constraints = [(k, values) for k, op, values in every if k in keys and op == "In"]
+    if not constraints:
+        return NO_SELECTION
     models: frozenset[str] | None = None
     profile: MigProfile | None = None
     shared = False

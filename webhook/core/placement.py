@@ -23,6 +23,7 @@ JOB_LABELS = (
     "training.kubeflow.org/job-name",
     "jobset.sigs.k8s.io/jobset-name",
 )
+_JOB_LABEL_KEYS = frozenset(JOB_LABELS)
 NVLINK_LABEL = "gpuport.io/nvlink-domain-size"
 NUMA_HINT = "gpuport.io/numa-hint"
 NUMA_ANNOTATIONS = {
@@ -154,7 +155,10 @@ class PlacementHints:
         With the pod's demand (read already), from its asks: no translation turns asks counting fewer
         than 2 in the app containers into 2 whole GPUs."""
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        if any(key in labels for key in JOB_LABELS):
+        if type(labels) is dict:  # a set test in C; other shapes (hand-written files) as they were
+            if not _JOB_LABEL_KEYS.isdisjoint(labels):
+                return True
+        elif any(key in labels for key in JOB_LABELS):
             return True
         if not self.classes:
             return False
