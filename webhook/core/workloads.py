@@ -42,8 +42,9 @@ class ContainerRef:
 
 def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     """Mapping check for the hot walks: parsed JSON and YAML give dicts, for which this is one type
-    comparison instead of the ABC machinery; any other Mapping still counts."""
-    return type(value) is dict or isinstance(value, Mapping)
+    comparison instead of the ABC machinery, and absent fields give None, which never reaches it
+    either; any other Mapping still counts."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
@@ -57,10 +58,10 @@ def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
 def mapping_at(obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any] | None:
     node: Any = obj
     for key in path:
-        if type(node) is not dict and not isinstance(node, Mapping):
+        if type(node) is not dict and (node is None or not isinstance(node, Mapping)):
             return None
         node = node.get(key)
-    return node if type(node) is dict or isinstance(node, Mapping) else None
+    return node if type(node) is dict or (node is not None and isinstance(node, Mapping)) else None
 
 
 def containers(
@@ -83,10 +84,10 @@ def containers(
 
 def resource_section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
     resources = container.get("resources")
-    if type(resources) is not dict and not isinstance(resources, Mapping):
+    if type(resources) is not dict and (resources is None or not isinstance(resources, Mapping)):
         return {}
     values = resources.get(section)
-    return values if type(values) is dict or isinstance(values, Mapping) else {}
+    return values if type(values) is dict or (values is not None and isinstance(values, Mapping)) else {}
 
 
 def resource_entries(
