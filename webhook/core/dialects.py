@@ -89,6 +89,9 @@ class Dialects:
 
     def resource_meaning(self, name: str) -> ResourceMeaning:
         """Remembered per Dialects (a new context reads afresh), at most MEANINGS_KEPT names."""
+        known = self._resource_meanings.get(name)  # the usual answer, without building a closure
+        if known is not None:
+            return known
         return _remembered(self._resource_meanings, name, lambda: self._read_resource(name))
 
     def _read_resource(self, name: str) -> ResourceMeaning:
@@ -106,6 +109,9 @@ class Dialects:
 
     def label_meaning(self, key: str, value: str) -> LabelMeaning:
         """Remembered like resource meanings: pods of one workload repeat theirs."""
+        known = self._label_meanings.get((key, value))
+        if known is not None:
+            return known
         return _remembered(self._label_meanings, (key, value), lambda: self._read_label(key, value))
 
     def _read_label(self, key: str, value: str) -> LabelMeaning:

@@ -44,15 +44,25 @@ def editable_view(pod: Mapping[str, Any]) -> dict[str, Any]:
     and never edited, so an edit may replace a container's field but change only its resources in
     place. Unchanged parts stay the very same objects, which the patch walk skips at once."""
     view: dict[str, Any] = {"metadata": {}, "spec": {}}
+    sections = _sections(pod)
     for parent, key in EDITABLE_FIELDS:
-        section = pod.get(parent)
-        if is_map(section) and key in section:
+        section = sections[parent]
+        if key in section:
             value = section[key]
             if key in ("containers", "initContainers") and isinstance(value, list):
                 view[parent][key] = [_container_copy(c) for c in value]
             else:
                 view[parent][key] = json_copy(value)
     return view
+
+
+def _sections(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The pod's metadata and spec, each {} when it is not a map."""
+    found = {}
+    for parent in _EDITABLE:
+        section = pod.get(parent)
+        found[parent] = section if is_map(section) else {}
+    return found
 
 
 def _container_copy(container: Any) -> Any:
@@ -70,9 +80,9 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
     mutate(after)
     _reject_edits_outside(after)
     ops: list[dict[str, Any]] = []
+    sections = _sections(pod)
     for parent, key in EDITABLE_FIELDS:
-        section = pod.get(parent)
-        old = section if is_map(section) else {}
+        old = sections[parent]
         new = after[parent]
         if key in old:
             if key not in new:
