@@ -294,7 +294,7 @@ def read_selection(
                 models = frozenset(named) if models is None else models & named
             else:
                 unknown.append(f"{key} in {list(values)}")
-    return Selection(models, profile, shared, frozenset(k for k, _ in constraints), tuple(unknown))
+    return Selection(models, profile, shared, frozenset([k for k, _ in constraints]), tuple(unknown))
 
 
 def with_model_annotations(

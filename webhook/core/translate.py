@@ -316,9 +316,12 @@ def compact_json(value: Any) -> str:
 def _plain(value: Any) -> bool:
     kind = type(value)
     if kind is dict:
-        return all(type(k) is str and _plain(v) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _PLAIN_LEAVES and not _plain(item)):
+                return False
+        return True
     if kind is list:
-        return all(_plain(v) for v in value)
+        return all(type(item) in _PLAIN_LEAVES or _plain(item) for item in value)
     return kind in _PLAIN_LEAVES
 
 
