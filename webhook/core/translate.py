@@ -6,7 +6,7 @@ is kept. A pod already written in the target's words is left alone byte for byte
 
 This module makes the pod-level choices (is it native, which models, which selectors go and come);
 translate_ask.py answers for one container's ask, podedits.py makes the edits. Why one module of
-~310 lines: the choices read each other's results (the model chosen decides the labels kept, which
+~440 lines: the choices read each other's results (the model chosen decides the labels kept, which
 decide the warnings), so they are one function's steps, not separate jobs.
 """
 
