@@ -32,18 +32,19 @@ def missing_tolerations(spec: Mapping[str, Any], tolerations: Sequence[Mapping[s
 def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, str]) -> None:
     container = spec[ask.list_name][ask.index]
     resources = container.setdefault("resources", {})
-    if new and not any(
-        isinstance(resources.get(s), dict) and any(n in resources[s] for n in ask.written)
+    # The sections that carry the ask as written (a set test in C, not a generator per name).
+    carrying = [
+        s
         for s in ("limits", "requests")
-    ):
+        if isinstance(resources.get(s), dict) and not resources[s].keys().isdisjoint(ask.written)
+    ]
+    if new and not carrying:
         # Asked by annotation (KAI): the resources are new, and limits alone ask for them.
         resources.setdefault("limits", {}).update(new)
         _agree(resources, new)
         return
-    for section in ("limits", "requests"):
-        values = resources.get(section)
-        if not isinstance(values, dict) or not any(name in values for name in ask.written):
-            continue
+    for section in carrying:
+        values = resources[section]
         for name in ask.written:
             if name not in new:
                 values.pop(name, None)

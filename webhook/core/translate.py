@@ -389,7 +389,8 @@ def _values_holding(
     """The label values naming `models` whose nodes hold `gpus` GPUs (an 8-GPU pod never gets a
     1-GPU instance type)."""
     values = _values(label, models)
-    holding = tuple(v for v in values if label.holds(v, gpus))
+    counts = label.gpus  # ModelLabel.holds, without a call per value
+    holding = tuple(v for v in values if counts.get(v, gpus) >= gpus)
     if values and not holding:
         most = max(label.gpus.get(v, 0) for v in values)
         problems.append(
@@ -410,8 +411,7 @@ def _target_models(
         return (), ""
     any_class = target.substitution == "any"
     catalogue = dialects.catalogue
-    offers = [dialects.models_offered(target), dialects.models_offered(declared)]
-    for offered in offers:
+    for offered in map(dialects.models_offered, (target, declared)):  # declared's only when needed
         kept = tuple(sorted(m for m in wanted if m in offered))
         if kept:
             return kept, ""
@@ -423,7 +423,7 @@ def _target_models(
     kind = "" if any_class else " of the same class"
     problems.append(
         f"asks for {' or '.join(sorted(wanted))}; {target.name} offers no GPU{kind} with as much memory "
-        f"(it offers {', '.join(offers[1]) or 'none'})"
+        f"(it offers {', '.join(dialects.models_offered(declared)) or 'none'})"
     )
     return (), ""
 
