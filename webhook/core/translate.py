@@ -57,9 +57,8 @@ def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> fro
     model by instance type, but p4d.24xlarge means nothing on AKS. A value no loaded map knows (a GPU
     newer than the catalogue) on the target's own key is the user's business and stays."""
     foreign = set(demand.selection.keys - target.selector_keys())
-    model_keys = {m.label for m in target.model_labels}
     for key, operator, values in demand.constraints:
-        if key in model_keys and operator == "In":
+        if operator == "In" and any(m.label == key for m in target.model_labels):
             for value in values:
                 if not _understands(target, key, value, dialects) and any(
                     _understands(m, key, value, dialects) for m in dialects.maps
@@ -122,10 +121,6 @@ class Foreign(NamedTuple):
 
 
 def read_foreign(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, dialects: Dialects) -> Foreign:
-    if not demand.constraints:  # the usual pod: no label keys, hence none of another platform's
-        return Foreign(
-            frozenset(), {}, foreign_scheduler(spec, target, dialects), foreign_annotations(demand, target)
-        )
     return Foreign(
         foreign_keys(demand, target, dialects),
         foreign_node_labels(demand, target, dialects),
