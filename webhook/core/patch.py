@@ -38,13 +38,13 @@ class PatchError(RuntimeError):
     """The mutation edited a part of the Pod the core may not edit."""
 
 
-def editable_view(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of only the editable subtrees, in the Pod's own shape. A container is copied one level
-    deep, its resources in full: the rest of it (env, mounts, probes...) is the Pod's own, shared
-    and never edited, so an edit may replace a container's field but change only its resources in
-    place. Unchanged parts stay the very same objects, which the patch walk skips at once."""
+def editable_view(sections: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A copy of only the editable subtrees of the pod's metadata and spec (`_sections`), in its
+    shape. A container is copied one level deep, its resources in full: the rest of it (env, mounts,
+    probes...) is the Pod's own, shared and never edited, so an edit may replace a container's field
+    but change only its resources in place. Unchanged parts stay the very same objects, which the
+    patch walk skips at once."""
     view: dict[str, Any] = {"metadata": {}, "spec": {}}
-    sections = _sections(pod)
     for parent, key in EDITABLE_FIELDS:
         section = sections[parent]
         if key in section:
@@ -76,11 +76,11 @@ def _container_copy(container: Any) -> Any:
 
 def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any]]:
     """Run `mutate` on an editable view of `pod` and return the JSON Patch from pod to the result."""
-    after = editable_view(pod)
+    sections = _sections(pod)  # read once, for the copy and for the walk
+    after = editable_view(sections)
     mutate(after)
     _reject_edits_outside(after)
     ops: list[dict[str, Any]] = []
-    sections = _sections(pod)
     for parent, key in EDITABLE_FIELDS:
         old = sections[parent]
         new = after[parent]
