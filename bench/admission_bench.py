@@ -152,11 +152,15 @@ def measure(server, args, connections) -> dict[str, dict]:
             start = (connections * args.rounds + number) * (per_round + 20)
             sent = bodies(name, per_round + 20, start)
             rounds[label].append(run_case(server, path, sent, per_round, connections))
-    baseline = rounds[CASES[0][0]]
+    return summarize(rounds, CASES[0][0])
+
+
+def summarize(rounds: dict[str, list[dict]], baseline_label: str) -> dict[str, dict]:
+    """Each case's median round, and the median of its ratios to the baseline of the same round: the
+    machine's speed drifts between rounds minutes apart more than the gap being measured."""
+    baseline = rounds[baseline_label]
     results = {}
     for label, runs in rounds.items():
-        # Each case against the baseline of its own round (minutes apart, this machine's speed drifts
-        # more than the gap being measured), then the median of those ratios.
         ratios = sorted(r["req_per_s"] / b["req_per_s"] for r, b in zip(runs, baseline, strict=True))
         middle = sorted(runs, key=lambda r: r["req_per_s"])[len(runs) // 2]
         results[label] = {**middle, "ratio": ratios[len(ratios) // 2]}
