@@ -127,6 +127,31 @@ def test_numa_hint_names_the_maps_numa_scheduler_and_guaranteed_pods_get_no_warn
     ]
 
 
+def test_gpus_asked_by_limits_alone_count_for_the_hint(tmp_path):
+    # The API server defaults an extended resource's request to its limit, so most pods write limits only.
+    ctx = build_context(default_directory(), "generic", mixed_cluster(tmp_path))
+    source = pod({"nvidia.com/gpu": "8"})
+    del source["spec"]["containers"][0]["resources"]["requests"]
+    result, decision = admit(source, ctx)
+    assert any("NVLink domain ≥ 8" in w for w in decision.warnings)
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in result["spec"]["affinity"]["nodeAffinity"]
+
+
+def test_an_init_container_without_cpu_limits_makes_the_pod_not_guaranteed(tmp_path):
+    inventory = parse_inventory(
+        list(
+            yaml.safe_load_all(write_inventory(tmp_path, agent_node("a", "a100-pcie-8-two-numa")).read_text())
+        )
+    )
+    hints = PlacementHints(context("generic").target, inventory)
+    source = pod({"nvidia.com/gpu": "2", "cpu": "8", "memory": "32Gi"})
+    source["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    view = {"metadata": {}, "spec": source["spec"]}
+    assert "gpuport: pod is not Guaranteed QoS, so the kubelet will not align its CPUs and GPUs" in hints(
+        view, source
+    )
+
+
 def test_required_topology_policy_makes_it_a_requirement(tmp_path):
     inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
     hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)

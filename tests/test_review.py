@@ -2,6 +2,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import all_fixtures, fixture
 from webhook.core.decision import allow, clean_warning, deny
@@ -88,3 +90,28 @@ def test_warnings_are_one_line_and_short():
     assert len(cleaned) == 120
     assert cleaned.endswith("…")
     assert clean_warning("a\nb") == "a b"
+
+
+def _flattened(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 120 else flat[:119] + "…"
+
+
+@settings(max_examples=400)
+@given(
+    st.text(
+        alphabet=st.sampled_from("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u2028\u3000\u180e…é"),
+        max_size=130,
+    )
+)
+@example("a" * 120)
+@example("a" * 121)
+@example(" a")
+@example("a ")
+@example("a  b")
+@example("a\u2000b")
+@example("a\x1cb")
+def test_a_warning_left_as_written_is_the_one_split_and_joined(text):
+    # The shortcut for warnings already on one line must agree with splitting and joining on every text:
+    # Unicode has spaces (NBSP, the em quad, the ideographic space...) that str.split() splits on.
+    assert clean_warning(text) == _flattened(text)

@@ -246,6 +246,20 @@ def test_init_containers_are_translated_too():
     assert result["spec"]["initContainers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
 
 
+def test_init_containers_run_one_at_a_time_so_the_node_holds_the_largest_ask_not_their_sum():
+    source = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+    source["spec"]["initContainers"] = [
+        {"name": f"prep-{n}", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}
+        for n in range(2)
+    ]
+    result, _, _ = translated(source, "eks")
+    (term,) = result["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    # 4 GPUs at a time: the 4-GPU instance type stays, the 1-GPU ones go.
+    assert term["matchExpressions"][0]["values"] == ["g4dn.12xlarge", "g4dn.metal"]
+
+
 def test_fractional_policy_mig_turns_half_an_a100_into_a_slice():
     source = pod({"nvidia.com/gpu": "500m"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
     decision, _ = admit(source, "generic")

@@ -56,6 +56,10 @@ def deny(reason: str, message: str, *, warnings: Iterable[str] = ()) -> Decision
 
 def clean_warning(text: str) -> str:
     """One line, at most MAX_WARNING_CHARS: the API server drops warnings that contain a newline."""
+    if len(text) <= MAX_WARNING_CHARS and text.isprintable() and "  " not in text and text.strip(" ") == text:
+        # Already one line (every warning gpuport writes): printable text has no whitespace but the
+        # ASCII space, so splitting and joining would give it back unchanged.
+        return text
     flat = " ".join(text.split())
     if len(flat) <= MAX_WARNING_CHARS:
         return flat

@@ -16,7 +16,7 @@ from webhook.core.demand import PodDemand
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
 from webhook.core.topology import best_cost
-from webhook.core.workloads import containers, mapping_at, resource_entries, resource_section
+from webhook.core.workloads import CONTAINER_LISTS, is_map, mapping_at, resource_entries, resource_section
 
 JOB_LABELS = (
     "batch.kubernetes.io/job-name",
@@ -130,13 +130,20 @@ def topology_plan(rows: list[CostRow], k: int, target: CloudMap) -> TopologyPlan
 
 
 def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
+    """The whole GPUs the app containers' limits ask for (runs on every pod the hints may change, so it
+    looks up the one name in each container rather than walking every entry)."""
     total = 0
-    for _, name, value in resource_entries(spec, "limits", ("containers",)):
-        if name == target.whole_gpu:
-            try:
-                total += int(quantity.parse(value))
-            except (quantity.QuantityError, ValueError):
-                continue
+    items = spec.get("containers")
+    for container in items if isinstance(items, list) else ():
+        if not is_map(container):
+            continue
+        value = resource_section(container, "limits").get(target.whole_gpu)
+        if value is None:
+            continue
+        try:
+            total += int(quantity.parse(value))
+        except (quantity.QuantityError, ValueError):
+            continue
     return total
 
 
@@ -264,10 +271,18 @@ def _asks_several(pod: Mapping[str, Any]) -> bool:
 
 def guaranteed_qos(spec: Mapping[str, Any]) -> bool:
     """Every container has cpu and memory limits, and requests equal to them (or unset)."""
-    for container in containers(spec):
-        limits = resource_section(container.spec, "limits")
-        requests = resource_section(container.spec, "requests")
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+    for list_name in CONTAINER_LISTS:  # a plain walk: only the resources are read, never the names
+        items = spec.get(list_name)
+        for container in items if isinstance(items, list) else ():
+            if is_map(container) and not _guaranteed(container):
                 return False
+    return True
+
+
+def _guaranteed(container: Mapping[str, Any]) -> bool:
+    limits = resource_section(container, "limits")
+    requests = resource_section(container, "requests")
+    for name in ("cpu", "memory"):
+        if name not in limits or requests.get(name, limits[name]) != limits[name]:
+            return False
     return True

@@ -373,8 +373,12 @@ def _carry_spot(
 def _gpus_on_one_node(demand: PodDemand) -> int:
     """GPUs (or slices, or shares) one pod needs on its node: app containers add up, init containers
     run one at a time."""
-    app = sum(a.count for a in demand.asks if a.list_name == "containers")
-    init = max((a.count for a in demand.asks if a.list_name == "initContainers"), default=0)
+    app = init = 0
+    for ask in demand.asks:  # one loop, not a generator per list: this runs for every translated pod
+        if ask.list_name == "containers":
+            app += ask.count
+        elif ask.list_name == "initContainers" and ask.count > init:
+            init = ask.count
     return max(app, init, 1)
 
 
