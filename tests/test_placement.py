@@ -218,6 +218,25 @@ def test_a_pod_already_in_this_cluster_s_words_is_never_changed_by_node_data(tmp
     )
 
 
+def test_a_slice_no_node_offers_is_said_for_a_translated_init_container_too(tmp_path):
+    ctx = build_context(
+        default_directory(), "generic", write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
+    )
+    source = pod(
+        {"cpu": "1"},
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+            "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+        },
+    )
+    source["spec"]["initContainers"] = [
+        {"name": "prep", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    ]
+    result, decision = admit(source, ctx)
+    assert result["spec"]["initContainers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert "gpuport: no node offers nvidia.com/mig-1g.10gb now; the pod waits for one" in decision.warnings
+
+
 def test_a_model_no_node_has_is_still_translated_with_a_warning(tmp_path):
     inventory = write_inventory(
         tmp_path,

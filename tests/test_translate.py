@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
 from webhook.core.admission import decide_mutation
-from webhook.core.demand import read_demand
+from webhook.core.demand import read_demand, read_selection
 from webhook.core.translate import TRANSLATED_FROM, compact_json
 
 CONTEXTS = {name: context(name) for name in TARGETS}
@@ -337,23 +337,28 @@ def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_mean
     for n in range(MEANINGS_KEPT + 500):
         assert dialects.label_meaning(key, f"made-up-{n}").models == frozenset()
         assert not dialects.resource_meaning(f"example.com/made-up-{n}").accelerator
+        assert read_selection({"nodeSelector": {key: f"made-up-{n}"}}, dialects).unknown
     assert len(dialects._label_meanings) == len(dialects._resource_meanings) == MEANINGS_KEPT
+    assert len(dialects.selections) == MEANINGS_KEPT
     # Past the bound, answers are still worked out, and still right.
     assert dialects.label_meaning(key, "nvidia-tesla-a100").models == {"A100-40GB"}
     assert dialects.resource_meaning("nvidia.com/mig-1g.10gb").kind == "mig"
+    assert read_selection({"nodeSelector": {key: "nvidia-tesla-a100"}}, dialects).models == {"A100-40GB"}
 
 
-def test_the_models_a_map_offers_are_remembered_per_map_object_never_for_a_changed_copy():
-    dialects = CONTEXTS["generic"].dialects
-    catalogue = dialects.catalogue
-    for cloud_map in dialects.maps:
-        assert dialects.offered(cloud_map) == frozenset(cloud_map.models_offered(catalogue))
-        assert dialects.models_offered(cloud_map) == cloud_map.models_offered(catalogue)  # in its order
-    generic = CONTEXTS["generic"].target
-    narrowed = replace(generic, offered_models=("H100-80GB",))  # the map narrowed to the nodes' models
-    assert dialects.offered(generic) != dialects.offered(narrowed) == {"H100-80GB"}
-    assert dialects.models_offered(narrowed) == ("H100-80GB",)
-    assert dialects.scheduler_names >= {"volcano", "hami-scheduler", "kai-scheduler"}
+def test_a_remembered_selection_is_the_one_read_afresh():
+    # Every platform's selectors, as written and as translated to every target: the shared contexts
+    # have remembered each; a new Dialects works each out again.
+    from webhook.core.dialects import Dialects
+
+    for source, target in MATRIX:
+        decision, ctx = admit(SOURCES[source][1], target)
+        fresh = Dialects(ctx.dialects.maps, ctx.dialects.catalogue)
+        specs = [SOURCES[source][1]["spec"]]
+        if decision.allowed:
+            specs.append(jsonpatch.apply_patch(SOURCES[source][1], list(decision.patch))["spec"])
+        for spec in specs:
+            assert read_selection(spec, ctx.dialects) == read_selection(spec, fresh), (source, target)
 
 
 ANNOTATION_JSON = st.recursive(

@@ -18,7 +18,7 @@ from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.translate import Untranslatable, is_native, read_foreign, translate_pod
-from webhook.core.workloads import ContainerRef, containers, mapping_at, pod_spec_path, resource_section
+from webhook.core.workloads import CONTAINER_LISTS, is_map, mapping_at, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
 # It also receives the whole original Pod, read-only, for context it may not edit.
@@ -140,15 +140,22 @@ def _absent(
         warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
     if context.present_resources is not None:
         if names is None:
-            names = frozenset(n for c in containers(spec, ("spec",)) for n in _resource_names(c))
+            names = _resource_names(spec)
         for name in sorted(n for n in names if context.target.is_accelerator(n)):
             if name not in context.present_resources:
                 warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
     return warnings
 
 
-def _resource_names(container: ContainerRef) -> set[str]:
-    return {*resource_section(container.spec, "limits"), *resource_section(container.spec, "requests")}
+def _resource_names(spec: Mapping[str, Any]) -> frozenset[str]:
+    """Every resource name the containers' limits and requests write (a plain walk: no names read)."""
+    names: set[str] = set()
+    for list_name in CONTAINER_LISTS:
+        items = spec.get(list_name)
+        for container in items if isinstance(items, list) else ():
+            if is_map(container):
+                names.update(resource_section(container, "limits"), resource_section(container, "requests"))
+    return frozenset(names)
 
 
 def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
-from webhook.core.dialects import Dialects
+from webhook.core.dialects import MEANINGS_KEPT, Dialects
 from webhook.core.platform import SharedForm
 from webhook.core.pod_claims import TemplateLookup, claim_uses
 from webhook.core.workloads import (
@@ -272,9 +272,19 @@ def read_selection(
     when the caller has it already."""
     keys = dialects.selector_keys()
     every = node_constraints(spec) if read is None else read
-    constraints = [(k, values) for k, op, values in every if k in keys and op == "In"]
+    constraints = tuple([(k, values) for k, op, values in every if k in keys and op == "In"])
     if not constraints:
         return NO_SELECTION
+    # The pods of one workload (and every pod translated to one model) repeat their requirements.
+    known: Selection | None = dialects.selections.get(constraints)
+    if known is None:
+        known = _selection_of(constraints, dialects)
+        if len(dialects.selections) < MEANINGS_KEPT:
+            dialects.selections[constraints] = known
+    return known
+
+
+def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects: Dialects) -> Selection:
     models: frozenset[str] | None = None
     profile: MigProfile | None = None
     shared = False

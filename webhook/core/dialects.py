@@ -7,7 +7,7 @@ pods of one workload ask the same questions again and again.
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
 from webhook.core.platform import CloudMap, SharedForm
@@ -65,6 +65,12 @@ class Dialects:
 
     @functools.cached_property
     def _resource_meanings(self) -> dict[str, ResourceMeaning]:
+        return {}
+
+    @functools.cached_property
+    def selections(self) -> dict[Any, Any]:
+        """demand.read_selection's answers by the GPU-label requirements they came from, kept like the
+        meanings (per Dialects, at most MEANINGS_KEPT); demand.py owns the type and fills it."""
         return {}
 
     @functools.cached_property

@@ -410,10 +410,11 @@ def _target_models(
         return (), ""
     any_class = target.substitution == "any"
     catalogue = dialects.catalogue
-    for offered in map(dialects.models_offered, (target, declared)):  # declared's only when needed
-        kept = tuple(sorted(m for m in wanted if m in offered))
+    for cloud_map in (target, declared):  # declared's only when needed
+        kept = tuple(sorted(wanted & dialects.offered(cloud_map)))
         if kept:
             return kept, ""
+        offered = dialects.models_offered(cloud_map)
         substitutes = {
             m.id for w in sorted(wanted) if (m := catalogue.equivalent(w, offered, any_class)) is not None
         }
