@@ -125,6 +125,22 @@ def test_unparseable_quantity_is_denied_not_crashed(generic_context):
     assert "'lots' is not a quantity" in decision.message
 
 
+def test_a_fractional_request_is_said_as_fractional_whatever_the_limit(generic_context):
+    # Beside a whole limit, and with no limit at all: the fraction is the problem to fix first.
+    for resources in (gpu(limit="1", request="500m"), gpu(request="500m")):
+        decision = mutate(pod_with_resources(resources), generic_context)
+        assert decision.reason == "fractional-gpu"
+        assert 'containers[0] "c0": nvidia.com/gpu is 0.5, but GPUs are whole units' in decision.message
+
+
+def test_unparseable_limit_and_request_are_listed_limit_first(generic_context):
+    decision = mutate(pod_with_resources(gpu("lots", "heaps")), generic_context)
+    assert decision.message == (
+        'Pod "p" has 2 problems: (1) containers[0] "c0": limits.nvidia.com/gpu \'lots\' is not a quantity; '
+        "(2) containers[0] \"c0\": requests.nvidia.com/gpu 'heaps' is not a quantity"
+    )
+
+
 def test_several_problems_become_one_denial_listing_all(generic_context):
     pod = pod_with_resources(gpu("0.5", "0.5"), gpu(limit="2", request="1"), init=(gpu(request="1"),))
     decision = mutate(pod, generic_context)

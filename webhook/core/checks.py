@@ -48,42 +48,33 @@ def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialec
     names = [n for n in (*limits, *(n for n in requests if n not in limits)) if is_extended_resource(n)]
     found: list[Violation] = []
     for name in names:
-        parsed: dict[str, Decimal] = {}
-        for section, values in (("limits", limits), ("requests", requests)):
-            if name not in values:
-                continue
-            try:
-                parsed[section] = quantity.parse(values[name])
-            except quantity.QuantityError as exc:
-                found.append(
-                    Violation(
-                        "bad-quantity",
-                        f"{container.field}.resources.{section}[{name}]",
-                        f"{container.label}: {section}.{name} {exc}",
-                    )
-                )
-        fractional = next(
-            (parsed[s] for s in ("limits", "requests") if s in parsed and not quantity.is_whole(parsed[s])),
-            None,
-        )
+        # Parsed in this order (limits first), each None when absent or not a quantity: a local
+        # each, not a dict and a generator per name, as this runs for every GPU container.
+        limit = _parsed(container, "limits", limits, name, found)
+        request = _parsed(container, "requests", requests, name, found)
+        fractional = None
+        if limit is not None and not quantity.is_whole(limit):
+            fractional = limit
+        elif request is not None and not quantity.is_whole(request):
+            fractional = request
         if fractional is not None and _translated_by_policy(name, fractional, target, dialects):
             continue
         if fractional is not None:
             found.append(_fractional(container, name, fractional, target, dialects))
             continue
-        if "requests" in parsed and name not in limits:
+        if request is not None and name not in limits:
             found.append(
                 Violation(
                     "missing-limit",
                     f"{container.field}.resources.limits",
-                    f"{container.label}: {name} is requested ({quantity.as_written(parsed['requests'])}) "
+                    f"{container.label}: {name} is requested ({quantity.as_written(request)}) "
                     "without a limit: Limit must be set for non overcommitable resources "
-                    f"(set limits {name}: {quantity.as_written(parsed['requests'])})",
+                    f"(set limits {name}: {quantity.as_written(request)})",
                 )
             )
-        elif "requests" in parsed and "limits" in parsed and parsed["requests"] != parsed["limits"]:
-            request_text = quantity.as_written(parsed["requests"])
-            limit_text = quantity.as_written(parsed["limits"])
+        elif request is not None and limit is not None and request != limit:
+            request_text = quantity.as_written(request)
+            limit_text = quantity.as_written(limit)
             found.append(
                 Violation(
                     "request-limit-mismatch",
@@ -93,6 +84,24 @@ def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialec
                 )
             )
     return found
+
+
+def _parsed(
+    container: ContainerRef, section: str, values: Mapping[str, Any], name: str, found: list[Violation]
+) -> Decimal | None:
+    if name not in values:
+        return None
+    try:
+        return quantity.parse(values[name])
+    except quantity.QuantityError as exc:
+        found.append(
+            Violation(
+                "bad-quantity",
+                f"{container.field}.resources.{section}[{name}]",
+                f"{container.label}: {section}.{name} {exc}",
+            )
+        )
+        return None
 
 
 def _translated_by_policy(name: str, amount: Decimal, target: CloudMap, dialects: Dialects) -> bool:

@@ -11,6 +11,10 @@ from webhook.core.demand import PodDemand
 
 Entry = tuple[PodDemand, Decision]
 
+# The two children, looked up once: labels() takes a lock and a dict lookup on every call.
+_HITS = metrics.DECISION_MEMO.labels("hit")
+_MISSES = metrics.DECISION_MEMO.labels("miss")
+
 
 class DecisionMemo:
     def __init__(self, size: int = 1024):
@@ -24,7 +28,7 @@ class DecisionMemo:
             entry = self._entries.get(key) if context is self._context else None
             if entry is not None:
                 self._entries.move_to_end(key)
-        metrics.DECISION_MEMO.labels("hit" if entry is not None else "miss").inc()
+        (_HITS if entry is not None else _MISSES).inc()
         return entry
 
     def put(self, key: bytes, context: Context, value: Entry) -> None:
