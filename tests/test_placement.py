@@ -152,6 +152,22 @@ def test_an_init_container_without_cpu_limits_makes_the_pod_not_guaranteed(tmp_p
     )
 
 
+@pytest.mark.parametrize("policy", ["preferred", "required"])
+def test_hints_fill_fields_that_are_null_as_if_absent(tmp_path, policy):
+    inventory = parse_inventory(
+        list(
+            yaml.safe_load_all(write_inventory(tmp_path, agent_node("a", "a100-pcie-8-two-numa")).read_text())
+        )
+    )
+    hints = PlacementHints(replace(context("generic").target, topology_policy=policy), inventory)
+    source = pod({"nvidia.com/gpu": "2"})
+    source["metadata"].update(labels={"batch.kubernetes.io/job-name": "train"}, annotations=None)
+    view = {"metadata": {"annotations": None}, "spec": {**source["spec"], "affinity": None}}
+    hints(view, source)
+    assert view["metadata"]["annotations"][NUMA_HINT] == "single-numa-node"
+    assert set(view["spec"]["affinity"]) == {"nodeAffinity", "podAffinity"}
+
+
 def test_required_topology_policy_makes_it_a_requirement(tmp_path):
     inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
     hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)

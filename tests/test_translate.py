@@ -230,6 +230,30 @@ def test_affinity_that_only_named_the_gpu_is_removed_whole():
     assert result["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
 
 
+@pytest.mark.parametrize(("source", "target"), MATRIX, ids=[f"{s}->{t}" for s, t in MATRIX])
+def test_fields_written_as_null_are_read_as_absent(source, target):
+    # YAML's `tolerations:` with nothing under it; the API server itself omits empty fields.
+    from webhook.core.patch import EDITABLE_FIELDS
+
+    plain = copy.deepcopy(SOURCES[source][1])
+    nulled = copy.deepcopy(plain)
+    for parent, key in EDITABLE_FIELDS:
+        nulled[parent].setdefault(key, None)
+    as_plain, _ = admit(plain, target)
+    as_nulled, _ = admit(nulled, target)
+    assert (as_nulled.allowed, as_nulled.message, as_nulled.warnings) == (
+        as_plain.allowed,
+        as_plain.message,
+        as_plain.warnings,
+    )
+    if as_plain.allowed:
+        result = jsonpatch.apply_patch(nulled, list(as_nulled.patch))
+        for parent, key in EDITABLE_FIELDS:
+            if result[parent].get(key, "") is None:
+                del result[parent][key]  # left null where nothing was added
+        assert result == jsonpatch.apply_patch(plain, list(as_plain.patch))
+
+
 def test_init_containers_are_translated_too():
     source = pod({"nvidia.com/gpu.shared": "1"})
     source["spec"]["initContainers"] = [

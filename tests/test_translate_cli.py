@@ -84,6 +84,49 @@ def test_the_cli_and_the_webhook_agree_on_every_matrix_pod(tmp_path, capsys):
         assert translated[len(SOURCES) :] == list(templates.values()), target
 
 
+EMPTY_KEYS_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  labels:
+  annotations:
+spec:
+  affinity:
+  tolerations:
+  nodeSelector:
+    cloud.google.com/gke-accelerator: nvidia-h100-80gb
+  containers:
+  - name: main
+    image: nvcr.io/nvidia/pytorch:24.05-py3
+    resources:
+      limits:
+        nvidia.com/gpu: 8
+"""
+
+
+@pytest.mark.parametrize("target", ["generic", "aks"])
+def test_keys_left_empty_in_yaml_are_filled_not_a_crash(tmp_path, target):
+    # `annotations:` with nothing under it is null in YAML; gpuport adds under it as under an absent one.
+    path = tmp_path / "pod.yaml"
+    path.write_text(EMPTY_KEYS_POD)
+    code, out, err = run_cli("translate", "--to", target, str(path))
+    assert code == 0, err
+    assert "Traceback" not in err
+    pod = yaml.safe_load(out)
+    assert pod["metadata"]["labels"] is None  # untouched: left as written
+    assert "gpuport.io/translated-from" in pod["metadata"]["annotations"]
+    if target == "generic":  # two product names: required node affinity, under the null `affinity:`
+        (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
+    else:
+        assert pod["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}
+    expected_tolerations = [dict(t) for t in context(target).target.tolerations] or None
+    assert pod["spec"]["tolerations"] == expected_tolerations
+
+
 def test_json_output_lists_decisions_and_denials_exit_1(tmp_path):
     path = tmp_path / "pods.yaml"
     path.write_text(yaml.safe_dump(SOURCES["gke-mig"][1]) + "---\n" + yaml.safe_dump(SOURCES["gke-whole"][1]))

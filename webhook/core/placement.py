@@ -16,7 +16,14 @@ from webhook.core.demand import PodDemand
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
 from webhook.core.topology import best_cost
-from webhook.core.workloads import CONTAINER_LISTS, is_map, mapping_at, resource_entries, resource_section
+from webhook.core.workloads import (
+    CONTAINER_LISTS,
+    editable,
+    is_map,
+    mapping_at,
+    resource_entries,
+    resource_section,
+)
 
 JOB_LABELS = (
     "batch.kubernetes.io/job-name",
@@ -194,17 +201,18 @@ class PlacementHints:
         return warnings
 
     def _add_node_affinity(self, spec: dict[str, Any], expression: dict[str, Any]) -> bool:
-        node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
         if self.target.topology_policy == "required":
-            terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}).setdefault(
-                "nodeSelectorTerms", [{}]
-            )
+            required = editable(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", dict)
+            terms = required.get("nodeSelectorTerms")
+            if terms is None:
+                terms = required["nodeSelectorTerms"] = [{}]
             if all(expression in (t.get("matchExpressions") or []) for t in terms):
                 return False
             for term in terms:
-                term.setdefault("matchExpressions", []).append(dict(expression))
+                editable(term, "matchExpressions", list).append(dict(expression))
             return True
-        preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        preferred = editable(node_affinity, "preferredDuringSchedulingIgnoredDuringExecution", list)
         wanted = {"weight": 100, "preference": {"matchExpressions": [expression]}}
         if wanted in preferred:
             return False
@@ -212,7 +220,7 @@ class PlacementHints:
         return True
 
     def _numa(self, view: dict[str, Any], k: int) -> list[str]:
-        annotations = view["metadata"].setdefault("annotations", {})
+        annotations = editable(view["metadata"], "annotations", dict)
         changed = annotations.get(NUMA_HINT) != "single-numa-node"
         annotations[NUMA_HINT] = "single-numa-node"
         if self.target.numa_scheduler in NUMA_ANNOTATIONS:
@@ -245,12 +253,8 @@ class PlacementHints:
                 "topologyKey": topology,
             },
         }
-        preferred = (
-            view["spec"]
-            .setdefault("affinity", {})
-            .setdefault("podAffinity", {})
-            .setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
-        )
+        affinity = editable(editable(view["spec"], "affinity", dict), "podAffinity", dict)
+        preferred = editable(affinity, "preferredDuringSchedulingIgnoredDuringExecution", list)
         if term in preferred:
             return []
         preferred.append(term)

@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.demand import ContainerAsk
-from webhook.core.workloads import required_terms
+from webhook.core.workloads import editable, required_terms
 
 
 def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:
     """The map's tolerations for its GPU nodes' taints, each added once; one warning per addition."""
     warnings = []
     for toleration in tolerations:
-        present = spec.setdefault("tolerations", [])
+        present = editable(spec, "tolerations", list)
         if dict(toleration) not in present:
             present.append(dict(toleration))
             warnings.append(f"gpuport: toleration {toleration.get('key')} added")
@@ -31,7 +31,7 @@ def missing_tolerations(spec: Mapping[str, Any], tolerations: Sequence[Mapping[s
 
 def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, str]) -> None:
     container = spec[ask.list_name][ask.index]
-    resources = container.setdefault("resources", {})
+    resources = editable(container, "resources", dict)
     # The sections that carry the ask as written (a set test in C, not a generator per name).
     carrying = [
         s
@@ -40,7 +40,7 @@ def rewrite_resources(spec: dict[str, Any], ask: ContainerAsk, new: dict[str, st
     ]
     if new and not carrying:
         # Asked by annotation (KAI): the resources are new, and limits alone ask for them.
-        resources.setdefault("limits", {}).update(new)
+        editable(resources, "limits", dict).update(new)
         _agree(resources, new)
         return
     for section in carrying:
@@ -119,7 +119,7 @@ def require_label(spec: dict[str, Any], key: str, values: tuple[str, ...]) -> bo
     """Require a node label value: nodeSelector for one value, required node affinity for several.
     Returns False when the pod already says exactly that."""
     if len(values) == 1:
-        selector = spec.setdefault("nodeSelector", {})
+        selector = editable(spec, "nodeSelector", dict)
         if selector.get(key) == values[0]:
             return False
         selector[key] = values[0]
@@ -135,9 +135,9 @@ def require_expression(spec: dict[str, Any], expression: dict[str, Any]) -> bool
         if all(expression in (term.get("matchExpressions") or []) for term in terms):
             return False
         for term in terms:
-            term.setdefault("matchExpressions", []).append(copy.deepcopy(expression))
+            editable(term, "matchExpressions", list).append(copy.deepcopy(expression))
         return True
-    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
         "nodeSelectorTerms": [{"matchExpressions": [expression]}]
     }

@@ -29,6 +29,7 @@ from webhook.core.podedits import (
     rewrite_resources,
 )
 from webhook.core.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
+from webhook.core.workloads import editable
 
 __all__ = [
     "TRANSLATED_FROM",
@@ -279,7 +280,7 @@ def translate_pod(
     elif scheduler:
         del spec["schedulerName"]
         warnings.append(f"gpuport: schedulerName {scheduler} removed: {target.name} does not run it")
-    annotations = view["metadata"].setdefault("annotations", {})
+    annotations = editable(view["metadata"], "annotations", dict)
     for key in sorted(foreign.annotations):
         original.setdefault("annotations", {})[key] = annotations.pop(key, None)
         warnings.append(f"gpuport: annotation {key} removed: {target.name} does not read it")

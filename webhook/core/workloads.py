@@ -47,6 +47,16 @@ def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
+def editable(parent: dict[str, Any], key: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:
+    """parent[key], to edit in place: made an empty `kind` when absent or null. YAML's `annotations:`
+    with nothing under it is null, which the API server reads as absent; setdefault would hand back
+    the None."""
+    value = parent.get(key)
+    if value is None:
+        value = parent[key] = kind()
+    return value
+
+
 def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
     return POD_SPEC_PATHS.get((group, kind))
 
