@@ -42,13 +42,15 @@ CASES = [
 
 def gke_review(seq: int | None = None):
     """The captured GPU pod as a GKE user writes a 4×H100 pod: translated, and given topology hints.
-    With `seq`, an annotation makes every pod different to the decision memo (nothing else changes)."""
+    With `seq`, the container's name makes every pod different to the decision memo (it reads the name,
+    and quotes it); nothing else changes. An annotation would not: the memo ignores those no decision
+    reads, as the pods of an indexed Job differ only there."""
     review = fixture("pod-create-gpu-limit-1.json")
     pod = review["request"]["object"]
     pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
     if seq is not None:
-        pod["metadata"].setdefault("annotations", {})["bench.gpuport.io/seq"] = str(seq)
+        pod["spec"]["containers"][0]["name"] = f"main-{seq}"
     return review
 
 

@@ -9,8 +9,9 @@ configurations aimed at that server's bench routes (same processes, TLS and API 
 allow-all answers "allowed"; label-once adds one label on the mutating call, so it costs the API
 server what any mutating webhook's patch costs (decode, apply, decode the pod again). Creates are one
 at a time over a kept-alive connection, with generateName as a ReplicaSet sends them; "each new" pods
-differ by an annotation, so no decision is remembered. Each case reports its median create over the
-rounds; ratios are against the bare pairs with the same pod.
+differ by their container's name, so no decision is remembered; "indexed Job" pods differ by their
+completion index (label and annotation), which no decision reads, so they are. Each case reports its
+median create over the rounds; ratios are against the bare pairs with the same pod.
 """
 
 import argparse
@@ -40,12 +41,13 @@ NATIVE = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 GKE = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
 
 
-def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None) -> dict:
+def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None, index: int | None = None) -> dict:
     metadata: dict = {"generateName": "bench-"}
-    if seq is not None:
-        metadata["annotations"] = {"bench.gpuport.io/seq": str(seq)}
+    if index is not None:  # as the Job controller writes an indexed Job's pods
+        metadata["labels"] = {"batch.kubernetes.io/job-completion-index": str(index)}
+        metadata["annotations"] = {"batch.kubernetes.io/job-completion-index": str(index)}
     container = {
-        "name": "main",
+        "name": "main" if seq is None else f"main-{seq}",
         "image": "nvcr.io/nvidia/pytorch:24.05-py3",
         "resources": {"limits": {"nvidia.com/gpu": gpus}},
     }
@@ -57,6 +59,7 @@ PODS = {
     "native": lambda seq: gpu_pod(NATIVE, "1"),
     "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4"),
     "GKE 4×H100, each new": lambda seq: gpu_pod(GKE, "4", seq),
+    "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq),
 }
 
 

@@ -192,7 +192,7 @@ def test_claims_for_devices_no_map_names_are_not_gpu_asks():
 
 
 def test_a_pod_with_claims_is_never_memoized():
-    assert decision_key(parsed(review_of(dra_pod()))) is None
+    assert decision_key(parsed(review_of(dra_pod())), None) is None
 
 
 ROUND_TRIP = ["generic-whole", "gke-whole", "eks-8", "generic-8", "gke-mig", "generic-mig"]

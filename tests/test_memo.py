@@ -36,10 +36,30 @@ def request_for(pod):
     return parsed(review_of(pod))
 
 
+# Labels and annotations of each replica's own (an indexed Job's completion index, a StatefulSet's pod
+# name...) and others no decision reads.
+PER_POD_KEYS = st.dictionaries(
+    st.sampled_from(
+        [
+            "batch.kubernetes.io/job-completion-index",
+            "apps.kubernetes.io/pod-index",
+            "statefulset.kubernetes.io/pod-name",
+            "pod-template-hash",
+            "controller-revision-hash",
+            "kubectl.kubernetes.io/restartedAt",
+            "example.com/owner",
+        ]
+    ),
+    st.text(max_size=4),
+    max_size=3,
+)
+
 # Fields the API server fills in per replica, and parts of a pod the decision never reads.
 NOISE = st.fixed_dictionaries(
     {},
     optional={
+        "labels": PER_POD_KEYS,
+        "annotations": PER_POD_KEYS,
         "uid": st.uuids().map(str),
         "generateName": st.sampled_from(["web-7d9f-", "train-"]),
         "creationTimestamp": st.sampled_from(["2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z"]),
@@ -69,6 +89,9 @@ def with_noise(pod, noise):
     for key in ("uid", "generateName", "creationTimestamp", "ownerReferences"):
         if key in noise:
             metadata[key] = noise[key]
+    for key in ("labels", "annotations"):
+        if key in noise and isinstance(metadata.get(key), dict):  # present or absent, as the pod was
+            metadata[key] = {**metadata[key], **noise[key]}
     for key in ("volumes", "serviceAccountName", "priority", "hostname"):
         if key in noise:
             spec[key] = noise[key]
@@ -83,17 +106,38 @@ def translation_pod(source):
     return copy.deepcopy(SOURCES[source][1])
 
 
-ANY_POD = st.one_of(pods(), st.sampled_from(sorted(SOURCES)).map(translation_pod))
+def with_maps(pod, present):
+    """The pod with empty labels and annotations maps where `present` says (edits add into them)."""
+    for key in present:
+        pod["metadata"].setdefault(key, {})
+    return pod
+
+
+ANY_POD = st.builds(
+    with_maps,
+    st.one_of(pods(), st.sampled_from(sorted(SOURCES)).map(translation_pod)),
+    st.sets(st.sampled_from(["labels", "annotations"])),
+)
+
+
+def nodes_with(*records):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_inventory(Path(tmp), *(agent_node(f"n{i}", r) for i, r in enumerate(records)))
+        return build_context(default_directory(), "generic", path)
+
+
+# A context with placement hints, which read the job labels and write the NUMA annotations.
+WITH_HINTS = nodes_with("a100-pcie-8-two-numa", "h100-sxm-8-nvswitch")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pod=ANY_POD, noise=NOISE, target=st.sampled_from(TARGETS))
+@given(pod=ANY_POD, noise=NOISE, target=st.sampled_from([*TARGETS, "with hints"]))
 def test_a_replica_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, noise, target):
-    ctx = context(target)
+    ctx = WITH_HINTS if target == "with hints" else context(target)
     memo = DecisionMemo()
     first = pipeline.mutate(request_for(pod), ctx, None, memo, TEMPLATES_EXIST)
     replica = request_for(with_noise(pod, noise))
-    assert decision_key(replica) == decision_key(request_for(pod))
+    assert decision_key(replica, ctx.metadata_keys) == decision_key(request_for(pod), ctx.metadata_keys)
     assert len(memo) == 1
     assert (
         pipeline.mutate(replica, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(replica, ctx) == first
@@ -113,6 +157,10 @@ KEYED_EDITS = [
     lambda p: p["spec"].setdefault("tolerations", []).append({"key": "x", "operator": "Exists"}),
     lambda p: p["metadata"].setdefault("annotations", {}).update({"nvidia.com/use-gputype": "H100"}),
     lambda p: p["metadata"].setdefault("labels", {}).update({"batch.kubernetes.io/job-name": "j"}),
+    lambda p: p["metadata"].setdefault("annotations", {}).update({"gpuport.io/translated-from": "{}"}),
+    lambda p: p["metadata"].setdefault("annotations", {}).update({"gpuport.io/numa-hint": "none"}),
+    lambda p: p["metadata"].setdefault("annotations", {}).update({"gpu-fraction": "0.5"}),
+    lambda p: p["metadata"].setdefault("annotations", {}),  # present, empty: edits add into it
     lambda p: p["spec"].update(schedulerName="hami-scheduler"),
     lambda p: p["spec"]["containers"].append({"name": "side", "image": "x"}),
     lambda p: p["spec"]["containers"][0].update(name="renamed"),
@@ -128,17 +176,11 @@ def test_a_change_the_decision_reads_is_decided_afresh(pod, edit):
     original, other = request_for(pod), request_for(changed)
     if other.object == original.object:
         return  # the edit changed nothing (the value was already there)
-    assert decision_key(other) != decision_key(original)
-    ctx = context("generic")
+    ctx = WITH_HINTS
+    assert decision_key(other, ctx.metadata_keys) != decision_key(original, ctx.metadata_keys)
     memo = DecisionMemo()
     pipeline.mutate(original, ctx, None, memo, TEMPLATES_EXIST)
     assert pipeline.mutate(other, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(other, ctx)
-
-
-def nodes_with(*records):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = write_inventory(Path(tmp), *(agent_node(f"n{i}", r) for i, r in enumerate(records)))
-        return build_context(default_directory(), "generic", path)
 
 
 CONTEXTS = {
@@ -198,4 +240,57 @@ def test_the_memo_is_bounded_and_forgets_a_replaced_context():
 
 def test_only_pod_creates_are_memoized():
     review = review_of(SOURCES["gke-whole"][1], operation="UPDATE")
-    assert decision_key(parsed(review)) is None
+    assert decision_key(parsed(review), context("gke").metadata_keys) is None
+
+
+def test_the_pods_of_an_indexed_job_share_one_decision():
+    # 1,000 completions of one indexed Job differ in their index label and annotation and in their
+    # generateName, none of which gpuport reads: the first pays for the translation, the rest are
+    # remembered.
+    memo = DecisionMemo()
+    template = with_maps(translation_pod("gke-whole"), ["labels", "annotations"])
+    template["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "train"
+    answers = []
+    for index in range(5):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(index)
+        pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = str(index)
+        # The Job controller sends generateName; the API server names the pod after admission.
+        del pod["metadata"]["name"]
+        pod["metadata"]["generateName"] = f"train-{index}-"
+        review = request_for(pod)
+        answers.append(pipeline.mutate(review, WITH_HINTS, None, memo))
+        assert answers[-1] == decide_mutation(review, WITH_HINTS)
+    assert len(memo) == 1
+    assert answers[0].patch and any("prefer one" in w for w in answers[0].warnings)  # the job's own hint
+
+
+def test_the_keys_name_what_translation_and_the_hints_read_and_write():
+    keys = WITH_HINTS.metadata_keys
+    assert keys.labels == {
+        "batch.kubernetes.io/job-name",
+        "training.kubeflow.org/job-name",
+        "jobset.sigs.k8s.io/jobset-name",
+    }
+    assert {
+        "gpuport.io/translated-from",
+        "gpuport.io/numa-hint",
+        "volcano.sh/numa-topology-policy",
+        "nvidia.com/use-gputype",
+        "nvidia.com/nouse-gputype",
+        "gpu-fraction",
+        "gpu-memory",
+    } <= keys.annotations
+    assert context("generic").metadata_keys.labels == frozenset()  # no hints without a node view
+
+
+def test_a_mutation_that_says_nothing_of_what_it_reads_keys_every_label():
+    ctx = replace(context("generic"), mutations=(lambda view, pod: [],))
+    assert ctx.metadata_keys is None
+    pod = with_maps(translation_pod("gke-whole"), ["labels"])
+    other = copy.deepcopy(pod)
+    other["metadata"]["labels"]["anything"] = "x"
+    assert decision_key(request_for(pod), None) != decision_key(request_for(other), None)
+    assert decision_key(request_for(pod), WITH_HINTS.metadata_keys) == decision_key(
+        request_for(other), WITH_HINTS.metadata_keys
+    )

@@ -4,12 +4,14 @@ Pure: no I/O, no clock, no randomness. The same input always gives the same Deci
 makes the webhook idempotent under reinvocation and testable without a server.
 """
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from webhook.core.checks import Violation, check_pod_spec
 from webhook.core.decision import Decision, allow, deny
+from webhook.core.decision_key import MetadataKeys
 from webhook.core.demand import PodDemand, read_demand, read_selection
 from webhook.core.dialects import Dialects
 from webhook.core.patch import diff_mutation
@@ -17,11 +19,13 @@ from webhook.core.platform import CloudMap
 from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
-from webhook.core.translate import Untranslatable, is_native, read_foreign, translate_pod
+from webhook.core.translate import TRANSLATED_FROM, Untranslatable, is_native, read_foreign, translate_pod
 from webhook.core.workloads import CONTAINER_LISTS, is_map, mapping_at, pod_spec_path, resource_section
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
-# It also receives the whole original Pod, read-only, for context it may not edit.
+# It also receives the whole original Pod, read-only, for context it may not edit. One that says
+# which pod labels and annotations it reads or writes (`label_keys`, `annotation_keys`: frozensets)
+# lets the memo key on those alone; one that does not makes it key on all of them.
 Mutation = Callable[[dict[str, Any], Mapping[str, Any]], list[str]]
 
 
@@ -42,6 +46,25 @@ class Context:
     @property
     def as_declared(self) -> CloudMap:
         return self.declared or self.target
+
+    @functools.cached_property
+    def metadata_keys(self) -> MetadataKeys | None:
+        """The pod labels and annotations a mutation decision reads or writes here: every loaded
+        dialect's GPU annotations (read as asks, removed as foreign, written for the target), the
+        translated-from record, and what each mutation declares. None when a mutation declares
+        nothing (it may read any). Worked out once per context (frozen: a change builds a new one)."""
+        labels: set[str] = set()
+        annotations = {TRANSLATED_FROM}
+        for cloud_map in (*self.dialects.maps, self.target, self.as_declared):
+            annotations |= cloud_map.annotation_keys()
+        for mutation in self.mutations:
+            label_keys = getattr(mutation, "label_keys", None)
+            annotation_keys = getattr(mutation, "annotation_keys", None)
+            if label_keys is None or annotation_keys is None:
+                return None
+            labels |= label_keys
+            annotations |= annotation_keys
+        return MetadataKeys(frozenset(labels), frozenset(annotations))
 
 
 def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:

@@ -2,15 +2,17 @@
 
 Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner references and whatever
 the API server fills in per pod, none of which the decision reads: it reads the request's kind and
-name (messages quote them), the pod's labels and annotations, each container's name, resources and
-restart policy, and the node selector, affinity, tolerations and scheduler name (a pod with
-resourceClaims is never memoized: its templates are read too). Two reviews with the
-same key get the same Decision from the same context (tests/test_memo.py checks that on random pods,
-varying every field outside the key). A field the decision starts to read must be added here.
+name (messages quote them), the labels and annotations the context names (MetadataKeys), each
+container's name, resources and restart policy, and the node selector, affinity, tolerations and
+scheduler name (a pod with resourceClaims is never memoized: its templates are read too). The pods
+of an indexed Job or a StatefulSet differ in labels and annotations of their own (completion index,
+pod name) that no decision reads, so they share a key too. Two reviews with the same key get the
+same Decision from the same context (tests/test_memo.py checks that on random pods, varying every
+field outside the key). A field the decision starts to read must be added here.
 """
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -18,11 +20,21 @@ from webhook.core.review import AdmissionRequest
 from webhook.core.workloads import CONTAINER_LISTS, is_map
 
 POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
+
+
+class MetadataKeys(NamedTuple):
+    """The pod labels and annotations a mutation decision reads or writes in one context."""
+
+    labels: frozenset[str]
+    annotations: frozenset[str]
+
+
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 
 
-def decision_key(request: AdmissionRequest) -> bytes | None:
-    """A 16-byte digest for a pod create; None for any other request (they are not memoized)."""
+def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes | None:
+    """A 16-byte digest for a pod create; None for any other request (they are not memoized).
+    `keys`: the labels and annotations the context's decision reads; None keys on all of them."""
     pod = request.object
     if not request.is_pod_create or not is_map(pod):
         return None
@@ -37,8 +49,8 @@ def decision_key(request: AdmissionRequest) -> bytes | None:
         request.namespace,
         request.version,
         request.name,
-        metadata.get("labels"),
-        metadata.get("annotations"),
+        _read(metadata.get("labels"), keys.labels if keys is not None else None),
+        _read(metadata.get("annotations"), keys.annotations if keys is not None else None),
     ]
     for list_name in CONTAINER_LISTS:
         items = spec.get(list_name)
@@ -53,3 +65,14 @@ def decision_key(request: AdmissionRequest) -> bytes | None:
     except orjson.JSONEncodeError:  # not JSON after all (a test's hand-made object): decide afresh
         return None
     return hashlib.blake2b(text, digest_size=16).digest()
+
+
+def _read(values: Any, keys: frozenset[str] | None) -> Any:
+    """The entries of a labels or annotations map the decision reads. A map present but without them
+    ({}) stays apart from an absent one (None): edits add into the one and create the other, and
+    their patches differ."""
+    if keys is None or type(values) is not dict:
+        return values
+    if keys.isdisjoint(values):
+        return {}
+    return {key: values[key] for key in keys if key in values}

@@ -91,7 +91,7 @@ def _decide(
     memo: Memo | None,
     claims: ClaimTemplates | None,
 ) -> Decision:
-    key = decision_key(review) if memo is not None else None
+    key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
     demand: PodDemand | None
     if remembered is not None:

@@ -157,6 +157,10 @@ def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
 class PlacementHints:
     """A mutation (see core.admission.Mutation) adding the hints; `wants` lets the core skip the copy."""
 
+    # The pod labels and annotations the hints read or write, whatever the map: the memo keys on these.
+    label_keys = _JOB_LABEL_KEYS
+    annotation_keys = frozenset({NUMA_HINT, *(key for key, _ in NUMA_ANNOTATIONS.values())})
+
     def __init__(self, target: CloudMap, inventory: Inventory | None):
         self.target = target
         self.classes = node_classes(inventory)
