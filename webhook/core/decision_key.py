@@ -20,6 +20,7 @@ from webhook.core.review import AdmissionRequest
 from webhook.core.workloads import CONTAINER_LISTS, is_map
 
 POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
+CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 
 
 class MetadataKeys(NamedTuple):
@@ -27,9 +28,6 @@ class MetadataKeys(NamedTuple):
 
     labels: frozenset[str]
     annotations: frozenset[str]
-
-
-CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 
 
 def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes | None:
