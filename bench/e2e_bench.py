@@ -88,7 +88,8 @@ class Creator:
 
 
 def server_counts(server: RunningServer, ca_file: Path) -> dict[str, float]:
-    """Reviews gpuport answered per route, and the seconds it spent on them (its own /metrics)."""
+    """Reviews gpuport answered per route, the seconds it spent on them, and its memo's hits and misses
+    (its own /metrics)."""
     context = ssl.create_default_context(cafile=str(ca_file))
     context.check_hostname = False
     conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context)
@@ -99,6 +100,9 @@ def server_counts(server: RunningServer, ca_file: Path) -> dict[str, float]:
             for metric in ("_count", "_sum"):
                 if line.startswith(f'gpuport_admission_duration_seconds{metric}{{route="{route}"}}'):
                     counts[route + metric] = float(line.rsplit(" ", 1)[1])
+        for result in ("hit", "miss"):
+            if line.startswith(f'gpuport_decision_memo_total{{result="{result}"}}'):
+                counts["memo_" + result] = float(line.rsplit(" ", 1)[1])
     return counts
 
 
@@ -167,18 +171,20 @@ def main() -> int:
         f"(median ms), gpuport {args.workers} worker(s) × {args.threads} threads; {stored} pods stored"
     )
     print(
-        f"{'pod':22} {'none':>6} {'allow-all':>10} {'label-once':>11} {'gpuport':>8} "
+        f"{'pod':24} {'none':>6} {'allow-all':>10} {'label-once':>11} {'gpuport':>8} "
         f"{'÷ allow-all':>12} {'÷ label-once':>13}"
     )
     for pod_name in PODS:
         none, bare, labelled, ours = (medians[(b, pod_name)] for b in BACKENDS)
         print(
-            f"{pod_name:22} {none:6.2f} {bare:10.2f} {labelled:11.2f} {ours:8.2f} "
+            f"{pod_name:24} {none:6.2f} {bare:10.2f} {labelled:11.2f} {ours:8.2f} "
             f"{ours / bare:12.2f} {ours / labelled:13.2f}"
         )
     for route in ("mutate", "validate"):
         count, total = reviews.get(route + "_count", 0), reviews.get(route + "_sum", 0)
         print(f"gpuport /{route}: {count:.0f} reviews, {total / max(count, 1) * 1000:.2f} ms each in gpuport")
+    # Each new pod is a miss; the repeated and indexed-Job pods after their first are hits.
+    print(f"gpuport memo: {reviews.get('memo_hit', 0):.0f} hits, {reviews.get('memo_miss', 0):.0f} misses")
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     rows = {f"{b} / {p}": v for (b, p), v in medians.items()}
