@@ -254,6 +254,17 @@ def test_fields_written_as_null_are_read_as_absent(source, target):
         assert result == jsonpatch.apply_patch(plain, list(as_plain.patch))
 
 
+def test_tolerations_written_as_a_map_are_refused_by_name_where_they_must_be_added():
+    source = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
+    source["spec"]["tolerations"] = {"key": "sku"}  # one toleration, not in a list
+    decision, _ = admit(source, "aks")  # whose GPU nodes are tainted: a toleration must be added
+    assert not decision.allowed and decision.reason == "untranslatable"
+    assert decision.message.endswith(
+        "cannot edit the pod: tolerations is a map; Kubernetes reads a list there"
+    )
+    assert admit(source, "generic")[0].allowed  # nothing to add there: not gpuport's to refuse
+
+
 def test_init_containers_are_translated_too():
     source = pod({"nvidia.com/gpu.shared": "1"})
     source["spec"]["initContainers"] = [

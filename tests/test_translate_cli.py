@@ -127,6 +127,22 @@ def test_keys_left_empty_in_yaml_are_filled_not_a_crash(tmp_path, target):
     assert pod["spec"]["tolerations"] == expected_tolerations
 
 
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("  annotations: []\n", "annotations is a list; Kubernetes reads a map there"),
+        ("  annotations: 3\n", "annotations is the int 3; Kubernetes reads a map there"),
+    ],
+)
+def test_a_field_of_the_wrong_kind_is_said_with_its_name_not_a_traceback(tmp_path, written, said):
+    path = tmp_path / "pod.yaml"
+    path.write_text(EMPTY_KEYS_POD.replace("  annotations:\n", written))
+    code, _, err = run_cli("translate", "--to", "generic", str(path))
+    assert code == 1
+    assert "Traceback" not in err
+    assert f"Pod/trainer: denied: cannot edit the pod: {said}" in err
+
+
 def test_json_output_lists_decisions_and_denials_exit_1(tmp_path):
     path = tmp_path / "pods.yaml"
     path.write_text(yaml.safe_dump(SOURCES["gke-mig"][1]) + "---\n" + yaml.safe_dump(SOURCES["gke-whole"][1]))

@@ -20,7 +20,14 @@ from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.translate import TRANSLATED_FROM, Untranslatable, is_native, read_foreign, translate_pod
-from webhook.core.workloads import CONTAINER_LISTS, is_map, mapping_at, pod_spec_path, resource_section
+from webhook.core.workloads import (
+    CONTAINER_LISTS,
+    MalformedField,
+    is_map,
+    mapping_at,
+    pod_spec_path,
+    resource_section,
+)
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
 # It also receives the whole original Pod, read-only, for context it may not edit. One that says
@@ -140,7 +147,10 @@ def rewrite_pod(
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
 
-    return Rewrite(diff_mutation(pod, mutate), warnings, needed)
+    try:
+        return Rewrite(diff_mutation(pod, mutate), warnings, needed)
+    except MalformedField as exc:  # said like any pod that cannot run here, never a crash
+        raise Untranslatable([f"cannot edit the pod: {exc}"]) from None
 
 
 def _wants(mutation: Mutation, pod: Mapping[str, Any], demand: PodDemand) -> bool:

@@ -47,14 +47,29 @@ def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
+class MalformedField(ValueError):
+    """A field gpuport must edit holds the wrong kind of value (a map where Kubernetes reads a list):
+    the API server would refuse the pod too, and no edit can be made into it."""
+
+
 def editable(parent: dict[str, Any], key: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:
     """parent[key], to edit in place: made an empty `kind` when absent or null. YAML's `annotations:`
     with nothing under it is null, which the API server reads as absent; setdefault would hand back
-    the None."""
+    the None. Any other value of the wrong kind is a MalformedField."""
     value = parent.get(key)
     if value is None:
         value = parent[key] = kind()
+    elif not isinstance(value, kind):
+        raise MalformedField(f"{key} is {_kind_of(value)}; Kubernetes reads {_kind_of(kind())} there")
     return value
+
+
+def _kind_of(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    return f"the {type(value).__name__} {value!r}"
 
 
 def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
