@@ -4,7 +4,7 @@ Whole GPUs, MIG slices and shared GPUs look different on every platform (a resou
 node label naming the profile, a memory resource, a sharing label...). Translation works from this
 model only, so N platforms need N maps rather than N² rules.
 
-Why one module of ~430 lines: every dialect's way of asking (resources, selector labels, affinity,
+Why one module of ~440 lines: every dialect's way of asking (resources, selector labels, affinity,
 annotations) must be read together to tell one kind of ask from another (a count resource is a whole
 GPU alone and part of a share next to a memory resource); the reading is one decision. DRA claims are
 read in claims.py and only become asks here.
