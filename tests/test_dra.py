@@ -129,6 +129,14 @@ def test_an_init_container_and_existing_claims_are_kept_apart():
     assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-init0"}]
 
 
+def test_claims_written_as_a_map_are_said_not_replaced():
+    # One claim reference not in a list: replacing it would lose it without a word.
+    source = pod_with_resources({"limits": {"nvidia.com/gpu": "1"}, "claims": {"name": "scratch"}})
+    decision = decide(source)
+    assert not decision.allowed
+    assert decision.message.endswith("cannot edit the pod: claims is a map; Kubernetes reads a list there")
+
+
 def test_a_claim_name_stays_a_dns_label():
     assert claim_name("containers", 3, "x" * 60) == "gpuport-c3"
     assert claim_name("initContainers", 0, "setup") == "gpuport-setup"

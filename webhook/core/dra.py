@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.platform import DraForm
+from webhook.core.workloads import editable
 
 TEMPLATE_PREFIX = "gpuport-"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuport"}
@@ -140,21 +141,10 @@ def claim_name(list_name: str, index: int, container_name: str) -> str:
 
 def add_claim(spec: dict[str, Any], list_name: str, index: int, name: str, template: str) -> None:
     """Give the pod a claim made from `template` and the container a reference to it."""
-    claims = spec.get("resourceClaims")
-    kept = (
-        [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
-        if isinstance(claims, list)
-        else []
-    )
-    kept.append({"name": name, "resourceClaimTemplateName": template})
-    spec["resourceClaims"] = kept
-    container = spec[list_name][index]
-    if not isinstance(container.get("resources"), dict):
-        container["resources"] = {}
-    resources = container["resources"]
-    if not isinstance(resources.get("claims"), list):
-        resources["claims"] = []
-    used = resources["claims"]
+    claims = editable(spec, "resourceClaims", list)
+    claims[:] = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
+    claims.append({"name": name, "resourceClaimTemplateName": template})
+    used = editable(editable(spec[list_name][index], "resources", dict), "claims", list)
     if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
         used.append({"name": name})
 
