@@ -1,6 +1,8 @@
 """Admission throughput and latency of the real server, against a bare allow-all route on the same
 server and connections, measured in the same run (ratios, not absolute numbers, are what compare
-across machines).
+across machines). The bare route takes the admission routes' own path (plain WSGI, no Flask), so the
+ratio is the decision's cost alone; a second column divides by allow-all as an ordinary Flask route,
+what a webhook written on the framework costs.
 
     .venv/bin/python bench/admission_bench.py [--requests N] [--connections 1 8]
 
@@ -32,6 +34,7 @@ from webhook.adapters.http.settings import Settings  # noqa: E402
 
 CASES = [
     ("allow-all baseline", "/bench/allow-all", "pod-create-gpu-limit-1.json"),
+    (FLASK_BASELINE := "allow-all on a Flask route", "/bench/allow-all-flask", "pod-create-gpu-limit-1.json"),
     ("/mutate GPU pod (native)", "/mutate", "pod-create-gpu-limit-1.json"),
     ("/mutate 4×H100 GKE pod, repeated", "/mutate", "gke-pod"),
     ("/mutate 4×H100 GKE pod, each new", "/mutate", "gke-pod-each-new"),
@@ -132,10 +135,11 @@ def main() -> int:
     print(f"{args.requests} requests per case, {args.workers} worker(s) × {args.threads} threads")
     for connections, rows in results.items():
         print(f"\n{connections} kept-alive TLS connection(s)")
-        print(f"{'case':36} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'req/s ÷ bare':>13}")
+        header = f"{'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'req/s ÷ bare':>13} {'÷ Flask route':>14}"
+        print(f"{'case':36} {header}")
         for label, row in rows.items():
             rate, p50, p99, ratio = row["req_per_s"], row["p50_ms"], row["p99_ms"], row["ratio"]
-            print(f"{label:36} {rate:7.0f} {p50:7.2f} {p99:7.2f} {ratio:13.2f}")
+            print(f"{label:36} {rate:7.0f} {p50:7.2f} {p99:7.2f} {ratio:13.2f} {row['ratio_flask']:14.2f}")
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
@@ -154,7 +158,11 @@ def measure(server, args, connections) -> dict[str, dict]:
             start = (connections * args.rounds + number) * (per_round + 20)
             sent = bodies(name, per_round + 20, start)
             rounds[label].append(run_case(server, path, sent, per_round, connections))
-    return summarize(rounds, CASES[0][0])
+    report = summarize(rounds, CASES[0][0])
+    on_flask = summarize(rounds, FLASK_BASELINE)
+    for label, row in report.items():
+        row["ratio_flask"] = on_flask[label]["ratio"]
+    return report
 
 
 def summarize(rounds: dict[str, list[dict]], baseline_label: str) -> dict[str, dict]:

@@ -1,5 +1,6 @@
-"""The HTTP adapter: a thin Flask app that turns bodies into AdmissionRequests and Decisions into
-AdmissionReview responses. Everything it decides, it asks the core."""
+"""The HTTP adapter: turns bodies into AdmissionRequests and Decisions into AdmissionReview responses.
+Everything it decides, it asks the core. The admission routes answer through admission_wsgi (no
+Flask on the path the API server waits on); health, readiness and metrics are a Flask app behind it."""
 
 import logging
 import threading
@@ -13,6 +14,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.adapters.http import metrics
+from webhook.adapters.http.admission_wsgi import AdmissionWSGI, Answer, Route, text
 from webhook.adapters.http.memo import DecisionMemo
 from webhook.core import pipeline
 from webhook.core.admission import Context
@@ -69,23 +71,16 @@ class ServerState:
 
 def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     app = Flask("gpuport")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # for any body Flask itself would read
 
-    def admission_route(route: str, decide: DecideReview, on_error: Callable[[], Decision]):
-        def handle() -> Response:
+    def admission_route(route: str, decide: DecideReview, on_error: Callable[[], Decision]) -> Route:
+        def answer(body: bytes) -> Answer:
             started = time.perf_counter()
-            try:
-                body = request.get_data(cache=False)
-            except HTTPException:
-                raise  # 413 and friends have their own answer
-            except Exception as exc:  # a broken chunked encoding, a body shorter than announced
-                metrics.REQUESTS.labels(route, "bad-request", "unreadable-body").inc()
-                return _text(400, f"request body could not be read: {type(exc).__name__}")
             try:
                 review = parse_review(body)
             except ReviewError as exc:
                 metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
-                return _text(400, f"malformed AdmissionReview: {exc}")
+                return text(400, f"malformed AdmissionReview: {exc}")
             try:
                 decision = decide(review, state.context)
                 result = "allowed" if decision.allowed else "denied"
@@ -93,7 +88,7 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
                 # Nesting Python's reader accepted but the decision's own walk cannot: still the
                 # client's malformed input, not gpuport's failure.
                 metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
-                return _text(400, "malformed AdmissionReview: the object is nested too deeply")
+                return text(400, "malformed AdmissionReview: the object is nested too deeply")
             except Exception:
                 # Never a 500: the API server would show the user an opaque failure (or, with a
                 # Fail policy, block every pod). Answer the review and leave the trace in the log.
@@ -108,10 +103,9 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
             body_out = orjson.dumps(build_response(review.uid, decision))
             metrics.REQUESTS.labels(route, result, decision.reason).inc()
             metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
-            return Response(body_out, status=200, mimetype="application/json")
+            return Answer(200, body_out)
 
-        handle.__name__ = f"admission_{route}"
-        return handle
+        return answer
 
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
         return pipeline.mutate(review, context, state.limit_gate, state.memo, state.claim_templates)
@@ -120,52 +114,31 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         gates = [g for g in (state.limit_gate, state.quota_gate) if g]
         return pipeline.validate(review, context, gates, state.claim_templates)
 
-    app.add_url_rule(
-        "/mutate",
-        view_func=admission_route(
+    routes: dict[str, Route] = {
+        # Fail open on the mutating path: the validating path and the in-server policy still hold.
+        "/mutate": admission_route(
             "mutate",
             mutate_with_limits,
-            # Fail open on the mutating path: the validating path and the in-server policy still hold.
             lambda: allow("internal-error", warnings=["gpuport: internal error, pod admitted unchanged"]),
         ),
-        methods=["POST"],
-    )
-
-    app.add_url_rule(
-        "/validate",
-        view_func=admission_route(
+        "/validate": admission_route(
             "validate",
             validate_with_quota,
             lambda: deny("internal-error", "gpuport could not check this object (internal error); retry"),
         ),
-        methods=["POST"],
-    )
+    }
+    if bench_baseline:
+        # bench/ only: the same server, TLS connection and path as the admission routes, but no decision;
+        # what /mutate is measured against.
+        routes["/bench/allow-all"] = _allow_all
+        routes["/bench/label-once"] = _label_once
 
     if bench_baseline:
-        # bench/ only: the same server and TLS connection, but no decision; what /mutate is measured against.
-        @app.post("/bench/allow-all")
-        def allow_all() -> Response:
-            # The same JSON codec as the admission routes: the baseline differs only by the decision.
-            uid = orjson.loads(request.get_data(cache=False))["request"]["uid"]
-            return Response(orjson.dumps(build_response(uid, allow())), mimetype="application/json")
 
-        @app.post("/bench/label-once")
-        def label_once() -> Response:
-            # bench/ only: allow, adding one label the first time the pod is seen (the mutating call)
-            # and nothing after it (the validating call): what the API server's own work on any
-            # mutating webhook's patch costs, read apart from the decision.
-            request_part = orjson.loads(request.get_data(cache=False))["request"]
-            labels = request_part["object"]["metadata"].get("labels")
-            if labels is None:
-                patch = [{"op": "add", "path": "/metadata/labels", "value": {_BENCH_LABEL: "1"}}]
-            elif _BENCH_LABEL not in labels:
-                patch = [{"op": "add", "path": "/metadata/labels/bench.gpuport.io~1seen", "value": "1"}]
-            else:
-                patch = []
-            decision = allow(patch=patch)
-            return Response(
-                orjson.dumps(build_response(request_part["uid"], decision)), mimetype="application/json"
-            )
+        @app.post("/bench/allow-all-flask")
+        def allow_all_on_flask() -> Response:
+            # bench/ only: allow-all as an ordinary Flask route, what a bare Flask webhook costs.
+            return Response(_allow_all(request.get_data(cache=False)).body, mimetype="application/json")
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -183,10 +156,6 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        if exc.code == 413:
-            route = request.path.strip("/") if request.path in ("/mutate", "/validate") else "other"
-            metrics.REQUESTS.labels(route, "bad-request", "body-too-large").inc()
-            return _text(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
         return _text(exc.code or 500, f"{exc.name}")
 
     @app.errorhandler(Exception)
@@ -194,7 +163,34 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return _text(500, "internal error (details are in the server log)")
 
+    def refused(path: str, reason: str) -> None:
+        route = path.strip("/") if path in ("/mutate", "/validate") else "other"
+        metrics.REQUESTS.labels(route, "bad-request", reason).inc()
+
+    # Flask's own way to put middleware in front of an app (its docs: app.wsgi_app = Middleware(...)).
+    app.wsgi_app = AdmissionWSGI(app.wsgi_app, routes, refused)  # type: ignore[method-assign]
     return app
+
+
+def _allow_all(body: bytes) -> Answer:
+    # The same JSON codec as the admission routes: the baseline differs only by the decision.
+    uid = orjson.loads(body)["request"]["uid"]
+    return Answer(200, orjson.dumps(build_response(uid, allow())))
+
+
+def _label_once(body: bytes) -> Answer:
+    # Allow, adding one label the first time the pod is seen (the mutating call) and nothing after it
+    # (the validating call): what the API server's own work on any mutating webhook's patch costs,
+    # read apart from the decision.
+    request_part = orjson.loads(body)["request"]
+    labels = request_part["object"]["metadata"].get("labels")
+    if labels is None:
+        patch = [{"op": "add", "path": "/metadata/labels", "value": {_BENCH_LABEL: "1"}}]
+    elif _BENCH_LABEL not in labels:
+        patch = [{"op": "add", "path": "/metadata/labels/bench.gpuport.io~1seen", "value": "1"}]
+    else:
+        patch = []
+    return Answer(200, orjson.dumps(build_response(request_part["uid"], allow(patch=patch))))
 
 
 _BENCH_LABEL = "bench.gpuport.io/seen"
