@@ -84,6 +84,13 @@ def test_a_body_that_cannot_be_read_is_a_400_naming_why(app):
     assert body == b"request body could not be read: OSError\n"
 
 
+def test_a_body_shorter_than_its_length_is_unreadable_not_malformed(app):
+    env = environ(body=REVIEW[:100])
+    env["CONTENT_LENGTH"] = str(len(REVIEW))
+    status, _, body = call(app, env)
+    assert (status, body) == ("400 Bad Request", b"request body could not be read: EOFError\n")
+
+
 def test_a_length_announced_past_the_limit_is_refused_unread(app):
     class Unread(io.BytesIO):
         def read(self, size=-1):

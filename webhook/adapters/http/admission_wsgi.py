@@ -98,7 +98,10 @@ def read_body(environ: dict[str, Any]) -> bytes:
         length = int(announced)
         if length > MAX_BODY_BYTES:
             raise BodyTooLarge
-        return bytes(stream.read(length)) if length > 0 else b""
+        data = bytes(stream.read(length)) if length > 0 else b""
+        if len(data) < length:
+            raise EOFError(f"{len(data)} of {length} bytes")  # the client stopped short of its own length
+        return data
     if not environ.get("wsgi.input_terminated"):
         return b""
     data = bytes(stream.read(MAX_BODY_BYTES + 1))
