@@ -168,6 +168,25 @@ def test_hints_fill_fields_that_are_null_as_if_absent(tmp_path, policy):
     assert set(view["spec"]["affinity"]) == {"nodeAffinity", "podAffinity"}
 
 
+def test_a_required_term_that_is_not_a_map_is_named_not_edited(tmp_path):
+    from webhook.core.workloads import MalformedField
+
+    inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
+    hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)
+    source = pod({"nvidia.com/gpu": "8"})
+    required = {"nodeSelectorTerms": ["gpu-nodes"]}
+    view = {
+        "metadata": {},
+        "spec": {
+            **source["spec"],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+        },
+    }
+    with pytest.raises(MalformedField, match="nodeSelectorTerms holds the str 'gpu-nodes'"):
+        hints(view, source)
+    assert required == {"nodeSelectorTerms": ["gpu-nodes"]}  # left as written
+
+
 def test_required_topology_policy_makes_it_a_requirement(tmp_path):
     inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
     hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)

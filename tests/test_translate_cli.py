@@ -127,16 +127,37 @@ def test_keys_left_empty_in_yaml_are_filled_not_a_crash(tmp_path, target):
     assert pod["spec"]["tolerations"] == expected_tolerations
 
 
+TERMS = (
+    "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+    "        nodeSelectorTerms:\n"
+)
+
+
 @pytest.mark.parametrize(
-    ("written", "said"),
+    ("empty", "written", "said"),
     [
-        ("  annotations: []\n", "annotations is a list; Kubernetes reads a map there"),
-        ("  annotations: 3\n", "annotations is the int 3; Kubernetes reads a map there"),
+        ("  annotations:\n", "  annotations: []\n", "annotations is a list; Kubernetes reads a map there"),
+        ("  annotations:\n", "  annotations: 3\n", "annotations is the int 3; Kubernetes reads a map there"),
+        (
+            "  affinity:\n",
+            TERMS + "        - just-a-string\n",
+            "nodeSelectorTerms holds the str 'just-a-string'; Kubernetes reads maps there",
+        ),
+        (
+            "  affinity:\n",
+            TERMS + "        - matchExpressions: [oops]\n",
+            "matchExpressions holds the str 'oops'; Kubernetes reads maps there",
+        ),
+        (
+            "  affinity:\n",
+            TERMS + "          matchExpressions: []\n",
+            "nodeSelectorTerms is a map; Kubernetes reads a list there",
+        ),
     ],
 )
-def test_a_field_of_the_wrong_kind_is_said_with_its_name_not_a_traceback(tmp_path, written, said):
+def test_a_field_of_the_wrong_kind_is_said_with_its_name_not_a_traceback(tmp_path, empty, written, said):
     path = tmp_path / "pod.yaml"
-    path.write_text(EMPTY_KEYS_POD.replace("  annotations:\n", written))
+    path.write_text(EMPTY_KEYS_POD.replace(empty, written))
     code, _, err = run_cli("translate", "--to", "generic", str(path))
     assert code == 1
     assert "Traceback" not in err

@@ -23,6 +23,7 @@ from webhook.core.workloads import (
     mapping_at,
     resource_entries,
     resource_section,
+    terms_to_edit,
 )
 
 JOB_LABELS = (
@@ -208,9 +209,10 @@ class PlacementHints:
         node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
         if self.target.topology_policy == "required":
             required = editable(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", dict)
-            terms = required.get("nodeSelectorTerms")
+            terms = terms_to_edit(spec)
             if terms is None:
-                terms = required["nodeSelectorTerms"] = [{}]
+                terms = [{}]
+                required["nodeSelectorTerms"] = terms
             if all(expression in (t.get("matchExpressions") or []) for t in terms):
                 return False
             for term in terms:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.demand import ContainerAsk
-from webhook.core.workloads import editable, required_terms
+from webhook.core.workloads import editable, terms_to_edit
 
 
 def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -81,7 +81,7 @@ def remove_selectors(spec: dict[str, Any], keys: frozenset[str]) -> dict[str, An
             removed["nodeSelector"] = dropped
         if not selector:
             del spec["nodeSelector"]
-    terms = required_terms(spec)
+    terms = terms_to_edit(spec)
     if terms is not None:
         dropped_expressions = []
         kept_terms = []
@@ -130,7 +130,7 @@ def require_label(spec: dict[str, Any], key: str, values: tuple[str, ...]) -> bo
 def require_expression(spec: dict[str, Any], expression: dict[str, Any]) -> bool:
     """Add a required node-affinity expression to every term (terms are ORed: it must hold in each).
     Returns False when every term already has it."""
-    terms = required_terms(spec)
+    terms = terms_to_edit(spec)
     if terms:
         if all(expression in (term.get("matchExpressions") or []) for term in terms):
             return False

@@ -64,6 +64,30 @@ def editable(parent: dict[str, Any], key: str, kind: type[dict[str, Any]] | type
     return value
 
 
+def terms_to_edit(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The required node-affinity terms, to edit in place (the list in the spec); None when there are
+    none. Readers skip a term or expression they cannot read; an edit cannot, so each term and each of
+    its matchExpressions must be a map, else MalformedField."""
+    required = mapping_at(pod_spec, REQUIRED_NODE_AFFINITY)
+    terms = required.get("nodeSelectorTerms") if required is not None else None
+    if terms is None:
+        return None
+    _maps(terms, "nodeSelectorTerms")
+    for term in terms:
+        expressions = term.get("matchExpressions")
+        if expressions is not None:
+            _maps(expressions, "matchExpressions")
+    return terms  # type: ignore[no-any-return]  # each a dict: checked just above
+
+
+def _maps(values: Any, key: str) -> None:
+    if not isinstance(values, list):
+        raise MalformedField(f"{key} is {_kind_of(values)}; Kubernetes reads a list there")
+    for value in values:
+        if not isinstance(value, dict):
+            raise MalformedField(f"{key} holds {_kind_of(value)}; Kubernetes reads maps there")
+
+
 def _kind_of(value: object) -> str:
     if isinstance(value, Mapping):
         return "a map"
