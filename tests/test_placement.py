@@ -205,6 +205,27 @@ def test_required_topology_policy_makes_it_a_requirement(tmp_path):
     }
 
 
+def test_a_required_hint_joins_every_term_the_pod_already_has_once(tmp_path):
+    # Terms are ORed: the NVLink requirement must hold in each, as translation's own requirements do.
+    inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
+    hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)
+    source = pod({"nvidia.com/gpu": "8"})
+    zones = [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [z]} for z in ("a", "b")]
+    required = {"nodeSelectorTerms": [{"matchExpressions": [zone]} for zone in copy.deepcopy(zones)]}
+    view = {
+        "metadata": {},
+        "spec": {
+            **source["spec"],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+        },
+    }
+    nvlink = {"key": "gpuport.io/nvlink-domain-size", "operator": "Gt", "values": ["7"]}
+    assert any("required node affinity" in w for w in hints(view, source))
+    assert required == {"nodeSelectorTerms": [{"matchExpressions": [zone, nvlink]} for zone in zones]}
+    assert not any("required node affinity" in w for w in hints(view, source))  # already there
+    assert required == {"nodeSelectorTerms": [{"matchExpressions": [zone, nvlink]} for zone in zones]}
+
+
 def test_pods_of_one_job_prefer_one_topology_block():
     target = context("eks").target
     hints = PlacementHints(target, None)

@@ -15,6 +15,7 @@ from webhook.core import quantity
 from webhook.core.demand import PodDemand
 from webhook.core.inventory import Inventory
 from webhook.core.platform import CloudMap
+from webhook.core.podedits import require_expression
 from webhook.core.topology import best_cost
 from webhook.core.workloads import (
     CONTAINER_LISTS,
@@ -23,7 +24,6 @@ from webhook.core.workloads import (
     mapping_at,
     resource_entries,
     resource_section,
-    terms_to_edit,
 )
 
 JOB_LABELS = (
@@ -206,18 +206,9 @@ class PlacementHints:
         return warnings
 
     def _add_node_affinity(self, spec: dict[str, Any], expression: dict[str, Any]) -> bool:
-        node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
         if self.target.topology_policy == "required":
-            required = editable(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", dict)
-            terms = terms_to_edit(spec)
-            if terms is None:
-                terms = [{}]
-                required["nodeSelectorTerms"] = terms
-            if all(expression in (t.get("matchExpressions") or []) for t in terms):
-                return False
-            for term in terms:
-                editable(term, "matchExpressions", list).append(dict(expression))
-            return True
+            return require_expression(spec, expression)  # into every term, as translation requires labels
+        node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
         preferred = editable(node_affinity, "preferredDuringSchedulingIgnoredDuringExecution", list)
         wanted = {"weight": 100, "preference": {"matchExpressions": [expression]}}
         if wanted in preferred:

@@ -138,7 +138,6 @@ def require_expression(spec: dict[str, Any], expression: dict[str, Any]) -> bool
             editable(term, "matchExpressions", list).append(copy.deepcopy(expression))
         return True
     node_affinity = editable(editable(spec, "affinity", dict), "nodeAffinity", dict)
-    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-        "nodeSelectorTerms": [{"matchExpressions": [expression]}]
-    }
+    required = editable(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", dict)
+    required["nodeSelectorTerms"] = [{"matchExpressions": [expression]}]
     return True
