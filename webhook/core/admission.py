@@ -21,9 +21,8 @@ from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.translate import TRANSLATED_FROM, Untranslatable, is_native, read_foreign, translate_pod
 from webhook.core.workloads import (
-    CONTAINER_LISTS,
     MalformedField,
-    is_map,
+    container_specs,
     mapping_at,
     pod_spec_path,
     resource_section,
@@ -181,13 +180,10 @@ def _absent(
 
 
 def _resource_names(spec: Mapping[str, Any]) -> frozenset[str]:
-    """Every resource name the containers' limits and requests write (a plain walk: no names read)."""
+    """Every resource name the containers' limits and requests write."""
     names: set[str] = set()
-    for list_name in CONTAINER_LISTS:
-        items = spec.get(list_name)
-        for container in items if isinstance(items, list) else ():
-            if is_map(container):
-                names.update(resource_section(container, "limits"), resource_section(container, "requests"))
+    for container in container_specs(spec):
+        names.update(resource_section(container, "limits"), resource_section(container, "requests"))
     return frozenset(names)
 
 

@@ -18,9 +18,8 @@ from webhook.core.platform import CloudMap
 from webhook.core.podedits import require_expression
 from webhook.core.topology import best_cost
 from webhook.core.workloads import (
-    CONTAINER_LISTS,
+    container_specs,
     editable,
-    is_map,
     mapping_at,
     resource_entries,
     resource_section,
@@ -141,10 +140,7 @@ def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
     """The whole GPUs the app containers' limits ask for (runs on every pod the hints may change, so it
     looks up the one name in each container rather than walking every entry)."""
     total = 0
-    items = spec.get("containers")
-    for container in items if isinstance(items, list) else ():
-        if not is_map(container):
-            continue
+    for container in container_specs(spec, ("containers",)):
         value = resource_section(container, "limits").get(target.whole_gpu)
         if value is None:
             continue
@@ -272,18 +268,10 @@ def _asks_several(pod: Mapping[str, Any]) -> bool:
 
 def guaranteed_qos(spec: Mapping[str, Any]) -> bool:
     """Every container has cpu and memory limits, and requests equal to them (or unset)."""
-    for list_name in CONTAINER_LISTS:  # a plain walk: only the resources are read, never the names
-        items = spec.get(list_name)
-        for container in items if isinstance(items, list) else ():
-            if is_map(container) and not _guaranteed(container):
+    for container in container_specs(spec):
+        limits = resource_section(container, "limits")
+        requests = resource_section(container, "requests")
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
                 return False
-    return True
-
-
-def _guaranteed(container: Mapping[str, Any]) -> bool:
-    limits = resource_section(container, "limits")
-    requests = resource_section(container, "requests")
-    for name in ("cpu", "memory"):
-        if name not in limits or requests.get(name, limits[name]) != limits[name]:
-            return False
     return True

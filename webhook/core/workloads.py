@@ -131,6 +131,19 @@ def containers(
                 )
 
 
+def container_specs(
+    pod_spec: Mapping[str, Any], lists: tuple[str, ...] = CONTAINER_LISTS
+) -> Iterator[Mapping[str, Any]]:
+    """Each container map of the pod spec, for walks that read only its fields: no ContainerRef (name
+    and path) is built, which `containers` spends on every container for its messages."""
+    for list_name in lists:
+        items = pod_spec.get(list_name)
+        if isinstance(items, list):
+            for container in items:
+                if type(container) is dict or isinstance(container, Mapping):
+                    yield container
+
+
 def resource_section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
     resources = container.get("resources")
     if type(resources) is not dict and (resources is None or not isinstance(resources, Mapping)):
