@@ -36,8 +36,8 @@ def request_for(pod):
     return parsed(review_of(pod))
 
 
-# Labels and annotations of each replica's own (an indexed Job's completion index, a StatefulSet's pod
-# name...) and others no decision reads.
+# Labels and annotations of each replica's own (an indexed Job's completion index, the pod-name and
+# pod-index labels a StatefulSet's controller writes...) and others no decision reads.
 PER_POD_KEYS = st.dictionaries(
     st.sampled_from(
         [

@@ -156,3 +156,26 @@ def test_replicas_are_translated_alike_and_answered_from_the_memo(apiserver, gpu
         assert created.spec.containers[0].resources.limits == {"nvidia.com/gpu": "1"}
         assert "gpuport.io/translated-from" in created.metadata.annotations
     assert memo_lookups(gpuport_eks, "hit") >= hits + 1
+
+
+def test_the_completions_of_an_indexed_job_share_one_decision(apiserver, gpuport_eks, namespace):
+    # As the Job controller sends them: generateName per index (the API server names a pod only after
+    # admission), the completion index as a label and an annotation, which no decision reads. gpuport
+    # has two workers, so of three creates at least two reach one worker: one answer from its memo.
+    hits = memo_lookups(gpuport_eks, "hit")
+    stored = []
+    for index in range(3):
+        body = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
+        body["metadata"] = {
+            "generateName": f"train-{index}-",
+            "labels": {
+                "batch.kubernetes.io/job-name": "train",
+                "batch.kubernetes.io/job-completion-index": str(index),
+            },
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        }
+        stored.append(core(apiserver).create_namespaced_pod(namespace, body))
+    for index, created in enumerate(stored):
+        assert created.metadata.annotations["batch.kubernetes.io/job-completion-index"] == str(index)
+        assert created.spec.node_selector == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert memo_lookups(gpuport_eks, "hit") >= hits + 1

@@ -5,8 +5,9 @@ the API server fills in per pod, none of which the decision reads: it reads the 
 name (messages quote them), the labels and annotations the context names (MetadataKeys), each
 container's name, resources and restart policy, and the node selector, affinity, tolerations and
 scheduler name (a pod with resourceClaims is never memoized: its templates are read too). The pods
-of an indexed Job or a StatefulSet differ in labels and annotations of their own (completion index,
-pod name) that no decision reads, so they share a key too. Two reviews with the same key get the
+of an indexed Job arrive unnamed too (generateName) and differ in labels and annotations of their own
+(the completion index) that no decision reads, so they share a key. A StatefulSet's pods arrive
+named (web-0, web-1): the name keeps their keys apart. Two reviews with the same key get the
 same Decision from the same context (tests/test_memo.py checks that on random pods, varying every
 field outside the key). A field the decision starts to read must be added here.
 """
