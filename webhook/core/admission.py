@@ -114,8 +114,8 @@ def rewrite_pod(
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     spec = pod.get("spec") or {}
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
-    foreign = read_foreign(spec, demand, context.as_declared, context.dialects) if demand.asks else None
-    native = not demand.asks or is_native(spec, demand, context.as_declared, context.dialects, foreign)
+    foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
+    native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
     wanted = [m for m in context.mutations if _wants(m, pod, demand)]
     if native and not hints:
         wanted = []

@@ -130,19 +130,14 @@ def read_foreign(spec: Mapping[str, Any], demand: PodDemand, target: CloudMap, d
     )
 
 
-def is_native(
-    spec: Mapping[str, Any],
-    demand: PodDemand,
-    target: CloudMap,
-    dialects: Dialects,
-    foreign: Foreign | None = None,
-) -> bool:
-    """Written in the target's words and satisfiable as written: nothing to translate."""
+def is_native(demand: PodDemand, target: CloudMap, dialects: Dialects, foreign: Foreign) -> bool:
+    """Written in the target's words and satisfiable as written: nothing to translate. `foreign` is
+    read_foreign's answer for the pod, read once for this and for translate_pod."""
     if target.dra is not None:
         # A DRA cluster gives GPUs by claim: every extended-resource ask is foreign there.
         return all(a.claim and a.vendor == target.vendor for a in demand.asks)
     catalogue = dialects.catalogue
-    if foreign if foreign is not None else read_foreign(spec, demand, target, dialects):
+    if foreign:
         return False
     offered = dialects.offered(target)
     if demand.selection.models is not None and not demand.selection.models & offered:
@@ -164,16 +159,14 @@ def translate_pod(
     demand: PodDemand,
     target: CloudMap,
     dialects: Dialects,
-    declared: CloudMap | None = None,
-    foreign: Foreign | None = None,
+    declared: CloudMap,
+    foreign: Foreign,
 ) -> Translation:
     """Edit `view` (metadata + the editable spec fields) in place; return one warning per change.
     The caller has found the pod not native (is_native), so there is something to translate.
     `target` may be narrowed to what the cluster's nodes have now; `declared` is the map as written,
     the fallback when no node has what the pod asks for (an autoscaler may add one)."""
     catalogue = dialects.catalogue
-    declared = declared or target
-    foreign = foreign if foreign is not None else read_foreign(view["spec"], demand, target, dialects)
     problems = list(demand.problems)  # claims it cannot say refused the pod before (rewrite_pod)
     if demand.selection.unknown:
         problems.append(
