@@ -138,3 +138,16 @@ def test_the_flask_baseline_route_exists_only_when_asked_for(generic_context):
     response = bench.post("/bench/allow-all-flask", data=REVIEW)
     assert response.status_code == 200
     assert response.get_json()["response"] == {"uid": json.loads(REVIEW)["request"]["uid"], "allowed": True}
+
+
+def test_flask_and_the_admission_path_answer_errors_in_one_format(generic_context):
+    # Readiness (Flask) and a malformed review (plain WSGI): one line, the same content type.
+    state = ServerState(context=generic_context)
+    client = create_app(state).test_client()
+    state.draining.set()
+    flask_answer = client.get("/readyz")
+    wsgi_answer = client.post("/mutate", data=b"{not json")
+    assert (flask_answer.status_code, wsgi_answer.status_code) == (503, 400)
+    assert flask_answer.content_type == wsgi_answer.content_type == "text/plain; charset=utf-8"
+    assert flask_answer.get_data() == b"shutting down\n"
+    assert wsgi_answer.get_data().count(b"\n") == 1 and wsgi_answer.get_data().endswith(b"\n")

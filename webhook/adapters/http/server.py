@@ -197,4 +197,6 @@ _BENCH_LABEL = "bench.gpuport.io/seen"
 
 
 def _text(status: int, message: str) -> Response:
-    return Response(message + "\n", status=status, mimetype="text/plain")
+    """The admission routes' one-line text answer (admission_wsgi.text), as a Flask response."""
+    answer = text(status, message)
+    return Response(answer.body, status=answer.status, content_type=answer.content_type)
