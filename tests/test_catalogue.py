@@ -143,3 +143,53 @@ def test_smallest_fit_across_models_prefers_the_smallest_slice():
     models = [CATALOGUE.get("H200"), CATALOGUE.get("A100-40GB")]
     model, profile = smallest_model_fit(models, MigProfile.parse("1g.5gb"))
     assert (model.id, profile.name) == ("A100-40GB", "1g.5gb")
+
+
+# NVML's memory.total in MiB (driver 515 and later), as public nvidia-smi / rocm-smi output shows it: the
+# figure a DRA driver publishes as the device's `memory` capacity (bytes), below the marketing name.
+NVML_MEMORY_MIB = {
+    "H100-80GB": 81559,  # 79.6 GiB: an "80Gi" bound does not hold
+    "A100-80GB": 81920,
+    "A100-40GB": 40960,
+    "T4": 15360,
+    "L4": 23034,
+    "A10G": 23028,
+    "L40S": 46068,
+    "H200": 143771,
+    "B200": 183359,
+    "MI300X": 196592,
+}
+
+
+@pytest.mark.parametrize(("model_id", "mib"), sorted(NVML_MEMORY_MIB.items()))
+def test_each_model_knows_its_memory_as_nvml_reports_it(model_id, mib):
+    assert CATALOGUE.get(model_id).memory_mib == mib
+
+
+def test_every_model_has_an_nvml_memory_figure_below_or_at_its_marketing_one_plus_a_gib():
+    for model in CATALOGUE.models.values():
+        assert 0 < model.memory_mib <= (model.memory_gb + 1) * 1024, model.id
+
+
+def test_at_least_as_much_memory_is_read_from_nvml_not_from_the_name():
+    # An A100 80GB (81,920 MiB) has more memory than an H100 80GB (81,559 MiB): an H100 is not "at least
+    # as much", so a cluster of H100 80GB and H200 offers the H200.
+    assert CATALOGUE.equivalent("A100-80GB", ["H100-80GB", "H200"]).id == "H200"
+    assert CATALOGUE.equivalent("H100-80GB", ["A100-80GB", "H200"]).id == "A100-80GB"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "architecture", "capability"),
+    [
+        ("A100-80GB", "Ampere", (8, 0)),
+        ("L4", "Ada Lovelace", (8, 9)),
+        ("H200", "Hopper", (9, 0)),
+        ("B200", "Blackwell", (10, 0)),
+        ("T4", "Turing", (7, 5)),
+    ],
+)
+def test_nvidia_models_carry_the_architecture_and_capability_the_dra_driver_publishes(
+    model_id, architecture, capability
+):
+    model = CATALOGUE.get(model_id)
+    assert (model.architecture, model.compute_capability) == (architecture, capability)

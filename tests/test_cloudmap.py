@@ -106,12 +106,12 @@ def test_unsafe_yaml_tags_are_refused(catalogue):
 
 def test_bad_profile_in_the_catalogue_points_at_its_line():
     text = (
-        "models:\n  X:\n    vendor: nvidia\n    family: f\n    memory_gb: 8\n"
+        "models:\n  X:\n    vendor: nvidia\n    family: f\n    memory_gb: 8\n    memory_mib: 8192\n"
         "    mig:\n      compute_slices: 7\n      profiles: {1g.5g: 7}\n"
     )
     with pytest.raises(CloudMapError) as info:
         parse_catalogue_text(text, "gpus.yaml")
-    assert info.value.line == 8
+    assert info.value.line == 9
     assert "not a MIG profile" in info.value.problem
 
 

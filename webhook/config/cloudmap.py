@@ -36,12 +36,15 @@ _CATALOGUE_SCHEMA = {
             "additionalProperties": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["vendor", "family", "memory_gb"],
+                "required": ["vendor", "family", "memory_gb", "memory_mib"],
                 "properties": {
                     "vendor": {"enum": ["nvidia", "amd"]},
                     "family": {"type": "string"},
                     "class": {"enum": ["training", "inference"]},
                     "memory_gb": {"type": "integer", "minimum": 1},
+                    "memory_mib": {"type": "integer", "minimum": 1},
+                    "architecture": {"type": "string"},
+                    "compute_capability": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+$"},
                     "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
                     "names": {"type": "array", "items": {"type": "string"}},
                     "mig": {

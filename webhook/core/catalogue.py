@@ -47,12 +47,19 @@ class GpuModel:
     id: str
     vendor: str
     family: str
-    memory_gb: int
+    memory_gb: int  # as sold ("80GB"): names the model and its MIG profiles
+    memory_mib: int = 0  # as NVML reports it: what "at least this much memory" is answered with
     gpu_class: str = ""  # training | inference: what the model is bought for; "" unclassified
     names: tuple[str, ...] = ()
     pci_ids: tuple[str, ...] = ()
     compute_slices: int = 0
     profiles: Mapping[str, int] = field(default_factory=dict)  # profile name → max instances
+    architecture: str = ""  # as NVIDIA's DRA driver publishes it: "Hopper", "Ada Lovelace"
+    compute_capability: tuple[int, int] | None = None  # (9, 0)
+
+    @property
+    def memory_bytes(self) -> int:
+        return (self.memory_mib or self.memory_gb * 1024) * 2**20
 
     @property
     def mig_capable(self) -> bool:
@@ -109,28 +116,37 @@ class Catalogue:
             self.models[m]
             for m in offered
             if self.models[m].vendor == source.vendor
-            and self.models[m].memory_gb >= source.memory_gb
+            and self.models[m].memory_bytes >= source.memory_bytes
             and (any_class or self.models[m].gpu_class == source.gpu_class)
         ]
-        return min(fits, key=lambda g: (g.memory_gb, g.id)) if fits else None
+        return min(fits, key=lambda g: (g.memory_bytes, g.id)) if fits else None
 
 
 def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
     models = {}
     for model_id, entry in data["models"].items():
         mig = entry.get("mig") or {}
+        capability = entry.get("compute_capability")
         models[model_id] = GpuModel(
             id=model_id,
             vendor=entry["vendor"],
             family=entry["family"],
             gpu_class=entry.get("class", ""),
             memory_gb=entry["memory_gb"],
+            memory_mib=entry.get("memory_mib", 0),
+            architecture=entry.get("architecture", ""),
+            compute_capability=_capability(capability) if capability else None,
             names=tuple(entry.get("names", ())),
             pci_ids=tuple(entry.get("pci_ids", ())),
             compute_slices=mig.get("compute_slices", 0),
             profiles=dict(mig.get("profiles", {})),
         )
     return Catalogue(models)
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
 
 
 def smallest_model_fit(models: Iterable[GpuModel], wanted: MigProfile) -> tuple[GpuModel, MigProfile] | None:

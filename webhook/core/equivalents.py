@@ -34,7 +34,7 @@ def ask_equivalents(
 ) -> tuple[Fraction, int]:
     pinned = [catalogue.models[m] for m in sorted(models or ()) if m in catalogue.models]
     if ask.kind == "whole":
-        memory = min((m.memory_gb for m in pinned), default=0) * 1024
+        memory = min((m.memory_bytes >> 20 for m in pinned), default=0)
         return Fraction(ask.count), ask.count * memory
     if ask.kind == "mig":
         holders = [
@@ -45,11 +45,11 @@ def ask_equivalents(
             ask.mig_profile.compute, slices
         ) * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
     if ask.kind == "fraction":
-        memory = int(min((m.memory_gb for m in pinned), default=0) * 1024 * ask.gpu_fraction)
+        memory = int(min((m.memory_bytes >> 20 for m in pinned), default=0) * ask.gpu_fraction)
         return ask.gpu_fraction, memory
     share = ask.share
     gpu = pinned or [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
-    gpu_mib = min((m.memory_gb for m in gpu), default=0) * 1024
+    gpu_mib = min((m.memory_bytes >> 20 for m in gpu), default=0)
     parts = []
     if share and share.memory_mib and gpu_mib:
         parts.append(Fraction(share.memory_mib, gpu_mib))

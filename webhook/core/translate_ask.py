@@ -210,7 +210,7 @@ def _share_memory_mib(share: SharedAsk, models: tuple[str, ...], catalogue: Cata
     percent = share.memory_percent if share.memory_percent is not None else share.core_percent
     if percent is None or len(models) != 1:
         return None
-    return catalogue.models[models[0]].memory_gb * 1024 * percent // 100
+    return (catalogue.models[models[0]].memory_bytes >> 20) * percent // 100
 
 
 def _share_words(share: SharedAsk, models: tuple[str, ...]) -> str:
@@ -263,7 +263,7 @@ def _place_fraction(
 def _fraction_share(amount: Fraction, models: tuple[str, ...], catalogue: Catalogue) -> SharedAsk:
     if len(models) == 1:
         return SharedAsk(
-            memory_mib=math.ceil(catalogue.models[models[0]].memory_gb * 1024 * amount),
+            memory_mib=math.ceil((catalogue.models[models[0]].memory_bytes >> 20) * amount),
             core_percent=math.ceil(amount * 100),
         )
     return SharedAsk(core_percent=math.ceil(amount * 100))
