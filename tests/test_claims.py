@@ -3,6 +3,7 @@ and the round trip (a pod sent to a DRA cluster and back asks for what it asked 
 
 import contextlib
 import copy
+import re
 
 import jsonpatch
 import pytest
@@ -13,7 +14,7 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, summarize
 from webhook.core.admission import decide_mutation, rewrite_pod
 from webhook.core.catalogue import MigProfile
-from webhook.core.claims import UnreadableClaim, read_claim
+from webhook.core.claims import UnreadableClaim, read_claim, read_claim_requests
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import read_demand
 from webhook.core.translate import Untranslatable
@@ -50,13 +51,20 @@ def test_the_forms_drivers_samples_use_are_read_exactly(expression):
     assert (devices.kind, devices.count, devices.models) == ("whole", 2, frozenset({"A100-80GB"}))
 
 
-def test_a_memory_bound_means_every_offered_model_with_that_much():
+def test_a_memory_bound_is_answered_with_nvml_s_figures_so_80gi_does_not_select_an_h100_80gb():
+    # The driver publishes NVML's total in bytes: an H100 80GB has 81,559 MiB, less than 80 GiB (81,920
+    # MiB); an A100 80GB has exactly 81,920 MiB. The real claim never gets an H100 80GB: neither does
+    # its reading.
     bound = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
     models = read(claim(bound)).models
-    assert {"A100-80GB", "H100-80GB", "H200", "B200"} <= models
-    assert not {"A100-40GB", "L4", "T4", "A10G"} & models
+    assert {"A100-80GB", "H100-94GB", "H200", "B200"} <= models
+    assert not {"H100-80GB", "A100-40GB", "L4", "T4", "A10G"} & models
     strictly = read(claim(bound.replace(">= 0", "> 0"))).models
     assert "A100-80GB" not in strictly and "H200" in strictly
+    below = read(claim("device.capacity['gpu.nvidia.com'].memory.isLessThan(quantity('80Gi'))")).models
+    assert "H100-80GB" in below and "A100-80GB" not in below
+    decimal = read(claim("device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('80G'))")).models
+    assert "H100-80GB" in decimal  # 80 GB (10^9 bytes) is 76.3 GiB: an H100 80GB has more
 
 
 def test_a_mig_request_reads_its_profile_and_the_v1_shape_reads_alike():
@@ -93,9 +101,13 @@ def test_a_mig_request_reads_its_profile_and_the_v1_shape_reads_alike():
     [
         (claim(f"{PRODUCT}.startsWith('NVIDIA A100')"), "startsWith"),
         (claim(f"{PRODUCT} == 'NVIDIA A100-SXM4-80GB' || {PRODUCT} == 'NVIDIA H100 80GB HBM3'"), "||"),
-        (claim("device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"), "architecture"),
+        (claim("device.attributes['gpu.nvidia.com'].uuid == 'GPU-4404041a'"), "uuid"),
         (claim("device.attributes['example.com'].productName == 'NVIDIA H100 80GB HBM3'"), "example.com"),
-        (claim(f"!({PRODUCT} == 'Tesla T4')"), "!("),
+        (claim(f"!({PRODUCT}.matches('T4'))"), "!("),
+        (
+            claim("device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))"),
+            "driver",
+        ),
     ],
 )
 def test_cel_it_cannot_read_exactly_is_refused_with_the_expression_quoted(spec, words):
@@ -108,18 +120,21 @@ def test_cel_it_cannot_read_exactly_is_refused_with_the_expression_quoted(spec, 
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
-        (claim(allocationMode="All"), "every device of a node"),
-        (claim(device_class="gpu.example.com"), "device class 'gpu.example.com', which no loaded map names"),
+        (claim(allocationMode="All"), "every matching device of a node (allocationMode: All)"),
+        (
+            claim(device_class="gpu.example.com"),
+            "device class 'gpu.example.com' is not one a loaded map names",
+        ),
         (claim(f"{PRODUCT} == 'NVIDIA Z9000'"), "matches no GPU model gpuport knows"),
-        (claim(device_class="mig.nvidia.com"), "without saying which profile"),
+        (claim(device_class="mig.nvidia.com"), "asks for any MIG device; device plugins name a profile"),
         (
             claim(
                 "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0",
                 device_class="mig.nvidia.com",
             ),
-            "cannot read the CEL selector",
+            "a MIG slice is chosen by its profile",
         ),
-        ({"devices": {"requests": [{"name": "a", "firstAvailable": []}]}}, "alternatives"),
+        ({"devices": {"requests": [{"name": "a", "firstAvailable": []}]}}, "firstAvailable is not a list"),
         (
             {**claim(), "devices": {**claim()["devices"], "constraints": [{"matchAttribute": "x"}]}},
             "constraints",
@@ -129,7 +144,7 @@ def test_cel_it_cannot_read_exactly_is_refused_with_the_expression_quoted(spec, 
     ],
 )
 def test_claims_without_a_device_plugin_equivalent_are_refused_saying_why(spec, why):
-    with pytest.raises(UnreadableClaim, match=why.replace("(", r"\(").replace("|", r"\|")):
+    with pytest.raises(UnreadableClaim, match=re.escape(why)):
         read_claim(spec, MAPS, CATALOGUE)
 
 
@@ -278,21 +293,54 @@ def test_the_preflight_reads_a_dra_workload_beside_its_template_and_scores_both_
     assert there.translated == ["/: claim of 8 × H100-80GB"]
 
 
-def test_amd_whole_gpus_are_told_from_partitions_by_type_and_named_by_device_id():
+def test_amd_whole_gpus_are_told_from_partitions_by_type_and_named_by_product_name_or_pci_id():
     amd = context("dra-amd")
     maps, catalogue = amd.dialects.maps, amd.dialects.catalogue
     whole = "device.attributes['gpu.amd.com'].type == 'amdgpu'"
-    mi300x = "device.attributes['gpu.amd.com'].deviceID == '0x74a1'"
-    (devices,) = read_claim(claim(whole, mi300x, device_class="gpu.amd.com"), maps, catalogue)
-    assert (devices.kind, devices.vendor, devices.count, devices.models) == (
-        "whole",
-        "amd",
-        2,
-        frozenset({"MI300X"}),
-    )
+    # productName: what every release of AMD's driver publishes; deviceID: the PCI id only from 2026.
+    for mi300x in (
+        "device.attributes['gpu.amd.com'].productName == 'AMD_Instinct_MI300X_OAM'",
+        "device.attributes['gpu.amd.com'].deviceID == '0x74a1'",
+    ):
+        (devices,) = read_claim(claim(whole, mi300x, device_class="gpu.amd.com"), maps, catalogue)
+        assert (devices.kind, devices.vendor, devices.count, devices.models) == (
+            "whole",
+            "amd",
+            2,
+            frozenset({"MI300X"}),
+        )
+    # deviceID as the older releases published it (a KFD unique id) names no model: refused, quoted.
+    kfd = "device.attributes['gpu.amd.com'].deviceID == '994913940318892495'"
+    with pytest.raises(UnreadableClaim, match="matches no GPU model"):
+        read_claim(claim(whole, kfd, device_class="gpu.amd.com"), maps, catalogue)
     partition = "device.attributes['gpu.amd.com'].type == 'amdgpu-partition'"
-    with pytest.raises(UnreadableClaim, match="amdgpu-partition"):
+    with pytest.raises(UnreadableClaim, match="asks for GPU partitions"):
         read_claim(claim(partition, device_class="gpu.amd.com"), maps, catalogue)
+    # The class holds both, and AMD's own single-GPU example selects neither: whole GPUs, said.
+    readings, _ = read_claim_requests(claim(device_class="gpu.amd.com"), maps, catalogue)
+    assert (readings[0].kind, readings[0].inexact) == ("whole", "")
+    assert readings[0].note == "request gpu of gpu.amd.com does not select a type: read as whole GPUs"
+
+
+def test_what_gpuport_writes_for_amd_selects_by_product_name():
+    amd = context("dra-amd")
+    review = review_of(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {
+                "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"amd.com/gpu": "1"}}}],
+            },
+        }
+    )
+    (template,) = decide_mutation(parsed(review), amd).claim_templates
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert [s["cel"]["expression"] for s in request["exactly"]["selectors"]] == [
+        'device.attributes["gpu.amd.com"].type == "amdgpu"',
+        'device.attributes["gpu.amd.com"].productName == "AMD_Instinct_MI300X_OAM"',
+    ]
 
 
 def test_gpu_limits_count_a_pod_s_claimed_devices_in_gpu_equivalents():
@@ -326,7 +374,9 @@ def test_a_claim_made_ahead_counts_for_quota_but_is_never_turned_into_a_device_p
     assert problem.startswith("claim gpus is ResourceClaim team-gpus, made ahead and possibly shared")
     with pytest.raises(Untranslatable):
         rewrite_pod(pod, context("generic"), templates=made_ahead.get)
-    assert read_demand(pod, DRA.dialects, {}.get).unread_claims == ("ResourceClaim team-gpus",)
+    assert read_demand(pod, DRA.dialects, {}.get).claims.uncountable == (
+        "claim gpus (ResourceClaim team-gpus): it could not be read (create it before the pod, or retry)",
+    )
 
 
 JUNK = st.recursive(

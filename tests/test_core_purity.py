@@ -23,6 +23,7 @@ ALLOWED_IMPORTS = {
     "itertools",
     "json",
     "math",
+    "operator",  # the comparison functions
     "re",
     "types",
     "typing",

@@ -36,19 +36,28 @@ def after(obj, decision):
     return jsonpatch.apply_patch(obj, list(decision.patch))
 
 
-def test_the_template_is_the_v1beta1_shape_and_named_by_its_content():
+def request_of(template):
+    """The template's one request, its class, count and selectors read alike in every API version."""
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    return {**request, **request.get("exactly", {})}
+
+
+def test_the_template_is_the_v1_shape_where_no_api_server_says_otherwise_and_named_by_its_content():
+    # The shipped map says `api_version: auto`; with no API server to ask (tests, translate), v1.
     template = claim_template(FORM, whole_request(FORM, 2, ("A100-80GB",)))
-    assert template["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert template["apiVersion"] == "resource.k8s.io/v1"
     assert template["spec"] == {
         "spec": {
             "devices": {
                 "requests": [
                     {
                         "name": "gpu",
-                        "deviceClassName": "gpu.nvidia.com",
-                        "allocationMode": "ExactCount",
-                        "count": 2,
-                        "selectors": [{"cel": {"expression": A100_80_NAMES}}],
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "allocationMode": "ExactCount",
+                            "count": 2,
+                            "selectors": [{"cel": {"expression": A100_80_NAMES}}],
+                        },
                     }
                 ]
             }
@@ -61,18 +70,18 @@ def test_the_template_is_the_v1beta1_shape_and_named_by_its_content():
     assert template["metadata"]["name"].startswith("gpuport-gpu-")
 
 
-def test_a_v1_map_nests_the_request_under_exactly_and_names_it_apart():
-    v1 = replace(FORM, api_version="resource.k8s.io/v1")
-    template = claim_template(v1, whole_request(v1, 1, ()))
-    assert template["apiVersion"] == "resource.k8s.io/v1"
+def test_a_v1beta1_cluster_gets_the_flat_shape_v1beta2_nests_and_each_is_named_apart():
+    beta1 = replace(FORM, api_version="resource.k8s.io/v1beta1")
+    template = claim_template(beta1, whole_request(beta1, 1, ()))
+    assert template["apiVersion"] == "resource.k8s.io/v1beta1"
     assert template["spec"]["spec"]["devices"]["requests"] == [
-        {
-            "name": "gpu",
-            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1},
-        }
+        {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}
     ]
-    beta = claim_template(FORM, whole_request(FORM, 1, ()))
-    assert template["metadata"]["name"] != beta["metadata"]["name"]
+    beta2 = replace(FORM, api_version="resource.k8s.io/v1beta2")
+    nested = claim_template(beta2, whole_request(beta2, 1, ()))
+    assert nested["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
+    v1 = claim_template(FORM, whole_request(FORM, 1, ()))
+    assert len({t["metadata"]["name"] for t in (template, nested, v1)}) == 3
 
 
 def test_a_gke_pod_gets_a_claim_its_gpus_gone_and_nothing_else_lost():
@@ -112,7 +121,7 @@ def test_two_containers_asking_alike_get_two_claims_from_one_template():
     ]
 
 
-def test_an_init_container_and_existing_claims_are_kept_apart():
+def test_an_init_container_holds_its_devices_in_the_app_s_claim_and_existing_claims_are_kept_apart():
     source = pod_with_resources(
         {"limits": {"nvidia.com/gpu": "1"}}, init=({"limits": {"nvidia.com/gpu": "2"}},)
     )
@@ -120,13 +129,17 @@ def test_an_init_container_and_existing_claims_are_kept_apart():
     source["spec"]["containers"][0]["resources"]["claims"] = [{"name": "scratch"}]
     decision = decide(source)
     result = after(source, decision)
-    assert len(decision.claim_templates) == 2
-    assert [c["name"] for c in result["spec"]["resourceClaims"]] == ["scratch", "gpuport-init0", "gpuport-c0"]
+    (template,) = decision.claim_templates
+    assert [(r["name"], r["exactly"]["count"]) for r in template["spec"]["spec"]["devices"]["requests"]] == [
+        ("c0", 1),
+        ("init", 1),
+    ]
+    assert [c["name"] for c in result["spec"]["resourceClaims"]] == ["scratch", "gpuport-c0"]
     assert result["spec"]["containers"][0]["resources"]["claims"] == [
         {"name": "scratch"},
-        {"name": "gpuport-c0"},
+        {"name": "gpuport-c0", "request": "c0"},
     ]
-    assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-init0"}]
+    assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-c0"}]
 
 
 def test_claims_written_as_a_map_are_said_not_replaced():
@@ -146,7 +159,7 @@ def test_a_claim_name_stays_a_dns_label():
 def test_a_mig_ask_pins_the_profile_and_the_model_it_was_written_for():
     source = pod({"nvidia.com/mig-3g.40gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
     (template,) = decide(source).claim_templates
-    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    request = request_of(template)
     assert request["deviceClassName"] == "mig.nvidia.com"
     assert [s["cel"]["expression"] for s in request["selectors"]] == [
         'device.attributes["gpu.nvidia.com"].profile == "3g.40gb"',
@@ -156,7 +169,7 @@ def test_a_mig_ask_pins_the_profile_and_the_model_it_was_written_for():
 
 def test_an_unpinned_mig_ask_may_be_cut_from_any_gpu():
     (template,) = decide(pod({"nvidia.com/mig-1g.10gb": "2"})).claim_templates
-    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    request = request_of(template)
     assert request["count"] == 2
     assert [s["cel"]["expression"] for s in request["selectors"]] == [
         'device.attributes["gpu.nvidia.com"].profile == "1g.10gb"'
@@ -228,7 +241,7 @@ def test_the_dra_section_of_a_map_is_checked_with_file_and_line():
     assert text.splitlines()[info.value.line - 1].startswith("    A10: [")
     with pytest.raises(CloudMapError) as info:
         parse_cloud_map(
-            text.replace("resource.k8s.io/v1beta1  #", "resource.k8s.io/v2  #"), "d.yaml", catalogue
+            text.replace("api_version: auto", "api_version: resource.k8s.io/v2"), "d.yaml", catalogue
         )
     assert "resource.k8s.io/v2" in str(info.value)
     quoted = text.replace('T4: ["Tesla T4"]', 'T4: ["Tesla T4\\" || true"]')
@@ -403,7 +416,7 @@ def test_a_template_read_as_missing_is_still_created_when_a_pod_needs_it():
     assert store.referenced("team-a", claims)(name) is not None
 
 
-def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run():
+def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run_of_gpuport_s_own():
     from webhook.adapters.kube.quota_gate import QuotaGate
     from webhook.core.quota import Quota
 
@@ -414,51 +427,70 @@ def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run():
         def quotas_in(self, namespace):
             return [Quota("gpus", {"requests.nvidia.com/gpu": Decimal(4)})]
 
-    user_pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "team-a"},
-        "spec": {
-            "resourceClaims": [{"name": "a", "resourceClaimTemplateName": "gone"}],
-            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "a"}]}}],
-        },
-    }
+    def user_pod(claim):
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "team-a"},
+            "spec": {
+                "resourceClaims": [{"name": claim, "resourceClaimTemplateName": "gone"}],
+                "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": claim}]}}],
+            },
+        }
+
     gate = QuotaGate(View(), ledger=None)
-    demand = read_demand(user_pod, DRA.dialects, {}.get)
-    assert demand.unread_claims == ("ResourceClaimTemplate gone",) and demand.asks == ()
-    refused = gate.admit(parsed(review_of(user_pod)), DRA, demand)
-    assert refused is not None and not refused.allowed
-    assert "could not read ResourceClaimTemplate gone in team-a" in refused.message
-    assert gate.admit(parsed(review_of(user_pod, dry_run=True)), DRA, demand) is None
+    demand = read_demand(user_pod("a"), DRA.dialects, {}.get)
+    assert demand.asks == () and demand.claims.uncountable == (
+        "claim a (ResourceClaimTemplate gone): it could not be read (create it before the pod, or retry)",
+    )
+    for dry_run in (False, True):  # a user's own template: the dry run is refused too
+        refused = gate.admit(parsed(review_of(user_pod("a"), dry_run=dry_run)), DRA, demand)
+        assert refused is not None and not refused.allowed
+        assert "cannot count this pod's claims against the GPU quota of team-a: claim a" in refused.message
+    # A translated pod's dry run names the template gpuport would have made, had it not been a dry run.
+    translated = read_demand(user_pod("gpuport-c"), DRA.dialects, {}.get)
+    assert gate.admit(parsed(review_of(user_pod("gpuport-c"), dry_run=True)), DRA, translated) is None
+    assert gate.admit(parsed(review_of(user_pod("gpuport-c"))), DRA, translated) is not None
 
 
-def test_an_init_container_reuses_an_app_container_s_claim_when_it_needs_no_more():
-    # A device plugin hands an init container's GPUs on to the app containers; claims of their own
-    # would hold two devices for a pod that uses one at a time.
+def test_init_containers_and_the_app_hold_what_a_device_plugin_gives_never_the_sum():
+    # A device plugin hands an init container's GPUs on to the app containers: the pod holds
+    # max(largest init, sum of the apps). Init 1 and 4, app 2 → one claim of 4 devices: the app's own
+    # request of 2 and 2 more for the init containers, which use the claim whole.
     source = pod_with_resources(
         {"limits": {"nvidia.com/gpu": "2"}},
         init=({"limits": {"nvidia.com/gpu": "1"}}, {"limits": {"nvidia.com/gpu": "4"}}),
     )
-    sidecar = copy.deepcopy(source)
-    sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
     decision = decide(source)
     result = after(source, decision)
-    claims = {c["name"]: c["resourceClaimTemplateName"] for c in result["spec"]["resourceClaims"]}
-    assert set(claims) == {"gpuport-c0", "gpuport-init1"}  # init0 shares c0's; init1 needs 4
-    assert result["spec"]["initContainers"][0]["resources"]["claims"] == [{"name": "gpuport-c0"}]
-    assert decision.warnings[0] == (
-        "gpuport: initContainers[0] nvidia.com/gpu: 1 → claim gpuport-c0 "
-        "(2 × any GPU of c0, which runs after it)"
+    (template,) = decision.claim_templates
+    requests = template["spec"]["spec"]["devices"]["requests"]
+    assert [(r["name"], r["exactly"]["count"]) for r in requests] == [("c0", 2), ("init", 2)]
+    assert [c["name"] for c in result["spec"]["resourceClaims"]] == ["gpuport-c0"]
+    assert [c["resources"]["claims"] for c in result["spec"]["initContainers"]] == [
+        [{"name": "gpuport-c0"}]
+    ] * 2
+    assert result["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpuport-c0", "request": "c0"}]
+    init_words = "→ claim gpuport-c0 (all 4 × any GPU, 2 of them the app's after it)"
+    assert list(decision.warnings[:3]) == [
+        f"gpuport: initContainers[0] nvidia.com/gpu: 1 {init_words}",
+        f"gpuport: initContainers[1] nvidia.com/gpu: 4 {init_words}",
+        "gpuport: containers[0] nvidia.com/gpu: 2 → claim gpuport-c0 (2 × any GPU, request c0)",
+    ]
+    # Read back, the pod holds 4, as DRA allocates it and as the device plugin would have.
+    claimed = read_demand(
+        result, DRA.dialects, {t["metadata"]["name"]: t for t in decision.claim_templates}.get
     )
-    running = after(sidecar, decide(sidecar))
-    assert {c["name"] for c in running["spec"]["resourceClaims"]} == {
-        "gpuport-c0",
-        "gpuport-init0",
-        "gpuport-init1",
-    }
+    assert claimed.claims.own() == (4, 0)
 
-    # Read back for a device-plugin cluster: every container asks for its claim's GPUs (init0 now
-    # sees c0's two, as it does under DRA); the pod still needs at most 4 at once.
+    # A sidecar runs beside the others: it keeps a claim of its own.
+    sidecar = copy.deepcopy(source)
+    sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    running = after(sidecar, decide(sidecar))
+    assert {c["name"] for c in running["spec"]["resourceClaims"]} == {"gpuport-c0", "gpuport-init0"}
+
+    # Read back for a device-plugin cluster: every container asks for what it is given (the init
+    # containers the whole claim: 4); the pod still holds at most 4 at once.
     templates = {t["metadata"]["name"]: t for t in decision.claim_templates}
     from webhook.core.admission import rewrite_pod
 
@@ -466,19 +498,38 @@ def test_an_init_container_reuses_an_app_container_s_claim_when_it_needs_no_more
         result, rewrite_pod(result, context("generic"), templates=templates.get).patch
     )
     assert [c["resources"]["limits"] for c in back["spec"]["initContainers"]] == [
-        {"nvidia.com/gpu": "2"},
+        {"nvidia.com/gpu": "4"},
         {"nvidia.com/gpu": "4"},
     ]
     assert back["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
 
 
-def test_a_model_the_pod_refuses_is_left_out_of_its_claim():
+def test_init_containers_alone_share_one_claim_as_large_as_the_largest():
+    source = pod_with_resources(
+        {"limits": {"cpu": "1"}},
+        init=({"limits": {"nvidia.com/gpu": "1"}}, {"limits": {"nvidia.com/gpu": "3"}}),
+    )
+    decision = decide(source)
+    (template,) = decision.claim_templates
+    assert [(r["name"], r["exactly"]["count"]) for r in template["spec"]["spec"]["devices"]["requests"]] == [
+        ("gpu", 3)
+    ]
+    result = after(source, decision)
+    assert [c["name"] for c in result["spec"]["resourceClaims"]] == ["gpuport-init0"]
+
+
+def test_a_model_the_pod_refuses_stays_refused_and_every_other_gpu_stays_acceptable():
+    # HAMi's nouse-gputype: T4 means "not a T4", not "one of the 25 models the catalogue knows": an L40
+    # or a B300 the maps do not list must still do.
     source = pod({"nvidia.com/gpu": "1"})
     source["metadata"]["annotations"] = {"nvidia.com/nouse-gputype": "T4"}
     source["spec"]["schedulerName"] = "hami-scheduler"
     (template,) = decide(source).claim_templates
-    (expression,) = [
-        s["cel"]["expression"] for s in template["spec"]["spec"]["devices"]["requests"][0]["selectors"]
-    ]
-    assert '"Tesla T4"' not in expression
-    assert '"NVIDIA L4"' in expression and '"NVIDIA H100 80GB HBM3"' in expression
+    (expression,) = [s["cel"]["expression"] for s in request_of(template)["selectors"]]
+    assert expression == '!(device.attributes["gpu.nvidia.com"].productName == "Tesla T4")'
+    assert template["metadata"]["annotations"]["gpuport.io/asks"] == "1 × any GPU (not T4)"
+    # Read back, the refusal is a refusal again.
+    claimed = read_demand(
+        after(source, decide(source)), DRA.dialects, {template["metadata"]["name"]: template}.get
+    )
+    assert claimed.selection.avoid == {"T4"} and claimed.selection.models is None

@@ -363,5 +363,7 @@ def summarize(pod_obj, claim_templates=()):
         summary["claims"] = []
         for used in resources.get("claims", []):
             for request in templates[made_from[used["name"]]]["spec"]["spec"]["devices"]["requests"]:
-                summary["claims"].append({k: v for k, v in request.items() if k != "name"})
+                # Class, count and selectors, wherever the API version nests them.
+                flat = {**request, **request.get("exactly", {})}
+                summary["claims"].append({k: v for k, v in flat.items() if k not in ("name", "exactly")})
     return summary

@@ -409,7 +409,8 @@ def test_a_quota_d_namespace_counts_claimed_devices_in_gpu_equivalents(dra, team
     }
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod(team, missing)
-    assert f"could not read ResourceClaimTemplate nowhere in {team}" in info.value.body
+    assert f"cannot count this pod's claims against the GPU quota of {team}" in info.value.body
+    assert "claim slice (ResourceClaimTemplate nowhere): it could not be read" in info.value.body
 
 
 def test_a_claim_made_ahead_counts_against_the_gpu_quota_too(dra, team):

@@ -1,6 +1,8 @@
 """dra-amd on a real control plane: AMD's driver publishes whole GPUs and partitions under one device
-class, told apart only by the `type` attribute, and names the model by PCI device ID. A pod written
-for the ROCm device plugin must get whole MI300X GPUs: never partitions, never another model."""
+class, told apart only by the `type` attribute, and names the model by `productName` (the card's product
+name, spaces as "_"), which every release publishes; `deviceID` meant a KFD unique id before a 2026
+release made it the PCI device id, so the devices here carry the older meaning. A pod written for the
+ROCm device plugin must get whole MI300X GPUs: never partitions, never another model."""
 
 import pytest
 from kubernetes import client
@@ -11,11 +13,18 @@ from tests.integration.test_dra import GROUP, VERSION, add_node, allocated_devic
 AMD = "gpu.amd.com"
 
 
-def amd_device(name, kind, device_id):
-    return {
-        "name": name,
-        "basic": {"attributes": {"type": {"string": kind}, "deviceID": {"string": device_id}}},
+def amd_device(name, kind, product, device_id):
+    """Attributes as AMD's driver publishes them (its source at the 2025 releases): type, productName,
+    and deviceID as the KFD unique id (a decimal string), not the PCI id."""
+    attributes = {
+        "type": {"string": kind},
+        "productName": {"string": product},
+        "deviceID": {"string": device_id},
     }
+    return {"name": name, "basic": {"attributes": attributes}}
+
+
+MI300X, MI210 = "AMD_Instinct_MI300X_OAM", "AMD_Instinct_MI210"
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +46,11 @@ def amd_cluster(dra_cluster, tmp_path_factory):
         dra_cluster,
         "mi-node",
         [
-            amd_device("gpu-0-cpx-0", "amdgpu-partition", "0x74a1"),
-            amd_device("gpu-0-cpx-1", "amdgpu-partition", "0x74a1"),
-            amd_device("gpu-1", "amdgpu", "0x740f"),  # an MI210
-            amd_device("gpu-2", "amdgpu", "0x74a1"),
-            amd_device("gpu-3", "amdgpu", "0x74a1"),
+            amd_device("gpu-0-cpx-0", "amdgpu-partition", MI300X, "994913940318892495"),
+            amd_device("gpu-0-cpx-1", "amdgpu-partition", MI300X, "994913940318892495"),
+            amd_device("gpu-1", "amdgpu", MI210, "12040298343527019393"),
+            amd_device("gpu-2", "amdgpu", MI300X, "7281398427093120115"),
+            amd_device("gpu-3", "amdgpu", MI300X, "17016530294862871045"),
         ],
         driver=AMD,
     )

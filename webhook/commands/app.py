@@ -1,6 +1,8 @@
 """Composition root: build the decision context and the Flask app around it."""
 
+import logging
 import os
+from collections.abc import Callable
 
 from flask import Flask
 
@@ -8,8 +10,10 @@ from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
-from webhook.config.loading import build_context
-from webhook.core.admission import Context
+from webhook.config.loading import OFFLINE_DRA_API_VERSION as OFFLINE
+from webhook.config.loading import ClusterDra, build_context
+
+log = logging.getLogger("gpuport.app")
 
 
 def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
@@ -31,20 +35,35 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
     )
 
 
-def claim_template_store(cluster: str, context: Context):
-    """Creates the ResourceClaimTemplates translated pods need and reads those pods' claims name."""
-    from webhook.adapters.kube.claim_templates import ClaimTemplateStore
+def claim_template_store(cluster: str):
+    """Creates the ResourceClaimTemplates translated pods need and reads what pods' claims name, in
+    the newest resource.k8s.io version the API server serves (what a map's `api_version: auto` means)."""
+    from kubernetes import client
+
+    from webhook.adapters.kube.claim_templates import ClaimTemplateStore, newest_served
     from webhook.adapters.kube.kubeclient import api_client
 
-    dra = context.target.dra
-    return ClaimTemplateStore(api_client(cluster), dra.api_version if dra else "resource.k8s.io/v1beta1")
+    api = api_client(cluster)
+    served = newest_served(client.ApisApi(api))
+    if served is None:
+        log.warning("the API server serves no resource.k8s.io version gpuport writes; assuming %s", OFFLINE)
+    return ClaimTemplateStore(api, served or OFFLINE)
+
+
+def cluster_dra(store) -> Callable[[], ClusterDra]:
+    """What the DRA cluster says of itself, asked again whenever the cloud maps are rebuilt: its API
+    version and its device classes (listed at most once a minute)."""
+    return lambda: ClusterDra(store.api_version, store.device_classes())
 
 
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
-    context = build_context(settings.cloudmap_dir, settings.cloud, settings.inventory)
-    templates = claim_template_store(settings.cluster, context) if settings.cluster else None
+    templates = claim_template_store(settings.cluster) if settings.cluster else None
+    dra = cluster_dra(templates) if templates is not None else None
+    context = build_context(
+        settings.cloudmap_dir, settings.cloud, settings.inventory, cluster_dra=dra and dra()
+    )
     gate = (
         quota_gate(settings.cluster, settings.namespace, settings.threads, templates)
         if settings.cluster
@@ -56,6 +75,7 @@ def build_app(settings: Settings) -> Flask:
         quota_gate=gate,
         limit_gate=LimitGate(gate.view) if gate else None,
         claim_templates=templates,
+        cluster_dra=dra,
     )
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state

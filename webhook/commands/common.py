@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from webhook.core.platform import DRA_API_VERSIONS
+
 # argparse's subparser registry has no public type name.
 Subcommands = Any
 
@@ -32,3 +34,14 @@ def read_yaml_documents(names: list[str]) -> list[Any]:
 def bad_input(command: str, problem: object) -> int:
     print(f"gpuport {command}: {problem}", file=sys.stderr)
     return 2
+
+
+def add_dra_api_version(parser: argparse.ArgumentParser) -> None:
+    """What a DRA map's `api_version: auto` writes offline, where no API server can be asked."""
+    parser.add_argument(
+        "--dra-api-version",
+        choices=DRA_API_VERSIONS,
+        default=DRA_API_VERSIONS[0],
+        help="the resource.k8s.io version DRA claim templates are written in when the map says auto "
+        "(default resource.k8s.io/v1: Kubernetes 1.34 and later; v1beta2 for 1.33, v1beta1 for 1.32)",
+    )

@@ -4,7 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook.commands.common import Subcommands, bad_input, positive, read_yaml_documents
+from webhook.commands.common import (
+    Subcommands,
+    add_dra_api_version,
+    bad_input,
+    positive,
+    read_yaml_documents,
+)
 
 
 def register(commands: Subcommands) -> None:
@@ -24,6 +30,7 @@ def register(commands: Subcommands) -> None:
         "--kubeconfig", type=Path, help="read the target's nodes and quotas from its API server"
     )
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
+    add_dra_api_version(parser)
     parser.add_argument(
         "--max-risk", type=float, default=0.3, help="fraction of the total weight (default 0.3)"
     )
@@ -37,11 +44,16 @@ def run(args: argparse.Namespace) -> int:
 
     from webhook.commands.preflight_report import as_json, as_markdown, as_text
     from webhook.config.cloudmap import default_directory
-    from webhook.config.loading import StartupError, build_context, load_inventory
+    from webhook.config.loading import ClusterDra, StartupError, build_context, load_inventory
     from webhook.core.preflight import preflight
 
     try:
-        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
+        context = build_context(
+            args.cloudmap_dir or default_directory(),
+            args.to,
+            read_as=args.source,
+            cluster_dra=ClusterDra(args.dra_api_version),
+        )
         documents = read_yaml_documents(args.files)
         inventory = load_inventory(args.inventory) if args.inventory else None
     except (StartupError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

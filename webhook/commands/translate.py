@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook.commands.common import Subcommands, bad_input, read_input
+from webhook.commands.common import Subcommands, add_dra_api_version, bad_input, read_input
 
 
 def register(commands: Subcommands) -> None:
@@ -22,6 +22,7 @@ def register(commands: Subcommands) -> None:
     )
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
     parser.add_argument("--inventory", type=Path, help="the target's nodes: pick present models, add hints")
+    add_dra_api_version(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--diff", action="store_true", help="print a unified diff instead of the YAML")
     output.add_argument(
@@ -41,11 +42,15 @@ def run(args: argparse.Namespace) -> int:
     )
     from webhook.adapters.files.yamledit import Unfaithful
     from webhook.config.cloudmap import default_directory
-    from webhook.config.loading import StartupError, build_context
+    from webhook.config.loading import ClusterDra, StartupError, build_context
 
     try:
         context = build_context(
-            args.cloudmap_dir or default_directory(), args.to, args.inventory, read_as=args.source
+            args.cloudmap_dir or default_directory(),
+            args.to,
+            args.inventory,
+            read_as=args.source,
+            cluster_dra=ClusterDra(args.dra_api_version),
         )
     except StartupError as exc:
         return bad_input("translate", exc)

@@ -1,23 +1,40 @@
 """Build the decision context from the cloud-map directory and, optionally, a node inventory
 (at startup and on every reload)."""
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from webhook.config.cloudmap import CloudMapError, load_directory
+from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.core.admission import Context
+from webhook.core.claims import read_device_class
 from webhook.core.dialects import Dialects
 from webhook.core.inventory import Inventory, InventoryError, parse_inventory
 from webhook.core.placement import PlacementHints
 from webhook.core.platform import CloudMap
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
+AUTO = "auto"
+# What `api_version: auto` writes where no API server can be asked (translate, preflight): the version
+# every Kubernetes from 1.34 serves by default.
+OFFLINE_DRA_API_VERSION = "resource.k8s.io/v1"
 
 
 class StartupError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class ClusterDra:
+    """What a DRA cluster says of itself: the newest resource.k8s.io version its API server serves
+    (what `api_version: auto` becomes) and its DeviceClasses (those with an extendedResourceName let
+    pods asking for that resource run as written, KEP-5004)."""
+
+    api_version: str = OFFLINE_DRA_API_VERSION
+    device_classes: tuple[Mapping[str, Any], ...] = ()
 
 
 def build_context(
@@ -26,10 +43,12 @@ def build_context(
     inventory_file: Path | None = None,
     inventory: Inventory | None = None,
     read_as: str | None = None,
+    cluster_dra: ClusterDra | None = None,
 ) -> Context:
     """The decision context; nodes come from `inventory_file`, else `inventory` (the cluster view).
     `read_as` restricts the dialects asks are read in to that one map (and the target's): the
-    offline commands' --from, for labels two clouds share with different meanings."""
+    offline commands' --from, for labels two clouds share with different meanings. `cluster_dra`
+    resolves a DRA target's `api_version: auto` (offline: resource.k8s.io/v1)."""
     try:
         loaded = load_directory(cloudmap_dir)
     except CloudMapError as exc:
@@ -38,6 +57,7 @@ def build_context(
         if name not in loaded.maps:
             known = ", ".join(sorted(loaded.maps)) or "none"
             raise StartupError(f"no cloud map named {name!r} in {cloudmap_dir} (found: {known})")
+    loaded.maps[cloud] = with_cluster_dra(loaded.maps[cloud], cluster_dra or ClusterDra(), loaded)
     readable = [loaded.maps[read_as], loaded.maps[cloud]] if read_as else list(loaded.maps.values())
     dialects = Dialects(tuple({m.name: m for m in readable}.values()), loaded.catalogue)
     target = loaded.maps[cloud]
@@ -62,6 +82,30 @@ def build_context(
         present_resources=resources_present(inventory),
         declared=declared,
     )
+
+
+def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) -> CloudMap:
+    """The target map as this cluster runs it: its DRA API version resolved, and the device classes
+    whose extendedResourceName a pod may ask for as written."""
+    form = target.dra
+    if form is None:
+        return target
+    version = cluster.api_version if form.api_version == AUTO else form.api_version
+    extended: dict[str, tuple[str, str]] = {}
+    maps = tuple(loaded.maps.values())
+    for device_class in cluster.device_classes:
+        name = (device_class.get("metadata") or {}).get("name")
+        spec = device_class.get("spec")
+        if not isinstance(name, str) or not isinstance(spec, Mapping):
+            continue
+        meaning = read_device_class(name, spec, maps, loaded.catalogue)
+        own = meaning.map_name == target.name and meaning.parsed and not meaning.inexact
+        if meaning.extended_resource and own and meaning.kind in ("whole", "mig"):
+            if meaning.kind == "mig" and meaning.profile is None:
+                continue
+            profile = meaning.profile.name if meaning.profile is not None else ""
+            extended[meaning.extended_resource] = (meaning.kind, profile)
+    return replace(target, dra=replace(form, api_version=version, extended_resources=extended))
 
 
 def load_inventory(path: Path) -> Inventory:

@@ -120,11 +120,15 @@ def rewrite_pod(
     if native and not hints:
         wanted = []
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
+    uncounted = [
+        f"gpuport: {why}; a namespace with a GPU quota or GPU limits refuses this pod"
+        for why in demand.claims.uncountable
+    ]
     if native and not wanted and not tolerate:
         # No copy, no diff; the pod's models and resource names are the ones read with its demand.
         absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
-        return Rewrite([], absent, [])
-    warnings: list[str] = []
+        return Rewrite([], uncounted + absent, [])
+    warnings: list[str] = uncounted
     needed: list[dict[str, Any]] = []
 
     def mutate(view: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 PROFILE_PATTERN = re.compile(
@@ -104,6 +105,17 @@ class Catalogue:
             if base in model.names:
                 return model, profile
         return None
+
+    def slice_share(self, profile: MigProfile, models: Iterable[str] | None) -> Fraction:
+        """A MIG slice's share of its GPU: its compute slices over the GPU's. The GPU is one of
+        `models` that has the profile, else any model that has it; of several, the one that makes the
+        share largest (never undercount)."""
+        pinned = [self.models[m] for m in sorted(models or ()) if m in self.models]
+        holders = [m for m in pinned if profile.name in m.profiles] or [
+            m for m in self.models.values() if profile.name in m.profiles
+        ]
+        slices = min((m.compute_slices for m in holders), default=7)
+        return Fraction(profile.compute, slices)
 
     def ids(self) -> tuple[str, ...]:
         return tuple(self.models)

@@ -1,133 +1,106 @@
-"""DRA claims read back into canonical asks: what a pod's ResourceClaimTemplates ask for, in the words
-device plugins understand (k whole GPUs of these models, a MIG slice of this profile).
+"""DRA claims read back (pure), two ways: what each request can allocate, counted against the GPU
+budget whatever its shape, and what it asks for in device-plugin words, said only where that is exact.
 
-Only what can be read exactly is read: a request for a device class a loaded map names, an exact
-count, and CEL selectors of the few shapes drivers' own samples use (equality or `in` on the product
-and profile attributes, the driver's name, the device type, a lower bound on memory). Any other
-expression is refused with the expression quoted: a guess would put the pod on the wrong hardware.
+The budget reading never needs a selector to be understood: a request for 8 devices of a GPU class is
+8 GPUs whatever its CEL says. The class says what a device is: one a loaded map names, or the cluster's
+DeviceClass, whose selectors name the driver and the `type` (a class that pins another driver gives no
+GPU). `allocationMode: All` is the most devices one node publishes for that driver and type;
+`firstAvailable` counts its largest alternative. What cannot be counted is said, never guessed.
+
+The device-plugin reading is exact or refused: a request for a class a map knows (or a DeviceClass read
+as above), an exact count, and selectors of the shapes cel_selectors.py reads. Anything else is refused
+with the expression quoted: a guess would put the pod on the wrong hardware. The budget trusts what the
+selectors narrowed (a MIG profile, the models) only when every term was inside that strict grammar.
+
+Why one module of ~330 lines: the class reading and the two readings of a request share one state per
+request (what the class and the selectors narrowed, and whether the grammar held throughout).
 """
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from webhook.core import quantity
-from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.catalogue import Catalogue, MigProfile
+from webhook.core.cel_selectors import DRIVER, SelectorReading, literal_text
 from webhook.core.platform import CloudMap, DraForm
+
+# The objects claims are read from, by key: a ResourceClaimTemplate by its name, and the keys below.
+ClaimObjects = Callable[[str], Mapping[str, Any] | None]
+STANDALONE = "ResourceClaim/"  # + name: a claim made ahead, answered as {"spec": {"spec": <its spec>}}
+DEVICE_CLASS = "DeviceClass/"  # + name: the cluster's DeviceClass object
+# + "<driver>/<type>": {"count": n}, the most devices of that driver (and type, "" for any) that one
+# node publishes in its ResourceSlices.
+DEVICES_PER_NODE = "DevicesPerNode/"
+
+
+def class_key(name: str) -> str:
+    return DEVICE_CLASS + name
+
+
+def devices_key(driver: str, device_type: str) -> str:
+    return f"{DEVICES_PER_NODE}{driver}/{device_type}"
 
 
 class UnreadableClaim(Exception):
     """A claim gpuport cannot say in device-plugin words exactly; the message says what and why."""
 
 
+DeviceKind = Literal["whole", "mig", "partition"]
+
+
 @dataclass(frozen=True)
 class ClaimedDevices:
-    """What one request of a claim asks for: `count` whole GPUs or MIG slices."""
+    """What one request of a claim asks for, in device-plugin words: `count` whole GPUs or MIG slices."""
 
     kind: Literal["whole", "mig"]
     count: int
     vendor: str
     models: frozenset[str] | None  # acceptable models; None: any
     profile: MigProfile | None = None
+    avoid: frozenset[str] = frozenset()  # models refused (a negated product selector)
 
 
-_STRING = r"""(?:"([^"\\]*)"|'([^'\\]*)')"""
-_DOMAIN = rf"""\[\s*{_STRING}\s*\]"""
-_ATTRIBUTE = re.compile(rf"^device\.attributes{_DOMAIN}\.([A-Za-z_][A-Za-z0-9_]*)\s*(==|in)\s*(.+)$")
-_DRIVER = re.compile(rf"^device\.driver\s*==\s*{_STRING}$")
-_MEMORY = re.compile(
-    rf"^device\.capacity{_DOMAIN}\.([A-Za-z_][A-Za-z0-9_]*)\.compareTo\(\s*quantity\(\s*{_STRING}\s*\)\s*\)"
-    r"\s*(>=|>)\s*0$"
-)
-_LIST = re.compile(rf"^\[\s*{_STRING}(?:\s*,\s*{_STRING})*\s*\]$")
-_ITEM = re.compile(_STRING)
+@dataclass(frozen=True)
+class RequestReading:
+    """One request of a claim: what it may allocate (the budget) and, when exact, what it asks for."""
 
-
-def _text(match: tuple[str | None, ...]) -> str:
-    return next(m for m in match if m is not None)
-
-
-def _values(literal: str, operator: str) -> tuple[str, ...] | None:
-    literal = literal.strip()
-    if operator == "==":
-        single = re.fullmatch(_STRING, literal)
-        return (_text(single.groups()),) if single else None
-    if not _LIST.fullmatch(literal):
-        return None
-    return tuple(_text(m.groups()) for m in _ITEM.finditer(literal))
-
-
-@dataclass
-class _Reading:
-    form: DraForm
-    cloud_map: CloudMap
-    catalogue: Catalogue
-    mig: bool
-    models: frozenset[str] | None = None
+    name: str
+    gpu: bool  # False: another driver's devices (a NIC, a compute-domain channel): not budgeted
+    vendor: str = ""
+    kind: DeviceKind = "whole"
+    count: int | None = None  # devices it may allocate; None: cannot be told (see uncountable)
     profile: MigProfile | None = None
+    models: frozenset[str] | None = None
+    avoid: frozenset[str] = frozenset()
+    uncountable: str = ""  # why `count` is None
+    inexact: str = ""  # why it cannot be said in device-plugin words ("" when it can)
+    note: str = ""  # said when it is translated: a choice gpuport made
+    options: tuple["RequestReading", ...] = ()  # firstAvailable: every alternative, for the budget
 
-    def narrow(self, models: frozenset[str]) -> None:
-        self.models = models if self.models is None else self.models & models
-
-    def selector(self, expression: str) -> None:
-        """Read one CEL expression (terms joined by && each read alone), or raise UnreadableClaim."""
-        for term in expression.split("&&"):
-            if not self._term(term.strip()):
-                raise UnreadableClaim(
-                    f"cannot read the CEL selector {expression!r} exactly (gpuport reads ==/in on "
-                    f"{self.form.product_attribute} and {self.form.profile_attribute}, device.driver, "
-                    f"type, and a lower bound on {self.form.memory_capacity}); say it in those terms"
-                )
-
-    def _term(self, term: str) -> bool:
-        while term.startswith("(") and term.endswith(")"):
-            term = term[1:-1].strip()
-        if driver := _DRIVER.fullmatch(term):
-            return _text(driver.groups()) == self.form.driver
-        if memory := _MEMORY.fullmatch(term):
-            domain, name, amount = _text(memory.groups()[:2]), memory.group(3), _text(memory.groups()[3:5])
-            if domain != self.form.driver or name != self.form.memory_capacity:
-                return False
-            return self._at_least(amount, memory.group(6) == ">")
-        attribute = _ATTRIBUTE.fullmatch(term)
-        if not attribute or _text(attribute.groups()[:2]) != self.form.driver:
-            return False
-        name, operator = attribute.group(3), attribute.group(4)
-        values = _values(attribute.group(5), operator)
-        if values is None:
-            return False
-        if name == "type":
-            return set(values) == {"mig" if self.mig else (self.form.whole_type or "gpu")}
-        if name == self.form.product_attribute:
-            self.narrow(
-                frozenset(m for m, names in self.form.product_names.items() if set(names) & set(values))
+    def exactly(self) -> ClaimedDevices:
+        """The device-plugin ask; only for a reading with nothing inexact."""
+        if self.inexact or self.count is None or self.kind == "partition":
+            raise UnreadableClaim(
+                self.inexact or self.uncountable or f"request {self.name!r} asks for partitions"
             )
-            return True
-        if name == self.form.profile_attribute and self.mig and len(values) == 1:
-            try:
-                self.profile = MigProfile.parse(values[0])
-            except ProfileError:
-                return False
-            return True
-        return False
+        return ClaimedDevices(self.kind, self.count, self.vendor, self.models, self.profile, self.avoid)
 
-    def _at_least(self, amount: str, strictly: bool) -> bool:
-        try:
-            wanted = quantity.parse(amount)
-        except quantity.QuantityError:
-            return False
-        if self.mig:
-            return False  # a slice is chosen by its profile, which says its memory; say that instead
-        models = self.cloud_map.models_offered(self.catalogue)
-        memory = {
-            m: Decimal(self.catalogue.models[m].memory_gb) * 2**30
-            for m in models
-            if m in self.catalogue.models
-        }
-        self.narrow(frozenset(m for m, b in memory.items() if (b > wanted if strictly else b >= wanted)))
-        return True
+
+@dataclass(frozen=True)
+class DeviceClassMeaning:
+    """What a device class gives: GPUs of a driver a loaded map knows (of one kind, when its `type`
+    says), or no GPU at all."""
+
+    name: str
+    gpu: bool
+    map_name: str = ""  # the loaded map whose DRA driver gives these devices
+    kind: str | None = None  # whole | mig | partition; "" a type the map does not know; None: any
+    profile: MigProfile | None = None
+    models: frozenset[str] | None = None
+    avoid: frozenset[str] = frozenset()
+    parsed: bool = True
+    inexact: tuple[str, ...] = ()
+    extended_resource: str = ""  # KEP-5004: pods asking for this resource get these devices
 
 
 def dra_map_for(device_class: str, maps: tuple[CloudMap, ...]) -> tuple[CloudMap, bool] | None:
@@ -139,63 +112,275 @@ def dra_map_for(device_class: str, maps: tuple[CloudMap, ...]) -> tuple[CloudMap
     return None
 
 
+def class_meaning(
+    name: str, maps: tuple[CloudMap, ...], catalogue: Catalogue, objects: ClaimObjects | None
+) -> DeviceClassMeaning | str:
+    """What device class `name` gives, or why gpuport cannot tell (a string)."""
+    known = dra_map_for(name, maps)
+    if known is not None:
+        cloud_map, mig = known
+        assert cloud_map.dra is not None
+        # A whole class that also holds partitions (AMD) gives either until a request says which.
+        kind = "mig" if mig else (None if cloud_map.dra.whole_type else "whole")
+        return DeviceClassMeaning(name, True, cloud_map.name, kind)
+    found = objects(class_key(name)) if objects is not None else None
+    spec = found.get("spec") if isinstance(found, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return f"device class {name!r} is not one a loaded map names, and gpuport could not read it"
+    return read_device_class(name, spec, maps, catalogue)
+
+
+def read_device_class(
+    name: str, spec: Mapping[str, Any], maps: tuple[CloudMap, ...], catalogue: Catalogue
+) -> DeviceClassMeaning:
+    """A DeviceClass's spec, read: the driver its selectors pin (another driver's class gives no GPU),
+    the `type` and anything else they narrow to."""
+    extended = spec.get("extendedResourceName")
+    extended = extended if isinstance(extended, str) else ""
+    selectors = spec.get("selectors")
+    expressions = [
+        s["cel"]["expression"]
+        for s in (selectors if isinstance(selectors, list) else ())
+        if isinstance(s, Mapping)
+        and isinstance(s.get("cel"), Mapping)
+        and isinstance(s["cel"].get("expression"), str)
+    ]
+    drivers = {
+        literal_text(found.groups()[1:])
+        for expression in expressions
+        for term in expression.split("&&")
+        if (found := DRIVER.fullmatch(term.strip().strip("()").strip())) and found.group(1) == "=="
+    }
+    gpu_maps = [m for m in maps if m.dra is not None and (not drivers or m.dra.driver in drivers)]
+    if drivers and not gpu_maps:
+        return DeviceClassMeaning(name, False, extended_resource=extended)
+    if len({m.dra.driver for m in gpu_maps if m.dra}) != 1:
+        # No driver pinned: any driver's devices, GPUs among them; counted as whole GPUs, never translated.
+        why = f"device class {name} does not say which driver's devices it gives"
+        return DeviceClassMeaning(
+            name, True, kind="", parsed=False, inexact=(why,), extended_resource=extended
+        )
+    cloud_map = gpu_maps[0]
+    assert cloud_map.dra is not None
+    reading = SelectorReading(cloud_map.dra, catalogue, cloud_map.models_offered(catalogue), None)
+    reading.selectors(selectors, f"device class {name}")
+    return DeviceClassMeaning(
+        name,
+        True,
+        cloud_map.name,
+        reading.kind,
+        reading.profile,
+        reading.models,
+        reading.avoid,
+        reading.parsed,
+        tuple(f"device class {name}: {why}" for why in reading.inexact),
+        extended,
+    )
+
+
+def read_claim_requests(
+    claim_spec: Mapping[str, Any],
+    maps: tuple[CloudMap, ...],
+    catalogue: Catalogue,
+    objects: ClaimObjects | None = None,
+) -> tuple[list[RequestReading], list[str]]:
+    """Every request of a claim's spec (a template's spec.spec), read both ways, and what makes the
+    claim as a whole inexact (its constraints and driver config: device plugins have neither)."""
+    devices = claim_spec.get("devices")
+    devices = devices if isinstance(devices, Mapping) else {}
+    whole_claim: list[str] = []
+    for refused in ("constraints", "config"):
+        if devices.get(refused):
+            whole_claim.append(_whole_claim_problem(refused, devices[refused]))
+    requests = devices.get("requests")
+    if not isinstance(requests, list) or not requests:
+        raise UnreadableClaim("its devices.requests is not a list of requests")
+    return [_request(r, maps, catalogue, objects) for r in requests], whole_claim
+
+
+def _whole_claim_problem(field_name: str, value: Any) -> str:
+    if field_name == "config":
+        kinds = (
+            sorted(
+                {
+                    str(((c.get("opaque") or {}).get("parameters") or {}).get("kind", "?"))
+                    for c in value
+                    if isinstance(c, Mapping) and isinstance(c.get("opaque"), Mapping)
+                }
+            )
+            if isinstance(value, list)
+            else []
+        )
+        said = f" ({', '.join(kinds)})" if kinds else ""
+        return (
+            f"its devices.config{said} sets the driver up (sharing, MPS, MIG), which device plugins "
+            "cannot do per pod"
+        )
+    return (
+        "its devices.constraints make the devices share an attribute (one parent GPU, one PCIe root), "
+        "which device plugins cannot promise"
+    )
+
+
 def read_claim(
     claim_spec: Mapping[str, Any], maps: tuple[CloudMap, ...], catalogue: Catalogue
 ) -> list[ClaimedDevices]:
-    """The devices a claim's spec (a ResourceClaimTemplate's spec.spec) asks for, request by request."""
-    found_devices = claim_spec.get("devices")
-    devices: Mapping[str, Any] = found_devices if isinstance(found_devices, Mapping) else {}
-    for refused in ("constraints", "config"):
-        if devices.get(refused):
-            raise UnreadableClaim(
-                f"its devices.{refused} has no device-plugin equivalent (it would be dropped silently)"
-            )
-    requests = devices.get("requests")
-    if not isinstance(requests, list):
-        raise UnreadableClaim("its devices.requests is not a list")
-    found = []
-    for request in requests:
-        if not isinstance(request, Mapping):
-            raise UnreadableClaim("a request is not a mapping")
-        exact = request.get("exactly", request)
-        if not isinstance(exact, Mapping):
-            raise UnreadableClaim(f"request {request.get('name')!r}: exactly is not a mapping")
-        if "firstAvailable" in request:
-            raise UnreadableClaim(f"request {request.get('name')!r} lists alternatives (firstAvailable)")
-        found.append(_read_request(request.get("name"), exact, maps, catalogue))
-    if not found:
-        raise UnreadableClaim("it asks for no device")
-    return found
+    """The devices a claim asks for, request by request, in device-plugin words; UnreadableClaim when
+    any of it cannot be said exactly."""
+    readings, whole_claim = read_claim_requests(claim_spec, maps, catalogue)
+    if whole_claim:
+        raise UnreadableClaim(whole_claim[0])
+    return [r.exactly() for r in readings if r.gpu or _raise(r)]
 
 
-def _read_request(
-    name: Any, exact: Mapping[str, Any], maps: tuple[CloudMap, ...], catalogue: Catalogue
-) -> ClaimedDevices:
-    device_class = exact.get("deviceClassName")
-    known = dra_map_for(str(device_class), maps)
-    if known is None:
-        raise UnreadableClaim(
-            f"request {name!r} asks for device class {device_class!r}, which no loaded map names"
+def _raise(reading: RequestReading) -> bool:
+    raise UnreadableClaim(reading.inexact or f"request {reading.name!r} asks for no GPU")
+
+
+def _request(
+    request: Any, maps: tuple[CloudMap, ...], catalogue: Catalogue, objects: ClaimObjects | None
+) -> RequestReading:
+    if not isinstance(request, Mapping):
+        raise UnreadableClaim("a request is not a mapping")
+    name = str(request.get("name", "?"))
+    alternatives = request.get("firstAvailable")
+    if alternatives is not None:
+        if not isinstance(alternatives, list) or not alternatives or not all(map(_is_map, alternatives)):
+            raise UnreadableClaim(f"request {name!r}: firstAvailable is not a list of alternatives")
+        subs = [str(a.get("name", "?")) for a in alternatives]
+        options = tuple(
+            _one(sub, a, maps, catalogue, objects, f"{name}/{sub}")
+            for sub, a in zip(subs, alternatives, strict=True)
         )
-    cloud_map, mig = known
-    if exact.get("allocationMode", "ExactCount") != "ExactCount" or exact.get("adminAccess"):
-        raise UnreadableClaim(f"request {name!r} asks for every device of a node or for admin access")
+        return _first_available(name, options)
+    exact = request.get("exactly", request)
+    if not isinstance(exact, Mapping):
+        raise UnreadableClaim(f"request {name!r}: exactly is not a mapping")
+    return _one(name, exact, maps, catalogue, objects, name)
+
+
+def _is_map(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _first_available(name: str, options: tuple[RequestReading, ...]) -> RequestReading:
+    """The budget counts the largest alternative; in device-plugin words the request is its first
+    alternative that can be said exactly (the scheduler would try them in order)."""
+    gpu = [o for o in options if o.gpu]
+    if not gpu:
+        return RequestReading(name, False, options=options)
+    chosen = next((o for o in gpu if not o.inexact and o.count is not None and o.kind != "partition"), None)
+    if chosen is None:
+        return replace(
+            gpu[0],
+            name=name,
+            inexact=f"request {name!r}: none of its firstAvailable alternatives can be said exactly "
+            f"({gpu[0].inexact or gpu[0].uncountable})",
+            options=options,
+        )
+    note = f"request {name} lists alternatives (firstAvailable): the first gpuport can say is {chosen.name}"
+    return replace(chosen, name=name, note=note, options=options)
+
+
+def _one(
+    name: str,
+    exact: Mapping[str, Any],
+    maps: tuple[CloudMap, ...],
+    catalogue: Catalogue,
+    objects: ClaimObjects | None,
+    said_as: str,
+) -> RequestReading:
+    device_class = exact.get("deviceClassName")
+    meaning = class_meaning(str(device_class), maps, catalogue, objects)
+    if isinstance(meaning, str):
+        why = f"request {said_as!r}: {meaning}"
+        return RequestReading(name, True, kind="whole", uncountable=why, inexact=why)
+    if not meaning.gpu:
+        return RequestReading(name, False)
+    cloud_map = next(m for m in maps if m.name == meaning.map_name) if meaning.map_name else None
+    form = cloud_map.dra if cloud_map is not None else None
+    inexact = list(meaning.inexact)
+    if form is None or cloud_map is None:
+        count, uncountable = _count(exact, "", "", objects, said_as)
+        return RequestReading(
+            name, True, kind="whole", count=count, uncountable=uncountable, inexact="; ".join(inexact)
+        )
+    reading = SelectorReading(
+        form,
+        catalogue,
+        cloud_map.models_offered(catalogue),
+        meaning.kind,
+        meaning.models,
+        meaning.avoid,
+        meaning.profile,
+        meaning.parsed,
+    )
+    reading.selectors(exact.get("selectors"), f"request {said_as!r}")
+    inexact += reading.inexact
+    kind = reading.kind
+    note = ""
+    if kind is None and form.whole_type:
+        # The class holds whole GPUs and partitions, and the request does not say which: a whole GPU is
+        # what the driver gives on a card that is not partitioned.
+        kind, note = (
+            "whole",
+            f"request {said_as} of {device_class} does not select a type: read as whole GPUs",
+        )
+    elif not kind:
+        inexact.append(
+            f"request {said_as!r}: device class {device_class} gives devices of no kind gpuport says"
+        )
+    # allocationMode All counts the type the request or class said; unsaid, every device of the driver.
+    device_type = _type_of(form, reading.kind) if reading.kind else ""
+    count, uncountable = _count(exact, form.driver, device_type, objects, said_as)
+    if exact.get("allocationMode", "ExactCount") == "All":
+        inexact.append(f"request {said_as!r} asks for every matching device of a node (allocationMode: All)")
+    if exact.get("adminAccess"):
+        inexact.append(f"request {said_as!r} asks for admin access, which device plugins do not give")
+    if kind == "mig" and reading.profile is None:
+        inexact.append(f"request {said_as!r} asks for any MIG device; device plugins name a profile")
+    if kind == "partition":
+        inexact.append(
+            f"request {said_as!r} asks for GPU partitions; gpuport says only whole GPUs of {cloud_map.vendor}"
+        )
+    if reading.models is not None and not reading.models:
+        inexact.append(f"request {said_as!r} matches no GPU model gpuport knows")
+    trusted = reading.parsed
+    return RequestReading(
+        name,
+        True,
+        cloud_map.vendor,
+        kind if kind in ("whole", "mig", "partition") else "whole",  # type: ignore[arg-type]
+        count,
+        reading.profile if trusted else meaning.profile,
+        reading.models if trusted else None,
+        reading.avoid if trusted else frozenset(),
+        uncountable,
+        "; ".join(inexact),
+        note,
+    )
+
+
+def _type_of(form: DraForm, kind: str) -> str:
+    return next((t for t, k in form.types.items() if k == kind), "")
+
+
+def _count(
+    exact: Mapping[str, Any], driver: str, device_type: str, objects: ClaimObjects | None, said_as: str
+) -> tuple[int | None, str]:
+    mode = exact.get("allocationMode", "ExactCount")
+    if mode == "All":
+        found = objects(devices_key(driver, device_type)) if objects is not None and driver else None
+        most = found.get("count") if isinstance(found, Mapping) else None
+        if isinstance(most, int) and not isinstance(most, bool) and most >= 0:
+            return most, ""
+        return None, (
+            f"request {said_as!r} asks for every matching device of a node (allocationMode: All), and "
+            "gpuport cannot see how many devices the nodes publish"
+        )
+    if mode != "ExactCount":
+        return None, f"request {said_as!r} has allocationMode {mode!r}"
     count = exact.get("count", 1)
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise UnreadableClaim(f"request {name!r} has count {count!r}")
-    assert cloud_map.dra is not None
-    reading = _Reading(cloud_map.dra, cloud_map, catalogue, mig)
-    selectors = exact.get("selectors") or []
-    if not isinstance(selectors, list):
-        raise UnreadableClaim(f"request {name!r}: selectors is not a list")
-    for selector in selectors:
-        cel = selector.get("cel") if isinstance(selector, Mapping) else None
-        expression = cel.get("expression") if isinstance(cel, Mapping) else None
-        if not isinstance(expression, str):
-            raise UnreadableClaim(f"request {name!r} has a selector that is not CEL")
-        reading.selector(expression)
-    if reading.models is not None and not reading.models:
-        raise UnreadableClaim(f"request {name!r} matches no GPU model gpuport knows")
-    if mig and reading.profile is None:
-        raise UnreadableClaim(f"request {name!r} asks for a MIG device without saying which profile")
-    return ClaimedDevices("mig" if mig else "whole", count, cloud_map.vendor, reading.models, reading.profile)
+        return None, f"request {said_as!r} has count {count!r}"
+    return count, ""

@@ -22,7 +22,7 @@ from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
 from webhook.core.dialects import MEANINGS_KEPT, Dialects
 from webhook.core.platform import SharedForm
-from webhook.core.pod_claims import TemplateLookup, claim_uses
+from webhook.core.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, read_pod_claims
 from webhook.core.workloads import (
     ContainerRef,
     containers,
@@ -143,15 +143,18 @@ class PodDemand(NamedTuple):
     # Every node-label requirement of the pod as read (node_constraints), kept so that deciding
     # whether and how to translate does not walk the selector and affinity again.
     constraints: tuple[Constraint, ...] = ()
-    # ResourceClaimTemplates the pod's claims name that the lookup did not have (missing, or not
-    # readable): what they ask for is unknown, so quota cannot count it.
-    unread_claims: tuple[str, ...] = ()
-    # DRA claims for GPUs that cannot be said in device-plugin words exactly (the CEL quoted): a
-    # device-plugin target refuses the pod; a DRA cluster runs it as written.
-    claim_problems: tuple[str, ...] = ()
     # Every resource name the containers' limits and requests write (GPU or not, any amount): what a
     # pod left as written asks the nodes for, without walking its containers again.
     resource_names: frozenset[str] = frozenset()
+    # The pod's DRA claims, read when there are objects to read them from: what each charges to the
+    # GPU budget, what cannot be counted, and what cannot be said in device-plugin words.
+    claims: PodClaims = NO_CLAIMS
+
+    @property
+    def claim_problems(self) -> tuple[str, ...]:
+        """Why the pod's claims cannot become device-plugin asks: a device-plugin target refuses the
+        pod (a claim it cannot count is one of them); a DRA cluster runs it as written."""
+        return self.claims.problems + self.claims.uncountable
 
 
 def read_demand(
@@ -178,16 +181,19 @@ def read_demand(
             asks.append(ask)
         if problem:
             problems.append(problem)
-    unread: tuple[str, ...] = ()
-    claim_problems: list[str] = []
+    claims = NO_CLAIMS
     if templates is not None and spec.get("resourceClaims"):
-        claimed, models, unread = _claim_asks(spec, templates, dialects, claim_problems)
+        claims = read_pod_claims(spec, templates, dialects.maps, dialects.catalogue)
+        claimed, models, avoid = _claim_asks(claims)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
         asks += claimed
         if models is not None:
             narrowed = models if selection.models is None else selection.models & models
             selection = selection._replace(models=narrowed)
+        if avoid:
+            kept = None if selection.models is None else selection.models - avoid
+            selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
     shared, problem = _annotation_share(spec, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
@@ -197,27 +203,26 @@ def read_demand(
             selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(
-        tuple(asks), selection, tuple(problems), constraints, unread, tuple(claim_problems), frozenset(names)
-    )
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints, frozenset(names), claims)
 
 
 def _claim_asks(
-    spec: Mapping[str, Any], templates: TemplateLookup, dialects: Dialects, problems: list[str]
-) -> tuple[list[ContainerAsk], frozenset[str] | None, tuple[str, ...]]:
-    """One ask per container that uses a GPU claim, the models those claims accept, and the templates
-    the lookup did not have."""
-    uses, unread = claim_uses(spec, templates, dialects.maps, dialects.catalogue, problems)
+    claims: PodClaims,
+) -> tuple[list[ContainerAsk], frozenset[str] | None, frozenset[str]]:
+    """One ask per container that uses a GPU claim, the models those claims accept, and those they
+    refuse."""
     asks: list[ContainerAsk] = []
     models: frozenset[str] | None = None
-    for use in uses:
+    avoid: frozenset[str] = frozenset()
+    for use in claims.uses:
         wanted = use.devices
         site = _Site(use.container, {f"resourceClaims {use.claim}": use.template})
         ask = site.ask(wanted.kind, wanted.count, wanted.vendor, profile=wanted.profile)
         asks.append(ask._replace(claim=use.claim))
         if wanted.models is not None:
             models = wanted.models if models is None else models & wanted.models
-    return asks, models, unread
+        avoid |= wanted.avoid
+    return asks, models, avoid
 
 
 def _annotation_share(

@@ -9,7 +9,7 @@ again is harmless, and a template's name can never come to mean something else.
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core.platform import DraForm
@@ -43,9 +43,14 @@ def one_of(form: DraForm, name: str, values: tuple[str, ...]) -> str:
     return f"{attribute(form, name)} in [{', '.join(json.dumps(v) for v in values)}]"
 
 
-def product_selector(form: DraForm, models: tuple[str, ...]) -> tuple[str, ...]:
+def product_selector(form: DraForm, models: tuple[str, ...], avoid: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The models asked for, or else those refused, as the product attribute says them: a refusal
+    stays a refusal (`!(… in […])`), so a GPU the map does not list is still acceptable."""
     names = tuple(n for m in models for n in form.product_names.get(m, ()))
-    return (one_of(form, form.product_attribute, names),) if names else ()
+    if names:
+        return (one_of(form, form.product_attribute, names),)
+    refused = tuple(n for m in avoid for n in form.product_names.get(m, ()))
+    return (f"!({one_of(form, form.product_attribute, refused)})",) if refused else ()
 
 
 def _models_words(models: tuple[str, ...]) -> str:
@@ -54,38 +59,48 @@ def _models_words(models: tuple[str, ...]) -> str:
     return " or ".join(models)
 
 
-def whole_request(form: DraForm, count: int, models: tuple[str, ...]) -> DeviceRequest:
-    words = f"{count} × {_models_words(models) or 'any GPU'}"
+def whole_request(
+    form: DraForm, count: int, models: tuple[str, ...], avoid: tuple[str, ...] = ()
+) -> DeviceRequest:
+    refusing = f" (not {_models_words(avoid)})" if avoid and not models else ""
+    words = f"{count} × {_models_words(models) or 'any GPU'}{refusing}"
     kind = (one_of(form, "type", (form.whole_type,)),) if form.whole_type else ()
-    return DeviceRequest("gpu", form.whole_class, count, (*kind, *product_selector(form, models)), words)
+    selectors = (*kind, *product_selector(form, models, avoid))
+    return DeviceRequest("gpu", form.whole_class, count, selectors, words)
 
 
-def mig_request(form: DraForm, count: int, profile: str, models: tuple[str, ...]) -> DeviceRequest:
+def mig_request(
+    form: DraForm, count: int, profile: str, models: tuple[str, ...], avoid: tuple[str, ...] = ()
+) -> DeviceRequest:
     on = f" on {_models_words(models)}" if models else ""
-    selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models))
+    selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models, avoid))
     return DeviceRequest("mig", form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
 
 
-def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
-    """The ResourceClaimTemplate for one container's request, named by a digest of its spec."""
-    exact: dict[str, Any] = {
-        "deviceClassName": request.device_class,
-        "allocationMode": "ExactCount",
-        "count": request.count,
-    }
-    if request.selectors:
-        exact["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
-    name = {"name": request.request_name}
-    entry = {**name, "exactly": exact} if form.nests_requests else {**name, **exact}
-    spec = {"spec": {"devices": {"requests": [entry]}}}
+def claim_template(form: DraForm, *requests: DeviceRequest) -> dict[str, Any]:
+    """The ResourceClaimTemplate for a claim of these requests, named by a digest of its spec (and
+    by the first request's kind: gpuport-gpu-…, gpuport-mig-…)."""
+    entries = []
+    for request in requests:
+        exact: dict[str, Any] = {
+            "deviceClassName": request.device_class,
+            "allocationMode": "ExactCount",
+            "count": request.count,
+        }
+        if request.selectors:
+            exact["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
+        name = {"name": request.request_name}
+        entries.append({**name, "exactly": exact} if form.nests_requests else {**name, **exact})
+    spec = {"spec": {"devices": {"requests": entries}}}
     digest = hashlib.sha256(json.dumps([form.api_version, spec], sort_keys=True).encode()).hexdigest()[:12]
+    kind = "mig" if requests[0].device_class == form.mig_class else "gpu"
     return {
         "apiVersion": form.api_version,
         "kind": "ResourceClaimTemplate",
         "metadata": {
-            "name": f"{TEMPLATE_PREFIX}{request.request_name}-{digest}",
+            "name": f"{TEMPLATE_PREFIX}{kind}-{digest}",
             "labels": dict(MANAGED_BY),
-            "annotations": {ASKS_ANNOTATION: request.words},
+            "annotations": {ASKS_ANNOTATION: " + ".join(r.words for r in requests)},
         },
         "spec": spec,
     }
@@ -93,41 +108,90 @@ def claim_template(form: DraForm, request: DeviceRequest) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ClaimPlan:
-    """Which claim a container uses, made from which template; `shared_with` names the app
-    container whose claim an init container reuses."""
+    """Which claim a container uses, made from which template: all of it, or one `request` of it (an
+    app container's own devices in a claim its init containers use whole). `words` says what the
+    container is given, for the warning."""
 
     claim: str
     template: dict[str, Any]
-    shared_with: str = ""
+    words: str
+    request: str = ""
+
+
+Planned = tuple[str, int, str, DeviceRequest]  # (list name, index, container name, request)
+SPARE = "init"  # the request holding what init containers need beyond the app containers' devices
 
 
 def plan_claims(
-    form: DraForm, requests: list[tuple[str, int, str, DeviceRequest]], sidecars: set[int]
+    form: DraForm, requests: list[Planned], sidecars: set[int]
 ) -> dict[tuple[str, int], ClaimPlan]:
-    """A claim per (list name, index, container name, request). An init container that runs to
-    completion before the app containers start (not a sidecar) reuses an app container's claim
-    when it asks for no more of the same devices: a device plugin hands the same GPUs on, and a
-    claim of its own would hold more devices than the pod ever uses at once."""
+    """The claims a translated pod gets, holding what a device plugin would give it: init containers
+    run one at a time before the app containers, so the pod holds max(largest init, sum of the app
+    containers) devices, never their sum. App and init containers asking for the same devices share
+    one claim: each app container has a request of its own in it, the init containers use all of it
+    (an extra request `init` holds what they need beyond the app containers' devices). Sidecars
+    (restartable init containers) run beside the others and keep claims of their own."""
     plans: dict[tuple[str, int], ClaimPlan] = {}
-    app = [(r, name, index) for list_name, index, name, r in requests if list_name == "containers"]
-    for list_name, index, name, request in sorted(requests, key=lambda r: r[0] != "containers"):
-        if list_name == "initContainers" and index not in sidecars:
-            host = next(
-                (
-                    (plans[("containers", i)], n)
-                    for r, n, i in app
-                    if (r.device_class, r.selectors) == (request.device_class, request.selectors)
-                    and r.count >= request.count
-                ),
-                None,
-            )
-            if host is not None:
-                plans[(list_name, index)] = ClaimPlan(host[0].claim, host[0].template, host[1])
-                continue
-        plans[(list_name, index)] = ClaimPlan(
-            claim_name(list_name, index, name), claim_template(form, request)
-        )
+    groups: dict[tuple[str, tuple[str, ...]], list[Planned]] = {}
+    for planned in requests:
+        request = planned[3]
+        groups.setdefault((request.device_class, request.selectors), []).append(planned)
+    for group in groups.values():
+        inits = [p for p in group if p[0] == "initContainers" and p[1] not in sidecars]
+        running = [p for p in group if p not in inits]
+        apps = [p for p in running if p[0] == "containers"]
+        for list_name, index, name, request in (
+            running if not inits else [p for p in running if p not in apps]
+        ):
+            claim = claim_name(list_name, index, name)
+            plans[(list_name, index)] = ClaimPlan(claim, claim_template(form, request), request.words)
+        if inits:
+            plans.update(_shared_claim(form, apps, inits))
     return plans
+
+
+def _shared_claim(
+    form: DraForm, apps: list[Planned], inits: list[Planned]
+) -> dict[tuple[str, int], ClaimPlan]:
+    """One claim for app containers and the init containers that run before them."""
+    first = apps[0] if apps else inits[0]
+    claim = claim_name(first[0], first[1], first[2])
+    held = sum(p[3].count for p in apps)
+    most = max(p[3].count for p in inits)
+    names = _request_names([p[2] for p in apps])
+    parts = [replace(p[3], request_name=n) for p, n in zip(apps, names, strict=True)]
+    if most > held:
+        base = inits[0][3]
+        spare = _spare_name(names) if apps else base.request_name
+        parts.append(replace(base, request_name=spare, count=most - held, words=_words(base, most - held)))
+    template = claim_template(form, *parts)
+    whole = _words(inits[0][3], max(held, most))
+    later = f", {held} of them the app's after it" if apps else ""
+    plans = {(p[0], p[1]): ClaimPlan(claim, template, f"all {whole}{later}") for p in inits}
+    for (list_name, index, _, request), part in zip(apps, parts, strict=False):
+        words = f"{request.words}, request {part.request_name}"
+        plans[(list_name, index)] = ClaimPlan(claim, template, words, part.request_name)
+    return plans
+
+
+def _words(request: DeviceRequest, count: int) -> str:
+    return f"{count} × {request.words.split(' × ', 1)[-1]}"
+
+
+def _request_names(containers: list[str]) -> list[str]:
+    """A request name per app container: its own name (a DNS label, like a request's), unique."""
+    names: list[str] = []
+    for index, name in enumerate(containers):
+        names.append(name if name not in names and name != "?" else f"c{index}")
+    return names
+
+
+def _spare_name(taken: list[str]) -> str:
+    name, n = SPARE, 0
+    while name in taken:
+        n += 1
+        name = f"{SPARE}-{n}"
+    return name
 
 
 def claim_name(list_name: str, index: int, container_name: str) -> str:
@@ -139,14 +203,17 @@ def claim_name(list_name: str, index: int, container_name: str) -> str:
     return f"{TEMPLATE_PREFIX}{'init' if list_name == 'initContainers' else 'c'}{index}"
 
 
-def add_claim(spec: dict[str, Any], list_name: str, index: int, name: str, template: str) -> None:
-    """Give the pod a claim made from `template` and the container a reference to it."""
+def add_claim(
+    spec: dict[str, Any], list_name: str, index: int, name: str, template: str, request: str = ""
+) -> None:
+    """Give the pod a claim made from `template` and the container a reference to it (to one of its
+    requests, when `request` names one)."""
     claims = editable(spec, "resourceClaims", list)
     claims[:] = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
     claims.append({"name": name, "resourceClaimTemplateName": template})
     used = editable(editable(spec[list_name][index], "resources", dict), "claims", list)
     if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
-        used.append({"name": name})
+        used.append({"name": name, "request": request} if request else {"name": name})
 
 
 def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) -> None:

@@ -9,7 +9,8 @@
   A shared slot that names neither (time-slicing) counts 1/replicas of the platform map
   (`shared.replicas_per_gpu`), else 1.
 - A pod counts like Kubernetes counts requests: the larger of its largest init container and the sum of
-  its app containers plus restartable init containers ("sidecars").
+  its app containers plus restartable init containers ("sidecars"); its DRA claims are added whole,
+  each once (a claim's devices are held for the pod's life whichever containers use them).
 Exact fractions throughout: seven 1g slices sum to exactly one GPU.
 """
 
@@ -37,13 +38,8 @@ def ask_equivalents(
         memory = min((m.memory_bytes >> 20 for m in pinned), default=0)
         return Fraction(ask.count), ask.count * memory
     if ask.kind == "mig":
-        holders = [
-            m for m in (pinned or catalogue.models.values()) if ask.mig_profile.name in m.profiles
-        ] or [m for m in catalogue.models.values() if ask.mig_profile.name in m.profiles]
-        slices = min((m.compute_slices for m in holders), default=7)
-        return Fraction(
-            ask.mig_profile.compute, slices
-        ) * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
+        slice_share = catalogue.slice_share(ask.mig_profile, models)
+        return slice_share * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
     if ask.kind == "fraction":
         memory = int(min((m.memory_bytes >> 20 for m in pinned), default=0) * ask.gpu_fraction)
         return ask.gpu_fraction, memory
@@ -63,7 +59,16 @@ def ask_equivalents(
     return min(max(parts), Fraction(1)) * ask.count, memory * ask.count
 
 
-def pod_use(pod: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> PodGpuUse:
+def pod_use(
+    pod: Mapping[str, Any],
+    demand: PodDemand,
+    target: CloudMap,
+    catalogue: Catalogue,
+    shared_claims: bool = True,
+) -> PodGpuUse:
+    """What the pod holds: its containers' asks as the kubelet counts them, plus every DRA claim it
+    names (held for the pod's life, whichever containers use it). `shared_claims` off leaves out the
+    claims made ahead, which the caller counts once for all the pods that share them."""
     spec = pod.get("spec") or {}
     sidecars = {
         i
@@ -72,6 +77,8 @@ def pod_use(pod: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalog
     }
     app, sidecar, init = (Fraction(0), 0), (Fraction(0), 0), (Fraction(0), 0)
     for ask in demand.asks:
+        if ask.claim:
+            continue  # counted with its claim, below
         amount = ask_equivalents(ask, demand.selection.models, target, catalogue)
         if ask.list_name == "containers":
             app = (app[0] + amount[0], app[1] + amount[1])
@@ -80,9 +87,13 @@ def pod_use(pod: Mapping[str, Any], demand: PodDemand, target: CloudMap, catalog
         else:
             init = (max(init[0], amount[0]), max(init[1], amount[1]))
     running = (app[0] + sidecar[0], app[1] + sidecar[1])
+    claimed, claimed_memory = demand.claims.own()
+    if shared_claims:
+        for equivalents, memory in demand.claims.shared().values():
+            claimed, claimed_memory = claimed + equivalents, claimed_memory + memory
     return PodGpuUse(
-        equivalents=max(running[0], init[0]),
-        memory_mib=max(running[1], init[1]),
+        equivalents=max(running[0], init[0]) + claimed,
+        memory_mib=max(running[1], init[1]) + claimed_memory,
     )
 
 

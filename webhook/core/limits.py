@@ -96,7 +96,7 @@ def violations(
     pod: Mapping[str, Any], demand: PodDemand, limits: list[GpuLimit], target: CloudMap, catalogue: Catalogue
 ) -> list[str]:
     """LimitRanger's wording, on GPU-equivalents, for a pod that asks for an accelerator."""
-    if not demand.asks:
+    if not demand.asks and not demand.claims.any:
         return []
     resource = target.whole_gpu
     found = []
@@ -107,7 +107,9 @@ def violations(
             amounts = [
                 ("Container", ask_equivalents(a, demand.selection.models, target, catalogue)[0])
                 for a in demand.asks
+                if not a.claim
             ]
+            amounts += [("Container", amount) for _, amount in demand.claims.container_charges]
         for kind, amount in amounts:
             if limit.min is not None and amount < limit.min:
                 found.append(

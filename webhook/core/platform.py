@@ -107,13 +107,21 @@ class NodeLabels:
         return (key, value) in self.spot
 
 
+DEFAULT_TYPES = {"gpu": "whole", "mig": "mig"}
+DRA_API_VERSIONS = (
+    "resource.k8s.io/v1",
+    "resource.k8s.io/v1beta2",
+    "resource.k8s.io/v1beta1",
+)  # newest first
+
+
 @dataclass(frozen=True)
 class DraForm:
     """How a cluster asks for GPUs through Dynamic Resource Allocation (resource.k8s.io): device
     classes for whole GPUs and MIG slices, and the driver's attribute names that say which model or
     profile a device is. A map with this form gets ResourceClaims, never extended resources."""
 
-    api_version: str  # resource.k8s.io/v1beta1 (1.32) or resource.k8s.io/v1 (1.34), whose requests nest
+    api_version: str  # "auto" (resolved from the API server), or resource.k8s.io/v1beta1 | v1beta2 | v1
     driver: str  # the attribute domain: device.attributes["<driver>"]
     whole_class: str
     mig_class: str = ""
@@ -124,11 +132,27 @@ class DraForm:
     # The `type` attribute's value on whole GPUs, when the class alone does not tell them from
     # partitions (AMD's gpu.amd.com holds both): requests then select on it.
     whole_type: str = ""
+    # The `type` attribute's values and what each device is (whole | mig | partition): how a device
+    # class gpuport reads from the cluster is understood.
+    types: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TYPES))
+    pci_attribute: str = ""  # an attribute holding the PCI device id, read back (AMD's deviceID)
+    # KEP-5004: extended resource name → (device kind, MIG profile name or "") of the cluster's device
+    # classes that carry one; a pod asking for such a resource runs on DRA as written.
+    extended_resources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def nests_requests(self) -> bool:
-        """resource.k8s.io/v1 puts class, count and selectors under `exactly`; v1beta1 does not."""
-        return self.api_version == "resource.k8s.io/v1"
+        """v1beta2 and v1 put class, count and selectors under `exactly`; v1beta1 does not."""
+        return self.api_version != "resource.k8s.io/v1beta1"
+
+    def extended_resource(self, kind: str, profile: str) -> str:
+        """The extended resource a device class of this cluster gives devices of this kind (and MIG
+        profile) for (KEP-5004), or ""."""
+        return next((r for r, said in sorted(self.extended_resources.items()) if said == (kind, profile)), "")
+
+    def kind_of_type(self, value: str) -> str:
+        """whole | mig | partition for a `type` value this driver publishes; "" for one it does not."""
+        return self.types.get(value, "")
 
 
 @dataclass(frozen=True)

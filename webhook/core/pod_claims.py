@@ -1,22 +1,37 @@
-"""A pod's DRA claims, container by container: which claims each container uses, what they are made
-from (a ResourceClaimTemplate, or a ResourceClaim made ahead), and what each asks for (read by
-claims.py). What the lookup cannot find is reported, never guessed.
+"""A pod's DRA claims (pure): what each claim charges to the GPU budget, and which devices each
+container uses in device-plugin words where that is exact.
+
+The budget follows DRA, not the containers: a claim's devices are held for the pod's life whichever
+containers use them, so every claim the pod names is charged once, made from a template (the pod's
+own) or made ahead (a ResourceClaim, which several pods may share: charged once per namespace, see
+quota_gate). What cannot be counted is listed with why, never guessed as nothing.
+
+Why one module of ~350 lines: a pod's claims are read once for both answers, and the two meet in the
+containers' references (which claim or request each uses), so splitting them would read twice.
 """
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from webhook.core.catalogue import Catalogue
-from webhook.core.claims import ClaimedDevices, UnreadableClaim, dra_map_for, read_claim
+from webhook.core.claims import (
+    DEVICE_CLASS,
+    STANDALONE,
+    ClaimedDevices,
+    ClaimObjects,
+    RequestReading,
+    UnreadableClaim,
+    read_claim_requests,
+)
+from webhook.core.dra import TEMPLATE_PREFIX
 from webhook.core.platform import CloudMap
 from webhook.core.workloads import ContainerRef, containers, is_map, mapping_at
 
-# A ResourceClaimTemplate of the pod's namespace by name; None when there is no such template. A
-# ResourceClaim made ahead (a pod's resourceClaimName) is looked up as STANDALONE + its name, and
-# answered in a template's shape: {"spec": {"spec": <the claim's spec>}}.
-TemplateLookup = Callable[[str], Mapping[str, Any] | None]
-STANDALONE = "ResourceClaim/"
+# Kept for the callers that name the lookup by what it mostly answers: templates by name.
+TemplateLookup = ClaimObjects
+__all__ = ["STANDALONE", "TemplateLookup"]
 
 
 @dataclass(frozen=True)
@@ -29,18 +44,80 @@ class ClaimUse:
     devices: ClaimedDevices
 
 
-def claim_uses(
-    spec: Mapping[str, Any],
-    templates: TemplateLookup,
-    maps: tuple[CloudMap, ...],
-    catalogue: Catalogue,
-    problems: list[str],
-) -> tuple[list[ClaimUse], tuple[str, ...]]:
-    """Each container's GPU claims, and the templates the lookup did not have. A claim from a template
-    asking for no device class a loaded map names is not a GPU claim: left alone. What cannot be
-    read exactly is added to `problems`."""
-    devices: dict[str, tuple[str, list[ClaimedDevices]]] = {}
-    unread: list[str] = []
+@dataclass(frozen=True)
+class ClaimCharge:
+    """What one of the pod's claims takes from the GPU budget."""
+
+    claim: str  # the pod's name for it
+    made_from: str  # "ResourceClaimTemplate x" or "ResourceClaim x"
+    shared_as: str  # a claim made ahead: its ResourceClaim name, charged once however many pods use it
+    equivalents: Fraction
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """Everything gpuport reads from a pod's claims."""
+
+    uses: tuple[ClaimUse, ...] = ()  # device-plugin asks, container by container (exact ones only)
+    charges: tuple[ClaimCharge, ...] = ()  # every GPU claim the pod names
+    # GPU-equivalents each container's claims give it (for per-container GPU limits), by label.
+    container_charges: tuple[tuple[str, Fraction], ...] = ()
+    uncountable: tuple[str, ...] = ()  # claims the budget cannot count, each with why
+    problems: tuple[str, ...] = ()  # why the claims cannot be said in device-plugin words
+    notes: tuple[str, ...] = ()  # choices made reading them, said when the pod is translated
+
+    @property
+    def any(self) -> bool:
+        """Whether the pod names a claim that gives, or may give, GPUs."""
+        return bool(self.charges or self.uncountable)
+
+    def blocking(self, dry_run: bool) -> tuple[str, ...]:
+        """The claims a GPU budget must refuse the pod for. A dry run creates no template, so one
+        gpuport names for a pod it translated (its claims are named gpuport-…) is not held against it."""
+        skipped = f"claim {TEMPLATE_PREFIX}"
+        return tuple(why for why in self.uncountable if not (dry_run and why.startswith(skipped)))
+
+    def own(self) -> tuple[Fraction, int]:
+        """The charge of the claims made for this pod alone (from templates)."""
+        mine = [c for c in self.charges if not c.shared_as]
+        return sum((c.equivalents for c in mine), Fraction(0)), sum(c.memory_mib for c in mine)
+
+    def shared(self) -> dict[str, tuple[Fraction, int]]:
+        """The charge of each claim made ahead, by its ResourceClaim name."""
+        return {c.shared_as: (c.equivalents, c.memory_mib) for c in self.charges if c.shared_as}
+
+
+NO_CLAIMS = PodClaims()
+
+
+@dataclass
+class _Claim:
+    name: str
+    source: str  # as the lookup knows it
+    made_from: str
+    requests: dict[str, RequestReading]
+    whole_claim: list[str]
+
+    @property
+    def standalone(self) -> bool:
+        return self.source.startswith(STANDALONE)
+
+    @property
+    def gpu(self) -> list[RequestReading]:
+        return [r for r in self.requests.values() if r.gpu]
+
+
+def read_pod_claims(
+    spec: Mapping[str, Any], objects: ClaimObjects, maps: tuple[CloudMap, ...], catalogue: Catalogue
+) -> PodClaims:
+    """The pod's claims, read through `objects` (its namespace's templates and claims, the cluster's
+    device classes)."""
+    claims: dict[str, _Claim] = {}
+    charges: list[ClaimCharge] = []
+    uncountable: list[str] = []
+    problems: list[str] = []
+    notes: list[str] = []
     entries = spec.get("resourceClaims")
     for entry in entries if isinstance(entries, list) else ():
         if not is_map(entry):
@@ -49,50 +126,41 @@ def claim_uses(
         if not isinstance(name, str) or source is None:
             continue
         made_from = (
-            source.replace(STANDALONE, "ResourceClaim ")
+            source.replace(STANDALONE, "ResourceClaim ", 1)
             if source.startswith(STANDALONE)
-            else (f"ResourceClaimTemplate {source}")
+            else f"ResourceClaimTemplate {source}"
         )
-        template = templates(source)
-        if template is None:
-            unread.append(made_from)
-            continue
-        claim_spec = mapping_at(template, ("spec", "spec"))
-        if claim_spec is None or not _asks_for_gpus(claim_spec, maps):
+        said = f"claim {name} ({made_from})"
+        found = objects(source)
+        claim_spec = mapping_at(found, ("spec", "spec")) if found is not None else None
+        if claim_spec is None:
+            uncountable.append(f"{said}: it could not be read (create it before the pod, or retry)")
             continue
         try:
-            devices[name] = (source, read_claim(claim_spec, maps, catalogue))
+            readings, whole_claim = read_claim_requests(claim_spec, maps, catalogue, objects)
         except UnreadableClaim as exc:
-            problems.append(f"claim {name} ({made_from}): {exc}")
+            uncountable.append(f"{said}: {exc}")
             continue
-        if source.startswith(STANDALONE):
-            # Counted (quota), but never turned into a device-plugin ask: several pods may share it.
-            problems.append(
-                f"claim {name} is {made_from}, made ahead and possibly shared by several pods; "
-                "device plugins cannot share GPUs between pods: use a ResourceClaimTemplate"
-            )
-    uses: list[ClaimUse] = []
-    users: dict[str, list[str]] = {}  # the containers running at once that use each claim
-    for container in containers(spec, ("spec",)):
-        for ref in (r for r in _claim_refs(container.spec) if r in devices):
-            if container.list_name == "containers" or container.spec.get("restartPolicy") == "Always":
-                users.setdefault(ref, []).append(container.label)
-            # An init container that finishes first may use an app container's claim: device
-            # plugins hand its GPUs on the same way, so it asks for them as well.
-            template_name, requests = devices[ref]
-            if len(requests) != 1:
-                problems.append(
-                    f"{container.label} uses claim {ref}, which asks for {len(requests)} kinds of device"
-                )
-                continue
-            uses.append(ClaimUse(container, ref, template_name, requests[0]))
-    for ref, labels in users.items():
-        if len(labels) > 1:
-            shared = " and ".join(labels)
-            problems.append(
-                f"claim {ref} is shared by {shared}; device plugins cannot share GPUs between containers"
-            )
-    return uses, tuple(unread)
+        claim = _Claim(name, source, made_from, {r.name: r for r in readings}, whole_claim)
+        if not claim.gpu:
+            continue  # another driver's devices: not GPUs, left alone
+        claims[name] = claim
+        charge, why = _charge(claim, catalogue)
+        if charge is None:
+            uncountable.append(f"{said}: {why}")
+        else:
+            charges.append(charge)
+        notes += [f"claim {name}: {r.note}" for r in claim.gpu if r.note]
+        problems += _claim_problems(claim, said)
+    uses, container_charges = _uses(spec, claims, catalogue, problems)
+    return PodClaims(
+        tuple(uses),
+        tuple(charges),
+        tuple(container_charges.items()),
+        tuple(uncountable),
+        tuple(dict.fromkeys(problems)),
+        tuple(notes),
+    )
 
 
 def _source(entry: Mapping[str, Any]) -> str | None:
@@ -105,27 +173,143 @@ def _source(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _claim_refs(container: Mapping[str, Any]) -> list[str]:
+def device_charge(reading: RequestReading, catalogue: Catalogue) -> tuple[Fraction, int] | None:
+    """GPU-equivalents and GPU memory (MiB) a request may take; None when it cannot be counted. A
+    firstAvailable request takes its largest alternative."""
+    if reading.options:
+        charges = [device_charge(o, catalogue) for o in reading.options if o.gpu]
+        if any(c is None for c in charges):
+            return None
+        counted = [c for c in charges if c is not None]
+        return (max(c[0] for c in counted), max(c[1] for c in counted)) if counted else (Fraction(0), 0)
+    if not reading.gpu:
+        return Fraction(0), 0
+    if reading.count is None:
+        return None
+    if reading.kind == "mig" and reading.profile is not None:
+        share = catalogue.slice_share(reading.profile, reading.models)
+        return share * reading.count, reading.profile.memory_gb * 1024 * reading.count
+    # A whole GPU, a partition, or a MIG slice of no profile said: at most a whole GPU each.
+    pinned = [catalogue.models[m] for m in sorted(reading.models or ()) if m in catalogue.models]
+    memory = min((m.memory_bytes >> 20 for m in pinned), default=0) if reading.kind == "whole" else 0
+    return Fraction(reading.count), memory * reading.count
+
+
+def _charge(claim: _Claim, catalogue: Catalogue) -> tuple[ClaimCharge | None, str]:
+    total, memory = Fraction(0), 0
+    for reading in claim.gpu:
+        charge = device_charge(reading, catalogue)
+        if charge is None:
+            why = reading.uncountable or next((o.uncountable for o in reading.options if o.uncountable), "")
+            return None, why or f"request {reading.name!r} cannot be counted"
+        total, memory = total + charge[0], memory + charge[1]
+    shared_as = claim.source.removeprefix(STANDALONE) if claim.standalone else ""
+    return ClaimCharge(claim.name, claim.made_from, shared_as, total, memory), ""
+
+
+def _claim_problems(claim: _Claim, said: str) -> list[str]:
+    """Why this claim as a whole cannot be said in device-plugin words."""
+    found = [f"{said}: {why}" for why in claim.whole_claim]
+    found += [f"{said}: {r.inexact}" for r in claim.gpu if r.inexact]
+    others = [r.name for r in claim.requests.values() if not r.gpu]
+    if others:
+        found.append(
+            f"{said} asks for GPUs and other devices (request {', '.join(others)}) in one claim; "
+            "split them so the GPUs can become a device-plugin ask"
+        )
+    if claim.standalone:
+        found.append(
+            f"claim {claim.name} is {claim.made_from}, made ahead and possibly shared by several pods "
+            f"(spec.resourceClaims[name={claim.name}].resourceClaimName); device plugins cannot share GPUs "
+            "between pods: use a ResourceClaimTemplate"
+        )
+    return found
+
+
+def _uses(
+    spec: Mapping[str, Any], claims: Mapping[str, _Claim], catalogue: Catalogue, problems: list[str]
+) -> tuple[list[ClaimUse], dict[str, Fraction]]:
+    """Each container's GPU claims in device-plugin words, and what they give it in GPU-equivalents."""
+    uses: list[ClaimUse] = []
+    given: dict[str, Fraction] = {}
+    running: dict[tuple[str, str], list[str]] = {}  # (claim, request) → containers running at once
+    used: set[str] = set()
+    for container in containers(spec, ("spec",)):
+        readings: list[RequestReading] = []
+        names: list[str] = []
+        for claim_name, request in _claim_refs(container.spec):
+            claim = claims.get(claim_name)
+            if claim is None:
+                continue
+            used.add(claim_name)
+            if request and request not in claim.requests:
+                problems.append(
+                    f"{container.label} uses request {request} of claim {claim_name}, which has none such"
+                )
+                continue
+            chosen = [claim.requests[request]] if request else claim.gpu
+            readings += [r for r in chosen if r.gpu]
+            names.append(claim_name)
+            if container.list_name == "containers" or container.spec.get("restartPolicy") == "Always":
+                for reading in chosen:
+                    running.setdefault((claim_name, reading.name), []).append(container.label)
+        if not readings:
+            continue
+        charges = [device_charge(r, catalogue) for r in readings]
+        given[container.label] = sum((c[0] for c in charges if c is not None), Fraction(0))
+        if len(set(names)) != 1:
+            problems.append(
+                f"{container.label} uses {len(set(names))} GPU claims; device plugins give one ask"
+            )
+            continue
+        claim = claims[names[0]]
+        try:
+            exact = [r.exactly() for r in readings]
+        except UnreadableClaim:
+            continue  # said once for the claim
+        kinds = {(d.kind, d.vendor, d.models, d.profile, d.avoid) for d in exact}
+        if len(kinds) != 1:
+            problems.append(
+                f"{container.label} uses claim {claim.name}, which asks for {len(kinds)} kinds of device"
+            )
+            continue
+        template = claim.source.removeprefix(STANDALONE)
+        total = replace(exact[0], count=sum(d.count for d in exact))
+        uses.append(ClaimUse(container, claim.name, template, total))
+    for (claim_name, request), labels in running.items():
+        if len(labels) > 1:
+            what = f"claim {claim_name}" + (
+                f" (request {request})" if len(claims[claim_name].requests) > 1 else ""
+            )
+            problems.append(
+                f"{what} is shared by {' and '.join(labels)}; "
+                "device plugins cannot share GPUs between containers"
+            )
+    for name in claims.keys() - used:
+        problems.append(
+            f"claim {name} is used by no container (spec.containers[*].resources.claims); device plugins "
+            "give GPUs to containers only"
+        )
+    return uses, given
+
+
+def _claim_refs(container: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(claim, request or "") of each of a container's resources.claims."""
     resources = container.get("resources")
     used = resources.get("claims") if is_map(resources) else None
     if not isinstance(used, list):
         return []
-    return [c["name"] for c in used if is_map(c) and isinstance(c.get("name"), str)]
-
-
-def _asks_for_gpus(claim_spec: Mapping[str, Any], maps: tuple[CloudMap, ...]) -> bool:
-    devices = claim_spec.get("devices")
-    requests = devices.get("requests") if is_map(devices) else None
-    for request in requests if isinstance(requests, list) else ():
-        exact = request.get("exactly", request) if is_map(request) else {}
-        if is_map(exact) and dra_map_for(str(exact.get("deviceClassName")), maps) is not None:
-            return True
-    return False
+    found = []
+    for ref in used:
+        if is_map(ref) and isinstance(ref.get("name"), str):
+            request = ref.get("request")
+            found.append((ref["name"], request if isinstance(request, str) else ""))
+    return found
 
 
 class ClaimsBeside:
-    """The ResourceClaimTemplates and ResourceClaims among a set of manifests, by namespace and name:
-    a workload's claims are read from those written beside it (gpuport translate, preflight)."""
+    """The ResourceClaimTemplates, ResourceClaims and DeviceClasses among a set of manifests: a
+    workload's claims are read from those written beside it (gpuport translate, preflight)."""
 
     def __init__(self, documents: list[Any]):
         self.found: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -138,8 +322,13 @@ class ClaimsBeside:
             else:
                 self.found[key] = doc
 
-    def lookup(self, namespace: str) -> TemplateLookup:
-        return lambda name: self.found.get((namespace, name))
+    def lookup(self, namespace: str) -> ClaimObjects:
+        def find(key: str) -> Mapping[str, Any] | None:
+            if key.startswith(DEVICE_CLASS):  # cluster-scoped
+                return self.found.get(("", key))
+            return self.found.get((namespace, key))
+
+        return find
 
 
 def namespace_of(doc: Any) -> str:
@@ -149,12 +338,15 @@ def namespace_of(doc: Any) -> str:
 
 
 def claim_object_key(doc: Any) -> tuple[str, str] | None:
-    """(namespace, name as the lookup knows it) of a ResourceClaimTemplate or ResourceClaim; None for
-    any other document."""
+    """(namespace, key as the lookup knows it) of a ResourceClaimTemplate, ResourceClaim or
+    DeviceClass; None for any other document."""
     if not is_map(doc) or not str(doc.get("apiVersion", "")).startswith("resource.k8s.io/"):
         return None
     metadata = doc.get("metadata")
     name = metadata.get("name") if is_map(metadata) else None
-    if not isinstance(name, str) or doc.get("kind") not in ("ResourceClaimTemplate", "ResourceClaim"):
+    kind = doc.get("kind")
+    if not isinstance(name, str) or kind not in ("ResourceClaimTemplate", "ResourceClaim", "DeviceClass"):
         return None
-    return namespace_of(doc), (STANDALONE + name if doc.get("kind") == "ResourceClaim" else name)
+    if kind == "DeviceClass":
+        return "", DEVICE_CLASS + name
+    return namespace_of(doc), (STANDALONE + name if kind == "ResourceClaim" else name)

@@ -145,8 +145,10 @@ def preflight(
             continue
         namespace = str((doc.get("metadata") or {}).get("namespace", ""))
         report, templates = _workload(doc, context, inventory, beside.lookup(namespace))
-        if not any(t.demand.asks or t.demand.claim_problems for t in templates):
-            continue  # CPU-only workloads are not part of a GPU migration
+        where = f"{doc.get('kind')}/{namespace or 'default'}/{report.name}"
+        unread += [f"{where}: {why}" for t in templates for why in t.demand.claims.uncountable]
+        if not any(t.demand.asks or t.demand.claims.problems or t.demand.claims.charges for t in templates):
+            continue  # CPU-only workloads (and those whose claims cannot be read, said above) are not scored
         workloads.append(report)
         templates_by_workload[report.key] = templates
 

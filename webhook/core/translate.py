@@ -19,7 +19,7 @@ import orjson
 
 from webhook.core.demand import PodDemand
 from webhook.core.dialects import Dialects
-from webhook.core.dra import ASKS_ANNOTATION, ClaimPlan, add_claim, plan_claims, remove_claim
+from webhook.core.dra import ClaimPlan, add_claim, plan_claims, remove_claim
 from webhook.core.platform import CloudMap, ModelLabel
 from webhook.core.podedits import (
     add_tolerations,
@@ -134,8 +134,20 @@ def is_native(demand: PodDemand, target: CloudMap, dialects: Dialects, foreign: 
     """Written in the target's words and satisfiable as written: nothing to translate. `foreign` is
     read_foreign's answer for the pod, read once for this and for translate_pod."""
     if target.dra is not None:
-        # A DRA cluster gives GPUs by claim: every extended-resource ask is foreign there.
-        return all(a.claim and a.vendor == target.vendor for a in demand.asks)
+        # A DRA cluster gives GPUs by claim: an extended-resource ask is foreign there, unless one of
+        # its device classes stands for that resource (KEP-5004) and the pod pins no model.
+        extended = target.dra.extended_resources
+        return all(
+            (a.claim and a.vendor == target.vendor)
+            or (
+                a.written
+                and all(extended.get(n) == (a.kind, a.profile.name if a.profile else "") for n in a.written)
+                and not foreign
+                and demand.selection.models is None
+                and not demand.selection.avoid
+            )
+            for a in demand.asks
+        )
     catalogue = dialects.catalogue
     if foreign:
         return False
@@ -173,14 +185,13 @@ def translate_pod(
             f"node selector names no GPU model gpuport knows: {', '.join(demand.selection.unknown)}"
         )
     models, model_note = _target_models(demand, target, declared, dialects, problems)
-    if target.dra is not None and not models and demand.selection.avoid:
-        # No node label can refuse a model on a DRA cluster: the claim names every other one.
-        offered = dialects.models_offered(target)
-        models = tuple(m for m in offered if m not in demand.selection.avoid)
+    # On a DRA cluster a refused model stays refused in the claim (`!(productName in […])`): naming
+    # every other model instead would refuse GPUs the map does not list as well.
+    avoid = tuple(sorted(demand.selection.avoid)) if not models else ()
     asked_there: dict[tuple[str, int], TargetAsk] = {}
     for ask in demand.asks:
         try:
-            asked_there[(ask.list_name, ask.index)] = translate_ask(ask, models, target, catalogue)
+            asked_there[(ask.list_name, ask.index)] = translate_ask(ask, models, target, catalogue, avoid)
         except Untranslatable as exc:
             problems.extend(f"{ask.label} {m}" for m in exc.messages)
     needed = {m for p in asked_there.values() for m in p.models}
@@ -189,7 +200,15 @@ def translate_pod(
 
     node_labels: dict[str, tuple[str, ...]] = {}
     for there in asked_there.values():
-        node_labels.update(there.node_labels)
+        for key, values in there.node_labels.items():
+            if node_labels.get(key, values) != values:
+                # One node carries one value (GKE's partition size): two slices of other sizes
+                # cannot both be had there, and the larger must not silently replace the smaller.
+                problems.append(
+                    f"containers need nodes with different {key} ({'|'.join(node_labels[key])} and "
+                    f"{'|'.join(values)}); one pod runs on one node"
+                )
+            node_labels[key] = values
     chosen = tuple(sorted(needed)) or models
     model_key = target.model_labels[0].label if target.model_labels else ""
     model_note = model_note if chosen else ""
@@ -209,7 +228,8 @@ def translate_pod(
     if problems:
         raise Untranslatable(problems)
 
-    warnings: list[str] = []
+    # Choices made reading the pod's claims (the firstAvailable alternative taken...), said once.
+    warnings: list[str] = [f"gpuport: {note}" for note in demand.claims.notes]
     templates: dict[str, dict[str, Any]] = {}
     original: dict[str, Any] = {}
     spec = view["spec"]
@@ -224,13 +244,9 @@ def translate_pod(
         if plan is not None and there.device is not None:
             name = plan.template["metadata"]["name"]
             templates[name] = plan.template
-            add_claim(spec, ask.list_name, ask.index, plan.claim, name)
-            words = there.device.words
-            if plan.shared_with:  # it holds what the app container asked for, not the init's own count
-                held = plan.template["metadata"]["annotations"][ASKS_ANNOTATION]
-                words = f"{held} of {plan.shared_with}, which runs after it"
+            add_claim(spec, ask.list_name, ask.index, plan.claim, name, plan.request)
             warnings.append(
-                f"gpuport: {ask.label} {ask.describe()} → claim {plan.claim} ({words}){there.note}"
+                f"gpuport: {ask.label} {ask.describe()} → claim {plan.claim} ({plan.words}){there.note}"
             )
         elif there.resources != dict(ask.written):
             warnings.append(

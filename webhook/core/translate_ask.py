@@ -2,6 +2,9 @@
 ask for the same thing there (a MIG slice on a model that has it, a share sized in the target's
 unit...), or why the target cannot give it. The pod-level choices (which models, which selectors
 stay) are translate.py's; this module answers per ask.
+
+Why one module of ~300 lines: the kinds of ask fall back on one another (a fraction becomes a slice or
+a share by policy, a slice whole GPUs), so their placements call each other.
 """
 
 import math
@@ -38,8 +41,13 @@ class TargetAsk(NamedTuple):
 
 
 def translate_ask(
-    ask: ContainerAsk, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+    ask: ContainerAsk,
+    models: tuple[str, ...],
+    target: CloudMap,
+    catalogue: Catalogue,
+    avoid: tuple[str, ...] = (),
 ) -> TargetAsk:
+    """`avoid`: models the pod refuses, written into a DRA claim as a refusal."""
     if ask.vendor != target.vendor:
         raise Untranslatable(
             [
@@ -49,10 +57,13 @@ def translate_ask(
         )
     if ask.kind == "whole":
         if target.dra is not None:
-            return TargetAsk({}, {}, (), "", device=whole_request(target.dra, ask.count, models))
+            extended = target.dra.extended_resource("whole", "")
+            if extended and not models and not avoid:  # KEP-5004: the cluster makes the claim itself
+                return TargetAsk({extended: str(ask.count)}, {}, (), "")
+            return TargetAsk({}, {}, (), "", device=whole_request(target.dra, ask.count, models, avoid))
         return TargetAsk({target.whole_gpu: str(ask.count)}, {}, (), "")
     if ask.kind == "mig":
-        return _place_mig(ask, ask.mig_profile, models, target, catalogue)
+        return _place_mig(ask, ask.mig_profile, models, target, catalogue, avoid)
     if ask.kind == "shared":
         return _place_shared(ask, models, target, catalogue)
     return _place_fraction(ask, models, target, catalogue)
@@ -72,7 +83,12 @@ def mig_candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalog
 
 
 def _place_mig(
-    ask: ContainerAsk, wanted: MigProfile, models: tuple[str, ...], target: CloudMap, catalogue: Catalogue
+    ask: ContainerAsk,
+    wanted: MigProfile,
+    models: tuple[str, ...],
+    target: CloudMap,
+    catalogue: Catalogue,
+    avoid: tuple[str, ...] = (),
 ) -> TargetAsk:
     if target.mig.form == "by-memory":
         return _place_mig_by_memory(ask, wanted, target)
@@ -108,7 +124,11 @@ def _place_mig(
     if target.dra is not None:
         # Pinned models stay pinned (those with the profile); an unpinned slice may be cut from any GPU.
         on = tuple(m for m in models if profile.name in catalogue.models[m].profiles)
-        return TargetAsk({}, {}, (), note, device=mig_request(target.dra, ask.count, profile.name, on))
+        extended = target.dra.extended_resource("mig", profile.name)
+        if extended and not on and not avoid:  # KEP-5004: a device class stands for this profile
+            return TargetAsk({extended: str(ask.count)}, {}, (), note)
+        device = mig_request(target.dra, ask.count, profile.name, on, avoid)
+        return TargetAsk({}, {}, (), note, device=device)
     if target.mig.form == "mixed":
         return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
     if target.mig.form == "single":

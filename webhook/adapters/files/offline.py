@@ -24,6 +24,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.core.admission import Context, rewrite_pod
 from webhook.core.checks import check_pod_spec
+from webhook.core.claims import DEVICE_CLASS
 from webhook.core.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.templates import pod_templates, unread_reason
 from webhook.core.translate import Untranslatable
@@ -148,7 +149,40 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             document.left_out = True
             why = f"gpuport: left out: its workloads ask for {context.target.name}'s GPU resources now"
             results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
+    results += _leave_out_classes(manifest, context.target.name)
     return results
+
+
+def _leave_out_classes(manifest: Manifest, target: str) -> list[TemplateResult]:
+    """DeviceClasses only the templates left out asked for go with them (a cluster without DRA could
+    not store them either); one a claim still written asks for stays."""
+    kept: set[str] = set()
+    gone: set[str] = set()
+    for document in manifest.documents:
+        key = claim_object_key(document.edited)
+        if key is not None and not key[1].startswith(DEVICE_CLASS):
+            (gone if document.left_out else kept).update(_classes_named(document.edited))
+    results = []
+    for number, document in enumerate(manifest.documents):
+        key = claim_object_key(document.edited)
+        if key is None or not key[1].startswith(DEVICE_CLASS):
+            continue
+        name = key[1].removeprefix(DEVICE_CLASS)
+        if name in gone and name not in kept:
+            document.left_out = True
+            why = f"gpuport: left out: only claims of workloads that ask for {target}'s GPU resources used it"
+            results.append(TemplateResult(number, "DeviceClass", name, "/", True, warnings=[why]))
+    return results
+
+
+def _classes_named(value: Any) -> set[str]:
+    """Every deviceClassName in a claim or template, wherever the API version nests it."""
+    if hasattr(value, "items"):
+        found = {value["deviceClassName"]} if isinstance(value.get("deviceClassName"), str) else set()
+        return found.union(*(_classes_named(v) for _, v in value.items()))
+    if isinstance(value, list):
+        return set().union(*(_classes_named(v) for v in value))
+    return set()
 
 
 def _referred_templates(manifest: Manifest) -> set[tuple[str, str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from webhook.adapters.http import metrics
 from webhook.config.cloudmap import directory_signature
-from webhook.config.loading import StartupError, build_context
+from webhook.config.loading import ClusterDra, StartupError, build_context
 
 log = logging.getLogger("gpuport.reload")
 
@@ -30,14 +30,21 @@ class CloudMapReloader:
     def check_once(self) -> bool:
         """Reload if the files changed; True when a new context was swapped in."""
         view = getattr(self.state, "view", None)
-        # Node changes seen by the cluster view count as an edit too: present models and topology follow.
-        signature = (directory_signature(self.directory, self.inventory), view.nodes_version if view else 0)
+        ask_dra = getattr(self.state, "cluster_dra", None)
+        dra = ask_dra() if ask_dra is not None else None
+        # Node changes seen by the cluster view count as an edit too: present models and topology
+        # follow; so do device classes that stand for an extended resource (KEP-5004).
+        signature = (
+            directory_signature(self.directory, self.inventory),
+            view.nodes_version if view else 0,
+            *((repr(_extended(dra)),) if dra is not None else ()),
+        )
         if signature == self.state.maps_signature:
             return False
         self.state.maps_signature = signature
         try:
             nodes = view.inventory() if view is not None and self.inventory is None else None
-            context = build_context(self.directory, self.cloud, self.inventory, nodes)
+            context = build_context(self.directory, self.cloud, self.inventory, nodes, cluster_dra=dra)
         except StartupError as exc:
             self.state.reload_error = str(exc)
             metrics.CLOUDMAP_RELOADS.labels("error").inc()
@@ -61,3 +68,14 @@ class CloudMapReloader:
                 self.check_once()
             except Exception:  # a reloader that dies silently would freeze the maps forever
                 log.exception("cloud-map reload check failed; will retry")
+
+
+def _extended(dra: ClusterDra) -> list[tuple[str, str]]:
+    """(class, extendedResourceName) of the cluster's device classes: what a reload must follow."""
+    found = []
+    for device_class in dra.device_classes:
+        spec = device_class.get("spec")
+        extended = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+        if extended:
+            found.append((str((device_class.get("metadata") or {}).get("name")), str(extended)))
+    return sorted(found)

@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.adapters.http import metrics
 from webhook.adapters.http.admission_wsgi import AdmissionWSGI, Answer, Route, text
 from webhook.adapters.http.memo import DecisionMemo
+from webhook.config.loading import ClusterDra
 from webhook.core import pipeline
 from webhook.core.admission import Context
 from webhook.core.decision import Decision, allow, deny
@@ -49,6 +50,8 @@ class ServerState:
     memo: DecisionMemo = field(default_factory=DecisionMemo)
     # Creates the ResourceClaimTemplates translated pods need on a DRA cluster (adapters.kube).
     claim_templates: pipeline.ClaimTemplates | None = None
+    # What a DRA cluster says of itself (API version, device classes), asked again on every reload.
+    cluster_dra: Callable[[], ClusterDra] | None = None
 
     @property
     def view(self):

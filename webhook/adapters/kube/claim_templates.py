@@ -1,14 +1,18 @@
-"""The ResourceClaimTemplates of a DRA cluster, as gpuport needs them: created for the pods it
-translates, and read for the pods whose claims it counts or translates back.
+"""The DRA objects gpuport needs on a cluster: ResourceClaimTemplates created for the pods it
+translates; templates, claims and device classes read for the pods whose claims it counts or
+translates back; ResourceSlices counted for `allocationMode: All`; and the newest resource.k8s.io
+version the API server serves.
 
 Creating: before the API server stores a translated pod (a pod whose template is missing never gets
 its claim). Templates gpuport writes are content-addressed (webhook.core.dra), so creating one that
 exists is success, and one made by this process a moment ago needs no second call. A template of
 that name with other content (made by hand) is refused, never overwritten.
 
-Reading: the templates a pod's claims name, each fetched once and remembered for a minute (a
-template's spec cannot change, but it may be deleted and made again). One that cannot be read is
-reported as unread, never guessed: quota then refuses the pod rather than count it as nothing.
+Reading: everything a pod's claims need is fetched before the core decides (the core stays pure: it
+gets a lookup of what was read), each object once and remembered for a minute (a template's spec
+cannot change, but it may be deleted and made again; device classes and slices change rarely). What
+cannot be read is reported as unread, never guessed: quota then refuses the pod rather than count it
+as nothing.
 """
 
 import logging
@@ -18,12 +22,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.pod_claims import STANDALONE, TemplateLookup
+from webhook.core.claims import DEVICES_PER_NODE, STANDALONE, class_key, devices_key
+from webhook.core.platform import DRA_API_VERSIONS
+from webhook.core.pod_claims import TemplateLookup
 
 log = logging.getLogger("gpuport.dra")
 
 TEMPLATES = "resourceclaimtemplates"
 CLAIMS = "resourceclaims"  # made ahead, named by a pod's resourceClaimName: read only
+CLASSES = "deviceclasses"
+SLICES = "resourceslices"
+EVERY_CLASS = "DeviceClasses"  # the key the whole list of device classes is remembered under
 KEPT = 4096  # (namespace, name) pairs remembered
 FOR_SECONDS = 60.0  # then checked again: someone may have deleted one
 TIMEOUT = (2, 3)  # connect, read: well inside the webhook's own deadline
@@ -58,7 +67,9 @@ class ClaimTemplateStore:
         return None
 
     def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
-        """The templates the pod's claims name, read now: a lookup the pure core can call."""
+        """What the pod's claims need, read now: the templates and claims they name, the device
+        classes those ask for that no map names, and for `allocationMode: All` the most devices a
+        node publishes. A lookup the pure core can call."""
         spec = pod.get("spec")
         entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
         found: dict[str, Mapping[str, Any]] = {}
@@ -74,7 +85,61 @@ class ClaimTemplateStore:
                 claim = self._read(namespace, claim_name, CLAIMS)
                 if claim is not None:  # in a template's shape, as the core reads it
                     found[STANDALONE + claim_name] = {"spec": {"spec": claim.get("spec") or {}}}
+        classes, every_device = _asked_for(found.values())
+        for name in classes:
+            device_class = self._read("", name, CLASSES)
+            if device_class is not None:
+                found[class_key(name)] = device_class
+        if every_device:
+            found.update(self._devices_per_node())
         return found.get
+
+    def device_classes(self) -> tuple[Mapping[str, Any], ...]:
+        """Every DeviceClass of the cluster, listed at most once a minute; () when unreadable."""
+        remembered = self._recall("", EVERY_CLASS)
+        if remembered is not None:
+            return tuple(remembered)
+        group, version = self.api_version.split("/")
+        try:
+            listed: Any = self.api.list_cluster_custom_object(
+                group, version, CLASSES, _request_timeout=TIMEOUT
+            )
+        except Exception as exc:  # unreachable, forbidden, not served: no class is known
+            log.warning("device classes not listed: %s", getattr(exc, "reason", type(exc).__name__))
+            return ()
+        items = tuple(i for i in (listed or {}).get("items") or () if isinstance(i, Mapping))
+        self._remember("", EVERY_CLASS, items)
+        return items
+
+    def _devices_per_node(self) -> dict[str, Mapping[str, Any]]:
+        """{devices_key(driver, type): {"count": n}}: the most devices of each driver (and type, "" for
+        any) one node publishes, from every ResourceSlice (listed in pages, once a minute)."""
+        remembered = self._recall("", DEVICES_PER_NODE)
+        if remembered is not None:
+            return dict(remembered)
+        group, version = self.api_version.split("/")
+        per_pool: dict[tuple[str, str, str], int] = {}
+        token = None
+        try:
+            while True:
+                page: Any = self.api.list_cluster_custom_object(
+                    group, version, SLICES, limit=500, _continue=token, _request_timeout=TIMEOUT
+                )
+                for item in page.get("items") or ():
+                    _count_devices(item, per_pool)
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    break
+        except Exception as exc:  # unread: allocationMode All stays uncountable, and is refused
+            log.warning("resource slices not listed: %s", getattr(exc, "reason", type(exc).__name__))
+            return {}
+        most: dict[str, Mapping[str, Any]] = {}
+        for (driver, device_type, _), count in per_pool.items():
+            key = devices_key(driver, device_type)
+            if count > most.get(key, {}).get("count", -1):
+                most[key] = {"count": count}
+        self._remember("", DEVICES_PER_NODE, most)
+        return most
 
     def _recall(self, namespace: str, name: str) -> Any:
         with self._lock:
@@ -91,7 +156,7 @@ class ClaimTemplateStore:
                 self._known.popitem(last=False)
 
     def _read(self, namespace: str, name: str, plural: str) -> Mapping[str, Any] | None:
-        key = name if plural == TEMPLATES else STANDALONE + name
+        key = {TEMPLATES: name, CLAIMS: STANDALONE + name, CLASSES: class_key(name)}[plural]
         remembered = self._recall(namespace, key)
         if remembered is not None:
             return None if remembered is ABSENT else remembered
@@ -99,9 +164,14 @@ class ClaimTemplateStore:
 
         group, version = self.api_version.split("/")
         try:
-            found = self.api.get_namespaced_custom_object(
-                group, version, namespace, plural, name, _request_timeout=TIMEOUT
-            )
+            if plural == CLASSES:
+                found = self.api.get_cluster_custom_object(
+                    group, version, plural, name, _request_timeout=TIMEOUT
+                )
+            else:
+                found = self.api.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _request_timeout=TIMEOUT
+                )
         except ApiException as exc:
             if exc.status == 404:
                 self._remember(namespace, key, ABSENT)
@@ -166,3 +236,53 @@ def _contains(found: Any, written: Any) -> bool:
             and all(_contains(f, w) for f, w in zip(found, written, strict=True))
         )
     return bool(found == written)
+
+
+def _asked_for(objects: Any) -> tuple[set[str], bool]:
+    """The device classes a set of claim specs ask for, and whether any request takes every device of
+    a node (allocationMode: All), wherever the API version nests them (exactly, firstAvailable)."""
+    classes: set[str] = set()
+    every = False
+
+    def walk(value: Any) -> None:
+        nonlocal every
+        if isinstance(value, Mapping):
+            if isinstance(value.get("deviceClassName"), str):
+                classes.add(value["deviceClassName"])
+            every = every or value.get("allocationMode") == "All"
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for found in objects:
+        walk(found.get("spec"))
+    return classes, every
+
+
+def _count_devices(resource_slice: Mapping[str, Any], per_pool: dict[tuple[str, str, str], int]) -> None:
+    """Add a ResourceSlice's devices to its pool's counts, per (driver, type) and per driver."""
+    spec = resource_slice.get("spec") or {}
+    driver = str(spec.get("driver", ""))
+    pool = str((spec.get("pool") or {}).get("name") or spec.get("nodeName") or "")
+    for device in spec.get("devices") or ():
+        if not isinstance(device, Mapping):
+            continue
+        # v1beta1 keeps a device's attributes under `basic`; v1beta2 and v1 on the device itself.
+        attributes = (device.get("basic") or device).get("attributes") or {}
+        device_type = str((attributes.get("type") or {}).get("string", ""))
+        for key in {(driver, device_type, pool), (driver, "", pool)}:
+            per_pool[key] = per_pool.get(key, 0) + 1
+
+
+def newest_served(apis_api: Any) -> str | None:
+    """The newest resource.k8s.io version the API server serves (discovery), or None when it serves
+    none gpuport writes or cannot be asked."""
+    try:
+        groups = apis_api.get_api_versions(_request_timeout=TIMEOUT).groups or []
+    except Exception as exc:
+        log.warning("resource.k8s.io versions not discovered: %s", getattr(exc, "reason", type(exc).__name__))
+        return None
+    served = {v.group_version for g in groups if g.name == "resource.k8s.io" for v in g.versions or []}
+    return next((v for v in DRA_API_VERSIONS if v in served), None)

@@ -39,7 +39,7 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
-        if not demand.asks:
+        if not demand.asks and not demand.claims.any:
             return None
         limits = []
         if LIMITS_ANNOTATION in namespace["annotations"]:
@@ -49,6 +49,15 @@ class LimitGate:
                 log.error("namespace %s: %s", request.namespace, exc)  # a bad edit must not block pods
         for limitrange in self.view.limitranges_in(request.namespace):
             limits += from_limitrange(limitrange, context.dialects)
+        if not limits:
+            return None
+        uncountable = demand.claims.blocking(request.dry_run)
+        if uncountable:
+            return deny(
+                "gpu-limit-claims-uncountable",
+                f"{subject} is forbidden: gpuport cannot count this pod's claims against the GPU limits of "
+                f"{request.namespace}: " + "; ".join(uncountable),
+            )
         found = violations(pod, demand, limits, context.target, context.dialects.catalogue)
         if not found:
             return None

@@ -26,7 +26,7 @@ from webhook.adapters.kube.ledger import (
 from webhook.core.admission import Context
 from webhook.core.decision import Decision, deny
 from webhook.core.demand import PodDemand
-from webhook.core.equivalents import pod_use
+from webhook.core.equivalents import PodGpuUse, pod_use
 from webhook.core.pipeline import ClaimTemplates, read_pod_demand
 from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.review import AdmissionRequest
@@ -54,7 +54,7 @@ class QuotaGate:
         self._slots = threading.BoundedSemaphore(max_waiting)
         self.wait_for_slot = wait_for_slot
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
-        self._usage: dict[str, tuple[Usage, object]] = {}
+        self._usage: dict[str, tuple[Usage, object, dict[str, Usage]]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
 
@@ -62,7 +62,7 @@ class QuotaGate:
         """A denial, or None when quota has nothing against this pod create."""
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        if not demand.asks and not demand.unread_claims:
+        if not demand.asks and not demand.claims.any:
             return None
         # Never on a view that is still loading: an empty view would count nothing as used. Until the
         # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
@@ -76,20 +76,20 @@ class QuotaGate:
         ]
         if not quotas:
             return None
-        if demand.unread_claims and not request.dry_run:
-            # What the claims ask for is unknown: counting it as nothing would let a pod past its budget.
-            # A dry run stores nothing (and its translated pod names templates gpuport did not create).
-            listed = ", ".join(demand.unread_claims)
+        uncountable = demand.claims.blocking(request.dry_run)
+        if uncountable:
+            # What the claims may allocate is unknown: counting it as nothing would let a pod past its budget.
             return deny(
-                "quota-claims-unread",
-                f"gpuport could not read {listed} in {request.namespace}, so it cannot count this pod's "
-                "claims against the GPU quota; create the template (or claim) before the pod, or retry",
+                "quota-claims-uncountable",
+                f"gpuport cannot count this pod's claims against the GPU quota of {request.namespace}: "
+                + "; ".join(uncountable),
             )
-        if not demand.asks:
+        if not demand.asks and not demand.claims.charges:
             return None
         if not self.view.has_synced("pods"):
             return _loading(request)
-        asked = pod_use(pod, demand, target, catalogue)
+        own = pod_use(pod, demand, target, catalogue, shared_claims=False)
+        shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
         if not self._slots.acquire(timeout=self.wait_for_slot):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
@@ -99,12 +99,12 @@ class QuotaGate:
             )
         try:
             try:
-                denial = self._reserve(request, quotas, asked, context)
+                denial = self._reserve(request, quotas, own, shared, context)
             except ViewBehind as behind:
                 # Another replica settled pods this view has not read yet: they arrive within moments.
                 if not self._catch_up(behind.through):
                     raise
-                denial = self._reserve(request, quotas, asked, context)
+                denial = self._reserve(request, quotas, own, shared, context)
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -126,17 +126,29 @@ class QuotaGate:
             time.sleep(0.01)
         return True
 
-    def _reserve(self, request: AdmissionRequest, quotas: list, asked, context: Context) -> str | None:
-        """One attempt: this view's usage of the namespace, then the store's decision."""
+    def _reserve(
+        self,
+        request: AdmissionRequest,
+        quotas: list,
+        own: PodGpuUse,
+        shared: dict[str, Usage],
+        context: Context,
+    ) -> str | None:
+        """One attempt: this view's usage of the namespace, then the store's decision. A claim made
+        ahead (`shared`) is charged only to the quotas no counted pod has charged it to already."""
         target = context.target
         # How far the view has read is taken before its snapshot: the snapshot holds at least that.
         mark = self._mark(request.namespace)
-        used, counted = self._namespace_usage(request.namespace, quotas, context)
+        used, counted, claims_charged = self._namespace_usage(request.namespace, quotas, context)
+        asked = {}
+        for quota in quotas:
+            new = sum((u for n, u in shared.items() if n not in claims_charged[quota.name]), Usage())
+            asked[quota.name] = PodGpuUse(own.equivalents + new.equivalents, own.memory_mib + new.memory_mib)
 
         def decide(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
                 reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
-                message = exceeded(quota, asked, used[quota.name] + reserved, target.whole_gpu)
+                message = exceeded(quota, asked[quota.name], used[quota.name] + reserved, target.whole_gpu)
                 if message:
                     return message
             return None
@@ -144,8 +156,11 @@ class QuotaGate:
         pod = request.object or {}
         key = str((pod.get("metadata") or {}).get("uid") or request.uid)
         now = self.clock()
+        # Held for the others: the most this pod adds to any quota (a shared claim it is the first
+        # to use may be charged again by a concurrent pod until both are in the view: never less).
+        most = max(asked.values(), key=lambda a: (a.equivalents, a.memory_mib))
         reservation = Reservation(
-            key, Usage(asked.equivalents, asked.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
+            key, Usage(most.equivalents, most.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
         )
         return self.ledger.reserve(
             request.namespace,
@@ -174,26 +189,34 @@ class QuotaGate:
         if last is not None and (last.quotas_key != quotas_key or last.context is not context):
             last = None  # other rules: the last sum says nothing
         if last is not None and last.pods_version == version:
-            return last.used, last.counted
+            return last.used, last.counted, last.claims
         snapshot = self.view.pods_in(namespace)
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
         counted = frozenset(by_uid)
         if last is not None and last.counted <= counted:
             used, new = dict(last.used), [by_uid[uid] for uid in counted - last.counted]
+            claims = {name: set(charged) for name, charged in last.claims.items()}
         else:
             used, new = {q.name: Usage() for q in quotas}, snapshot
+            claims = {q.name: set() for q in quotas}
         for other in new:
-            other_use, other_facts = self._counted(other, context)
+            other_use, other_facts, other_claims = self._counted(other, context)
             for quota in quotas:
                 if applies(quota, other_facts):
                     used[quota.name] = used[quota.name] + other_use
+                    for name, usage in other_claims.items():
+                        if name not in claims[quota.name]:  # a claim shared by pods: charged once
+                            claims[quota.name].add(name)
+                            used[quota.name] = used[quota.name] + usage
         if len(self._usage) > 4 * len(snapshot) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
-        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, counted)
-        return used, counted
+        frozen = {name: frozenset(charged) for name, charged in claims.items()}
+        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, counted, frozen)
+        return used, counted, frozen
 
     def _counted(self, other: dict, context: Context):
-        """(Usage, PodFacts) of a running pod; a pod's spec never changes, so once per context is enough."""
+        """(Usage, PodFacts, claims made ahead → Usage) of a running pod; a pod's spec never changes,
+        so once per context is enough."""
         if context is not self._usage_context:
             self._usage.clear()
             self._usage_context = context
@@ -202,8 +225,9 @@ class QuotaGate:
         if found is None:
             namespace = str(other["metadata"].get("namespace"))
             demand = read_pod_demand(other, namespace, context, self.templates)
-            use = pod_use(other, demand, context.target, context.dialects.catalogue)
-            found = (Usage(use.equivalents, use.memory_mib), pod_facts(other))
+            use = pod_use(other, demand, context.target, context.dialects.catalogue, shared_claims=False)
+            shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
+            found = (Usage(use.equivalents, use.memory_mib), pod_facts(other), shared)
             self._usage[key] = found
         return found
 
@@ -219,6 +243,7 @@ class _NamespaceSum:
     context: Context
     used: dict[str, Usage]
     counted: frozenset[str]
+    claims: dict[str, frozenset[str]]  # per quota, the claims made ahead already charged to it
 
 
 def _loading(request: AdmissionRequest) -> Decision:

@@ -1,0 +1,375 @@
+"""One budget for DRA claims of every shape: each GPU device a pod's claims can allocate is counted in
+GPU-equivalents, or the pod's claim is listed as uncountable with why; nothing is counted as nothing.
+A claim made ahead and shared by pods is charged once; a claim is charged once however many of the
+pod's containers use it. The shapes are those NVIDIA's and AMD's DRA drivers publish in their demo
+specs and chart (see tests/test_dra_published_shapes.py for the specs themselves)."""
+
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from tests.helpers import context, parsed, review_of
+from webhook.adapters.kube.quota_gate import QuotaGate
+from webhook.core.claims import class_key, devices_key, read_claim_requests
+from webhook.core.demand import read_demand
+from webhook.core.equivalents import pod_use
+from webhook.core.pod_claims import read_pod_claims
+from webhook.core.quota import Quota
+
+DRA = context("dra-nvidia")
+GENERIC = context("generic")
+MAPS, CATALOGUE = DRA.dialects.maps, DRA.dialects.catalogue
+NV = "gpu.nvidia.com"
+ATTR = f"device.attributes['{NV}']"
+
+
+def request(device_class=NV, *selectors, **fields):
+    entry = {"name": "gpu", "exactly": {"deviceClassName": device_class, **fields}}
+    if selectors:
+        entry["exactly"]["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return entry
+
+
+def claim_spec(*requests, **devices):
+    return {"devices": {"requests": list(requests), **devices}}
+
+
+def template(spec, name="t"):
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": spec},
+    }
+
+
+def device_class(name, expression, extended=None):
+    spec = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+# The demo's per-profile MIG class (NVIDIA k8s-dra-driver-gpu, demo/specs/extended-resources/mig-1g-12gb).
+MIG_1G_12GB = device_class(
+    "mig-1g-12gb.gpu.nvidia.com",
+    f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '1g.12gb'",
+    extended="nvidia.com/mig-1g.12gb",
+)
+# A class of another driver's devices (a network card): no GPU.
+NIC = device_class("nic.example.com", "device.driver == 'nic.example.com'")
+
+
+def pod(*entries, containers=(("main", ("gpus",)),)):
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a"},
+        "spec": {
+            "resourceClaims": list(entries),
+            "containers": [
+                {"name": n, "image": "x", "resources": {"claims": [{"name": c} for c in refs]}}
+                for n, refs in containers
+            ],
+        },
+    }
+
+
+def from_template(name="gpus", made_from="t"):
+    return {"name": name, "resourceClaimTemplateName": made_from}
+
+
+def charged(spec, objects=None):
+    """What the pod of one claim made from `spec` is charged, or why it cannot be."""
+    found = {"t": template(spec), **(objects or {})}
+    claims = read_pod_claims(pod(from_template())["spec"], found.get, MAPS, CATALOGUE)
+    if claims.uncountable:
+        return claims.uncountable
+    return claims.own()[0]
+
+
+H100 = f"{ATTR}.productName == 'NVIDIA H100 80GB HBM3'"
+
+
+@pytest.mark.parametrize(
+    ("spec", "objects", "expected"),
+    [
+        # A count of whole GPUs is that many GPUs, whatever the CEL says (this one is not readable).
+        (claim_spec(request(NV, f"{ATTR}.architecture.startsWith('H')", count=8)), {}, 8),
+        # Driver config (time-slicing, MPS) does not change what is allocated.
+        (
+            claim_spec(
+                request(NV, count=2),
+                config=[{"requests": ["gpu"], "opaque": {"driver": NV, "parameters": {"kind": "GpuConfig"}}}],
+            ),
+            {},
+            2,
+        ),
+        # Every device of a node: as many as the fullest node publishes.
+        (claim_spec(request(NV, allocationMode="All")), {devices_key(NV, "gpu"): {"count": 8}}, 8),
+        # firstAvailable: its largest alternative (a whole GPU, rather than two 1g.10gb slices).
+        (
+            claim_spec(
+                {
+                    "name": "gpu",
+                    "firstAvailable": [
+                        {
+                            "name": "slices",
+                            "deviceClassName": "mig.nvidia.com",
+                            "count": 2,
+                            "selectors": [{"cel": {"expression": f"{ATTR}.profile == '1g.10gb'"}}],
+                        },
+                        {"name": "whole", "deviceClassName": NV, "count": 1},
+                    ],
+                }
+            ),
+            {},
+            1,
+        ),
+        # A class no map names, read from the cluster: the demo's 1g.12gb class, a seventh each.
+        (
+            claim_spec(request("mig-1g-12gb.gpu.nvidia.com", count=2)),
+            {class_key("mig-1g-12gb.gpu.nvidia.com"): MIG_1G_12GB},
+            Fraction(2, 7),
+        ),
+        # A MIG slice of no profile said: at most a whole GPU each.
+        (claim_spec(request("mig.nvidia.com", count=3)), {}, 3),
+        # The driver's passthrough class (type vfio): whole GPUs, though never translated.
+        (
+            claim_spec(request("vfio.gpu.nvidia.com")),
+            {
+                class_key("vfio.gpu.nvidia.com"): device_class(
+                    "vfio.gpu.nvidia.com", f"device.driver == '{NV}' && {ATTR}.type == 'vfio'"
+                )
+            },
+            1,
+        ),
+        # A class that pins no driver may give GPUs: counted as whole GPUs.
+        (
+            claim_spec(request("anything.example.com", count=2)),
+            {class_key("anything.example.com"): device_class("anything.example.com", "true")},
+            2,
+        ),
+        # Another driver's devices are no GPU: nothing to charge, and nothing refused.
+        (claim_spec(request("nic.example.com", count=4)), {class_key("nic.example.com"): NIC}, 0),
+    ],
+)
+def test_every_shape_a_driver_publishes_is_charged_in_gpu_equivalents(spec, objects, expected):
+    assert charged(spec, objects) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        (
+            claim_spec(request("mig-1g-12gb.gpu.nvidia.com")),
+            "device class 'mig-1g-12gb.gpu.nvidia.com' is not one",
+        ),
+        (
+            claim_spec(request(NV, allocationMode="All")),
+            "gpuport cannot see how many devices the nodes publish",
+        ),
+        (claim_spec(request(NV, count=0)), "has count 0"),
+        (
+            claim_spec(
+                {"name": "gpu", "firstAvailable": [{"name": "x", "deviceClassName": "unknown.example.com"}]}
+            ),
+            "device class 'unknown.example.com' is not one",
+        ),
+    ],
+)
+def test_what_cannot_be_counted_is_said_with_the_claim_and_why_never_counted_as_nothing(spec, why):
+    (said,) = charged(spec)
+    assert said.startswith("claim gpus (ResourceClaimTemplate t): ") and why in said
+
+
+def test_a_template_that_cannot_be_read_is_uncountable():
+    claims = read_pod_claims(pod(from_template(made_from="gone"))["spec"], {}.get, MAPS, CATALOGUE)
+    assert claims.any and claims.uncountable == (
+        "claim gpus (ResourceClaimTemplate gone): it could not be read (create it before the pod, or retry)",
+    )
+
+
+def test_a_claim_is_charged_once_however_many_containers_use_it_and_init_containers_too():
+    spec = pod(from_template(), containers=(("a", ("gpus",)), ("b", ("gpus",))))["spec"]
+    spec["initContainers"] = [{"name": "setup", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}]
+    claims = read_pod_claims(spec, {"t": template(claim_spec(request(NV, count=2)))}.get, MAPS, CATALOGUE)
+    assert claims.own() == (2, 0)
+
+
+def test_a_claim_made_ahead_is_charged_apart_so_pods_that_share_it_are_charged_once():
+    shared = pod({"name": "gpus", "resourceClaimName": "team-gpu"})
+    found = {"ResourceClaim/team-gpu": {"spec": {"spec": claim_spec(request(NV, H100))}}}
+    demand = read_demand(shared, DRA.dialects, found.get)
+    assert demand.claims.shared() == {"team-gpu": (1, 81559)}
+    assert demand.claims.own() == (0, 0)
+    assert pod_use(shared, demand, DRA.target, CATALOGUE).equivalents == 1
+    assert pod_use(shared, demand, DRA.target, CATALOGUE, shared_claims=False).equivalents == 0
+
+
+def test_a_pod_holds_its_containers_asks_as_the_kubelet_counts_them_plus_its_claims():
+    mixed = pod(from_template())
+    mixed["spec"]["initContainers"] = [
+        {"name": "warm", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}
+    ]
+    mixed["spec"]["containers"].append(
+        {"name": "side", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    )
+    demand = read_demand(mixed, DRA.dialects, {"t": template(claim_spec(request(NV, count=2)))}.get)
+    assert pod_use(mixed, demand, DRA.target, CATALOGUE).equivalents == 4 + 2  # max(4, 1) + the claim
+
+
+class View:
+    """A cluster view of one namespace with a GPU quota and the pods given."""
+
+    def __init__(self, hard, pods=()):
+        self.quota = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(hard)})
+        self.pods = list(pods)
+
+    def has_synced(self, *names):
+        return True
+
+    def quotas_in(self, namespace):
+        return [self.quota]
+
+    def pods_version(self, namespace):
+        return len(self.pods)
+
+    def pods_read_through(self):
+        return 0
+
+    def pods_in(self, namespace):
+        return self.pods
+
+
+class Objects:
+    """The namespace's claims, as the cluster adapter answers for a pod."""
+
+    def __init__(self, found):
+        self.found = found
+
+    def referenced(self, namespace, pod):
+        return self.found.get
+
+
+class Ledger:
+    def reserve(self, namespace, reservation, decide, now, counted, write, mark):
+        return decide([])
+
+
+def running(name, entry):
+    body = pod(entry)
+    body["metadata"] = {"name": name, "namespace": "team-a", "uid": name}
+    return body
+
+
+def test_the_quota_charges_a_claim_shared_by_pods_once_while_any_pod_uses_it():
+    made_ahead = {"name": "gpus", "resourceClaimName": "team-gpu"}
+    found = {"ResourceClaim/team-gpu": {"spec": {"spec": claim_spec(request(NV, count=2))}}}
+    # Two running pods share the claim: 2 GPUs used, not 4; a third pod sharing it adds nothing.
+    view = View(2, [running("a", made_ahead), running("b", made_ahead)])
+    gate = QuotaGate(view, Ledger(), templates=Objects(found))
+    third = running("c", made_ahead)
+    assert gate.admit(parsed(review_of(third)), DRA, read_demand(third, DRA.dialects, found.get)) is None
+    # A pod with a claim of its own is charged for it on top: 2 used + 1 > 2.
+    own = running("d", from_template())
+    found["t"] = template(claim_spec(request(NV, count=1)))
+    refused = gate.admit(parsed(review_of(own)), DRA, read_demand(own, DRA.dialects, found.get))
+    assert (
+        refused is not None
+        and "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2" in (refused.message)
+    )
+
+
+def test_the_quota_charges_a_shared_claim_to_the_first_pod_that_uses_it():
+    made_ahead = {"name": "gpus", "resourceClaimName": "team-gpu"}
+    found = {"ResourceClaim/team-gpu": {"spec": {"spec": claim_spec(request(NV, count=2))}}}
+    gate = QuotaGate(View(1), Ledger(), templates=Objects(found))
+    first = running("a", made_ahead)
+    refused = gate.admit(parsed(review_of(first)), DRA, read_demand(first, DRA.dialects, found.get))
+    assert (
+        refused is not None
+        and "requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0" in (refused.message)
+    )
+
+
+def test_the_quota_refuses_a_pod_whose_claim_cannot_be_counted_naming_the_claim_and_why():
+    found = {"t": template(claim_spec(request("custom.example.com")))}
+    gate = QuotaGate(View(8), Ledger(), templates=Objects(found))
+    body = running("a", from_template())
+    refused = gate.admit(parsed(review_of(body)), DRA, read_demand(body, DRA.dialects, found.get))
+    assert refused.reason == "quota-claims-uncountable"
+    assert refused.message == (
+        "gpuport cannot count this pod's claims against the GPU quota of team-a: claim gpus "
+        "(ResourceClaimTemplate t): request 'gpu': device class 'custom.example.com' is not one a loaded "
+        "map names, and gpuport could not read it"
+    )
+
+
+def test_gpu_limits_refuse_an_uncountable_claim_and_count_a_custom_class():
+    from webhook.adapters.kube.limit_gate import LimitGate
+
+    class LimitView:
+        def namespace(self, name):
+            return {"labels": {}, "annotations": {"gpuport.io/gpu-limits": '[{"type": "Pod", "max": 1}]'}}
+
+        def limitranges_in(self, name):
+            return []
+
+    gate = LimitGate(LimitView())
+    body = running("a", from_template())
+    unknown = {"t": template(claim_spec(request("custom.example.com")))}
+    refused = gate.admit(parsed(review_of(body)), DRA, read_demand(body, DRA.dialects, unknown.get))
+    assert refused.reason == "gpu-limit-claims-uncountable"
+    known = {
+        "t": template(claim_spec(request("mig-1g-12gb.gpu.nvidia.com", count=8))),
+        class_key("mig-1g-12gb.gpu.nvidia.com"): MIG_1G_12GB,
+    }
+    over = gate.admit(parsed(review_of(body)), DRA, read_demand(body, DRA.dialects, known.get))
+    assert "maximum nvidia.com/gpu usage per Pod is 1, but limit is 1.143" in over.message  # 8/7
+
+
+def test_a_version_comparison_on_compute_capability_is_checked_against_the_catalogue():
+    def models(expression):
+        (reading,), _ = read_claim_requests(claim_spec(request(NV, expression)), MAPS, CATALOGUE)
+        assert reading.inexact == ""
+        return reading.models
+
+    hopper_and_later = models(f"{ATTR}.cudaComputeCapability.isGreaterThan(semver('8.9.0'))")
+    assert {"H100-80GB", "H200", "B200"} <= hopper_and_later and not {"L4", "A100-80GB"} & hopper_and_later
+    at_least = models(f"{ATTR}.cudaComputeCapability.compareTo(semver('9.0.0')) >= 0")
+    assert "H100-80GB" in at_least and "L40S" not in at_least
+    assert models(f"{ATTR}.cudaComputeCapability == semver('8.6.0')") == {"A10", "A10G"}
+    assert models(f"{ATTR}.architecture == 'Ada Lovelace'") == {"L4", "L40S"}
+
+
+def test_a_driver_version_requirement_is_counted_but_not_said_in_device_plugin_words():
+    expression = f"{ATTR}.driverVersion.isGreaterThan(semver('550.0.0'))"
+    (reading,), _ = read_claim_requests(claim_spec(request(NV, expression, count=2)), MAPS, CATALOGUE)
+    assert reading.count == 2 and "a device-plugin pod cannot select" in reading.inexact
+
+
+def test_a_negated_product_selector_is_a_refusal_and_long_mig_profiles_are_read_or_refused():
+    refusing = f"!({ATTR}.productName in ['Tesla T4', 'NVIDIA L4'])"
+    (reading,), _ = read_claim_requests(claim_spec(request(NV, refusing)), MAPS, CATALOGUE)
+    assert (reading.models, reading.avoid, reading.inexact) == (None, {"T4", "L4"}, "")
+    also = f"{ATTR}.productName != 'Tesla T4'"
+    (reading,), _ = read_claim_requests(claim_spec(request(NV, also)), MAPS, CATALOGUE)
+    assert reading.avoid == {"T4"}
+
+    def profile(value):
+        (found,), _ = read_claim_requests(
+            claim_spec(request("mig.nvidia.com", f"{ATTR}.profile == '{value}'")), MAPS, CATALOGUE
+        )
+        return found
+
+    assert profile("3c.3g.40gb").profile.name == "3g.40gb"
+    inside = profile("1c.3g.40gb")
+    assert "compute instance inside a MIG device" in inside.inexact
+    assert charged(claim_spec(request("mig.nvidia.com", f"{ATTR}.profile == '1c.3g.40gb'"))) == 1
