@@ -126,6 +126,27 @@ def test_a_class_no_map_names_is_read_from_its_device_class_or_refused_naming_it
     _, err = capsys.readouterr()
     assert code == 1
     assert "device class 'mig-1g-12gb.gpu.nvidia.com' is not one a loaded map names" in err
+    # To a DRA cluster it runs as written, and what a GPU quota would do with it is said, not passed over.
+    code = main(["translate", "--to", "dra-nvidia", str(without)])
+    _, err = capsys.readouterr()
+    assert code == 0
+    assert (
+        "gpuport: claim slice (ResourceClaimTemplate small-slice): request 'slice': device class "
+        "'mig-1g-12gb.gpu.nvidia.com' is not one a loaded map names, and gpuport could not read it; a "
+        "namespace with a GPU quota or GPU limits refuses this pod"
+    ) in err
+
+
+def test_the_preflight_lists_a_claim_it_cannot_count_among_what_it_did_not_look_into():
+    from tests.helpers import context
+    from webhook.core.preflight import preflight
+
+    documents = [d for d in yaml.safe_load_all((SHAPES / "nvidia-mig-class.yaml").read_text()) if d][1:]
+    report = preflight(documents, context("dra-nvidia").target, context("eks"), None)
+    assert report.unread == [
+        "Pod/dra-demo/by-class: claim slice (ResourceClaimTemplate small-slice): request 'slice': device "
+        "class 'mig-1g-12gb.gpu.nvidia.com' is not one a loaded map names, and gpuport could not read it"
+    ]
 
 
 def test_amd_s_single_gpu_example_becomes_a_rocm_device_plugin_ask_and_says_the_type_was_assumed(capsys):

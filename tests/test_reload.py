@@ -114,3 +114,28 @@ def test_the_running_server_reloads_and_survives_a_broken_edit(tmp_path, workers
     log = server.log()
     assert f"{path}:3: not valid YAML" in log
     assert "cloud maps reloaded" in log
+
+
+def test_a_device_class_that_comes_to_stand_for_an_extended_resource_is_followed(tmp_path):
+    from webhook.config.loading import ClusterDra
+
+    classes: list = []
+    state = ServerState(context=context("dra-nvidia"), maps_signature=())
+    state.cluster_dra = lambda: ClusterDra("resource.k8s.io/v1beta1", tuple(classes))
+    reloader = CloudMapReloader(state, default_directory(), "dra-nvidia")
+    assert reloader.check_once() is True  # first look at the cluster
+    assert state.context.target.dra.api_version == "resource.k8s.io/v1beta1"
+    assert state.context.target.dra.extended_resources == {}
+    assert reloader.check_once() is False
+    expression = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    classes.append(
+        {
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {
+                "selectors": [{"cel": {"expression": expression}}],
+                "extendedResourceName": "nvidia.com/gpu",
+            },
+        }
+    )
+    assert reloader.check_once() is True
+    assert state.context.target.dra.extended_resources == {"nvidia.com/gpu": ("whole", "")}

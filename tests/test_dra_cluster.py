@@ -1,0 +1,240 @@
+"""What a DRA cluster says of itself, and what gpuport does with it: the resource.k8s.io version its
+API server serves (a map's `api_version: auto`), its device classes (KEP-5004: a class with an
+extendedResourceName lets `nvidia.com/gpu: 2` run on DRA as written), and the adapter that reads
+classes and counts the devices nodes publish."""
+
+import jsonpatch
+import pytest
+
+from tests.helpers import parsed, review_of
+from tests.translation_cases import pod
+from webhook.adapters.kube.claim_templates import ClaimTemplateStore, newest_served
+from webhook.commands.cli import main
+from webhook.config.cloudmap import default_directory
+from webhook.config.loading import ClusterDra, build_context
+from webhook.core.admission import decide_mutation
+from webhook.core.claims import class_key, devices_key
+from webhook.core.demand import read_demand
+from webhook.core.equivalents import pod_use
+
+NV = "gpu.nvidia.com"
+ATTR = f"device.attributes['{NV}']"
+
+
+def device_class(name, expression, extended=None):
+    spec = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+# As NVIDIA's chart installs the whole-GPU class on resource.k8s.io/v1 (with the device plugin's name),
+# and the extended-resources demo's class for one MIG profile.
+WHOLE = device_class(NV, f"device.driver == '{NV}' && {ATTR}.type == 'gpu'", "nvidia.com/gpu")
+MIG_1G_12GB = device_class(
+    "mig-1g-12gb.gpu.nvidia.com",
+    f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '1g.12gb'",
+    "nvidia.com/mig-1g.12gb",
+)
+
+
+def dra_context(*classes, api_version="resource.k8s.io/v1"):
+    return build_context(default_directory(), "dra-nvidia", cluster_dra=ClusterDra(api_version, classes))
+
+
+def decide(body, ctx):
+    return decide_mutation(parsed(review_of(body)), ctx)
+
+
+def only_the_toleration(body, decision):
+    """The pod as written, but for the map's GPU-node toleration, which it would not schedule without."""
+    after = jsonpatch.apply_patch(body, list(decision.patch))
+    after["spec"].pop("tolerations")
+    after["metadata"].pop("annotations", None)
+    return after == body and decision.warnings == ("gpuport: toleration nvidia.com/gpu added",)
+
+
+def test_auto_is_the_version_the_cluster_serves_and_v1_without_one():
+    assert dra_context().target.dra.api_version == "resource.k8s.io/v1"
+    older = dra_context(api_version="resource.k8s.io/v1beta1")
+    (written,) = decide(pod({"nvidia.com/gpu": "1"}), older).claim_templates
+    assert written["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert "exactly" not in written["spec"]["spec"]["devices"]["requests"][0]
+
+
+class Versions:
+    def __init__(self, served):
+        self.served = served
+
+    def get_api_versions(self, _request_timeout):
+        class Version:
+            def __init__(self, group_version):
+                self.group_version = group_version
+
+        class Group:
+            def __init__(self, name, versions):
+                self.name, self.versions = name, [Version(v) for v in versions]
+
+        class Groups:
+            def __init__(self, served):
+                self.groups = [Group("apps", ["apps/v1"]), Group("resource.k8s.io", served)]
+
+        return Groups(self.served)
+
+
+@pytest.mark.parametrize(
+    ("served", "newest"),
+    [
+        (["resource.k8s.io/v1beta1"], "resource.k8s.io/v1beta1"),  # 1.32 with the opt-in
+        (["resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2"], "resource.k8s.io/v1beta2"),  # 1.33
+        (["resource.k8s.io/v1"], "resource.k8s.io/v1"),  # 1.34+, by default
+        (["resource.k8s.io/v1alpha3"], None),  # nothing gpuport writes
+    ],
+)
+def test_discovery_picks_the_newest_version_the_api_server_serves(served, newest):
+    assert newest_served(Versions(served)) == newest
+
+
+def test_the_offline_commands_write_v1_unless_told_otherwise(tmp_path, capsys):
+    import yaml
+
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "1"})))
+    for flag, version in (
+        ([], "resource.k8s.io/v1"),
+        (["--dra-api-version", "resource.k8s.io/v1beta1"], "resource.k8s.io/v1beta1"),
+    ):
+        assert main(["translate", "--to", "dra-nvidia", *flag, str(manifest)]) == 0
+        out, _ = capsys.readouterr()
+        written = [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "ResourceClaimTemplate"]
+        assert [d["apiVersion"] for d in written] == [version]
+
+
+def test_a_class_standing_for_the_whole_gpu_resource_leaves_such_asks_as_written():
+    ctx = dra_context(WHOLE)
+    native = pod({"nvidia.com/gpu": "2"})
+    decision = decide(native, ctx)
+    assert decision.allowed and not decision.claim_templates
+    assert only_the_toleration(native, decision)
+    # Counted once: as the extended resource it asks for (the claim the scheduler makes for it is not
+    # in the pod's spec).
+    demand = read_demand(native, ctx.dialects, {}.get)
+    assert pod_use(native, demand, ctx.target, ctx.dialects.catalogue).equivalents == 2
+    # Another cloud's words are still translated: the resource name and the label go...
+    gke = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+    decision = decide(gke, ctx)
+    pinned = jsonpatch.apply_patch(gke, list(decision.patch))
+    # ...and a pinned model needs a claim that names it: the extended resource cannot say which.
+    assert "resourceClaims" in pinned["spec"] and decision.claim_templates
+    # Without such a class, every extended-resource ask becomes a claim.
+    assert decide(native, dra_context()).claim_templates
+
+
+def test_a_class_standing_for_a_mig_profile_carries_that_profile_s_asks_as_written():
+    ctx = dra_context(WHOLE, MIG_1G_12GB)
+    slice_pod = pod({"nvidia.com/mig-1g.12gb": "1"})
+    decision = decide(slice_pod, ctx)
+    assert decision.allowed and not decision.claim_templates
+    assert only_the_toleration(slice_pod, decision)
+    other = decide(pod({"nvidia.com/mig-1g.10gb": "1"}), ctx)  # no class stands for it: a claim
+    assert other.claim_templates
+
+
+def test_a_class_of_another_map_or_one_gpuport_cannot_read_stands_for_nothing():
+    unreadable = device_class(
+        "odd.gpu.nvidia.com", f"device.driver == '{NV}' && {ATTR}.uuid.startsWith('GPU')", "nvidia.com/gpu"
+    )
+    assert dra_context(unreadable).target.dra.extended_resources == {}
+
+
+class SliceApi:
+    """The custom-objects calls the adapter makes, answered from a few objects."""
+
+    def __init__(self, classes=(), slices=()):
+        self.classes = {c["metadata"]["name"]: c for c in classes}
+        self.slices = list(slices)
+        self.calls = []
+
+    def get_cluster_custom_object(self, group, version, plural, name, _request_timeout):
+        from kubernetes.client.exceptions import ApiException
+
+        self.calls.append((plural, name))
+        if name not in self.classes:
+            raise ApiException(status=404, reason="Not Found")
+        return self.classes[name]
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout):
+        self.calls.append((plural, name))
+        return {
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "a", "exactly": {"deviceClassName": "mig-1g-12gb.gpu.nvidia.com"}},
+                            {"name": "b", "exactly": {"deviceClassName": NV, "allocationMode": "All"}},
+                        ]
+                    }
+                }
+            }
+        }
+
+    def list_cluster_custom_object(
+        self, group, version, plural, limit=None, _continue=None, _request_timeout=None
+    ):
+        self.calls.append((plural, _continue))
+        if plural == "deviceclasses":
+            return {"items": list(self.classes.values())}
+        page = int(_continue or 0)
+        return {
+            "items": self.slices[page : page + 1],
+            "metadata": {"continue": str(page + 1) if page + 1 < len(self.slices) else None},
+        }
+
+
+def resource_slice(node, devices, driver=NV, nested=True):
+    def device(name, kind):
+        attributes = {"type": {"string": kind}}
+        return (
+            {"name": name, "basic": {"attributes": attributes}}
+            if nested
+            else {"name": name, "attributes": attributes}
+        )
+
+    return {
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node},
+            "devices": [device(n, k) for n, k in devices],
+        }
+    }
+
+
+def test_the_adapter_reads_what_a_pod_s_claims_need_before_the_core_decides():
+    api = SliceApi(
+        classes=[MIG_1G_12GB],
+        slices=[
+            resource_slice("a", [("gpu-0", "gpu"), ("gpu-1", "gpu"), ("mig-0", "mig")]),
+            resource_slice("b", [(f"gpu-{i}", "gpu") for i in range(8)], nested=False),  # v1: no `basic`
+            resource_slice("b", [("nic-0", "nic")], driver="nic.example.com"),
+        ],
+    )
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = api
+    pod_with_claim = {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
+    lookup = store.referenced("team-a", pod_with_claim)
+    assert lookup(class_key("mig-1g-12gb.gpu.nvidia.com")) == MIG_1G_12GB
+    assert lookup(devices_key(NV, "gpu")) == {"count": 8}
+    assert lookup(devices_key(NV, "")) == {"count": 8}
+    assert lookup(devices_key(NV, "mig")) == {"count": 1}
+    assert lookup(devices_key("nic.example.com", "")) == {"count": 1}
+    # Remembered a minute: a second pod reads nothing again.
+    calls = len(api.calls)
+    store.referenced("team-a", pod_with_claim)
+    assert len(api.calls) == calls
+    assert store.device_classes() == (MIG_1G_12GB,)
