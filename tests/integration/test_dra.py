@@ -26,28 +26,45 @@ CLASSES = {
 }
 
 
+# What NVIDIA's driver publishes for a GPU besides its product name (k8s-dra-driver-gpu,
+# cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo.Attributes; the names its bats tests assert):
+# architecture as go-nvlib spells it, compute capability and driver versions as semantic versions.
+ARCHITECTURE = {
+    "NVIDIA A100": ("Ampere", "8.0.0"),
+    "NVIDIA H100": ("Hopper", "9.0.0"),
+    "NVIDIA L4": ("Ada Lovelace", "8.9.0"),
+    "NVIDIA L40": ("Ada Lovelace", "8.9.0"),
+    "Tesla T4": ("Turing", "7.5.0"),
+}
+
+
+def published(kind, product):
+    architecture, capability = next(
+        (v for prefix, v in ARCHITECTURE.items() if product.startswith(prefix)), ("Unknown", "0.0.0")
+    )
+    return {
+        "type": {"string": kind},
+        "productName": {"string": product},
+        "brand": {"string": "Nvidia"},
+        "architecture": {"string": architecture},
+        "cudaComputeCapability": {"version": capability},
+        "driverVersion": {"version": "570.133.20"},
+        "cudaDriverVersion": {"version": "12.8.0"},
+    }
+
+
 def gpu(name, product, memory):
+    """A whole GPU; `memory` is NVML's total, as the driver publishes it (an H100 80GB: 81559Mi)."""
     return {
         "name": name,
-        "basic": {
-            "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}},
-            "capacity": {"memory": {"value": memory}},
-        },
+        "basic": {"attributes": published("gpu", product), "capacity": {"memory": {"value": memory}}},
     }
 
 
 def mig(name, product, profile, memory):
-    return {
-        "name": name,
-        "basic": {
-            "attributes": {
-                "type": {"string": "mig"},
-                "productName": {"string": product},
-                "profile": {"string": profile},
-            },
-            "capacity": {"memory": {"value": memory}},
-        },
-    }
+    """A MIG device: its parent's attributes, its profile, and its profile's memory."""
+    attributes = {**published("mig", product), "profile": {"string": profile}}
+    return {"name": name, "basic": {"attributes": attributes, "capacity": {"memory": {"value": memory}}}}
 
 
 @pytest.fixture(scope="module")

@@ -253,3 +253,26 @@ def test_an_init_container_asking_4_and_an_app_asking_2_hold_4_devices(cluster):
     one = {**gpu_pod("one", 1), "spec": {**gpu_pod("one", 1)["spec"], "nodeSelector": {"pool": "five"}}}
     core.create_namespaced_pod(namespace, one)
     assert scheduled_node(cluster, namespace, "one") == "five"
+
+
+def test_a_refused_model_stays_refused_so_a_gpu_no_map_lists_still_takes_the_pod(cluster):
+    # HAMi's nouse-gputype: T4 becomes !(productName == "Tesla T4"): on nodes of T4s and of L40s (a
+    # GPU gpuport's maps do not list), the real scheduler gives the pod an L40, never a T4.
+    namespace = f"avoid-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(cluster.client())
+    core.create_namespace({"metadata": {"name": namespace}})
+    add_node(
+        cluster, "t4s", [gpu(f"gpu-{i}", "Tesla T4", "15360Mi") for i in range(4)], labels={"pool": "mixed"}
+    )
+    add_node(cluster, "l40s", [gpu("gpu-0", "NVIDIA L40", "46068Mi")], labels={"pool": "mixed"})
+    body = {
+        "metadata": {"name": "not-a-t4", "annotations": {"nvidia.com/nouse-gputype": "T4"}},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "nodeSelector": {"pool": "mixed"},
+            "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+    created = core.create_namespaced_pod(namespace, body)
+    assert created.spec.scheduler_name == "default-scheduler"  # HAMi's is not this cluster's
+    assert scheduled_node(cluster, namespace, "not-a-t4") == "l40s"
