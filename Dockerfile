@@ -4,18 +4,19 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 COPY certs ./certs
+# webhook/shipped_cloudmaps links to cloudmaps/: the wheel carries the maps and the GPU catalogue.
+COPY cloudmaps ./cloudmaps
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    GPUPORT_CLOUDMAP_DIR=/app/cloudmaps \
     GPUPORT_CERT_DIR=/etc/gpuport/tls
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels \
     && groupadd --gid 65532 gpuport && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin gpuport
-# Default cloud maps; the Deployment mounts the gpuport-cloudmaps ConfigMap over GPUPORT_CLOUDMAP_DIR.
-COPY cloudmaps /app/cloudmaps
+# The shipped maps are inside the package; the Deployment mounts the gpuport-cloudmaps ConfigMap and
+# points GPUPORT_CLOUDMAP_DIR at it.
 USER 65532:65532
 EXPOSE 8443
 ENTRYPOINT ["gpuport"]

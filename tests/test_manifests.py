@@ -249,7 +249,8 @@ def test_dockerfile_runs_as_non_root_without_build_tools():
     final_stage = text.rsplit("FROM ", 1)[1]
     assert "USER 65532:65532" in final_stage
     assert "gcc" not in final_stage and "build-essential" not in final_stage
-    assert "GPUPORT_CLOUDMAP_DIR=/app/cloudmaps" in final_stage
+    # The maps travel inside the wheel: the build stage has cloudmaps/ for webhook/shipped_cloudmaps.
+    assert "COPY cloudmaps ./cloudmaps" in text.rsplit("FROM ", 1)[0]
     assert json.loads(final_stage.split("ENTRYPOINT ", 1)[1].splitlines()[0]) == ["gpuport"]
 
 

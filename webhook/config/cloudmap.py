@@ -284,8 +284,10 @@ def directory_signature(directory: Path, *extra_files: Path | None) -> tuple:
 
 
 def default_directory() -> Path:
-    """The repository's cloudmaps/ (a source checkout); the container image sets GPUPORT_CLOUDMAP_DIR."""
-    return Path(__file__).resolve().parents[2] / "cloudmaps"
+    """The shipped cloud maps: the package's shipped_cloudmaps, which in a checkout is a link to the
+    repository's cloudmaps/ (resolved, so errors name cloudmaps/…) and in an installed wheel the copy
+    inside it. A cluster's maps come from GPUPORT_CLOUDMAP_DIR (the mounted ConfigMap) instead."""
+    return (Path(__file__).resolve().parents[1] / "shipped_cloudmaps").resolve()
 
 
 def _error_path(error: jsonschema.ValidationError) -> list[Any]:
