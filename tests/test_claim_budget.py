@@ -200,7 +200,8 @@ def test_a_claim_is_charged_once_however_many_containers_use_it_and_init_contain
     spec = pod(from_template(), containers=(("a", ("gpus",)), ("b", ("gpus",))))["spec"]
     spec["initContainers"] = [{"name": "setup", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}]
     claims = read_pod_claims(spec, {"t": template(claim_spec(request(NV, count=2)))}.get, MAPS, CATALOGUE)
-    assert claims.own() == (2, 0)
+    # Any model may come: the memory budget is charged as if it were the largest the driver's map names.
+    assert claims.own() == (2, 2 * CATALOGUE.models["GB200"].memory_mib)
 
 
 def test_a_claim_made_ahead_is_charged_apart_so_pods_that_share_it_are_charged_once():
@@ -373,3 +374,111 @@ def test_a_negated_product_selector_is_a_refusal_and_long_mig_profiles_are_read_
     inside = profile("1c.3g.40gb")
     assert "compute instance inside a MIG device" in inside.inexact
     assert charged(claim_spec(request("mig.nvidia.com", f"{ATTR}.profile == '1c.3g.40gb'"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "objects", "expected"),
+    [
+        # A driver pinned beside `||` is no pin: the class may give GPUs, counted whole.
+        (
+            claim_spec(request("tricky.example.com", count=8)),
+            {
+                class_key("tricky.example.com"): device_class(
+                    "tricky.example.com",
+                    "(device.driver == 'nic.example.com' && false) || device.driver == 'gpu.nvidia.com'",
+                )
+            },
+            8,
+        ),
+        # A profile a class seems to pin beside `||` is not trusted: 7 devices may be 7 whole H100s.
+        (
+            claim_spec(request("cheap.example.com", count=7)),
+            {
+                class_key("cheap.example.com"): device_class(
+                    "cheap.example.com",
+                    f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '1g.10gb'"
+                    f" || {H100}",
+                )
+            },
+            7,
+        ),
+        # A memory bound read before the type says MIG does not narrow to the whole GPUs that fit it:
+        # four 1g.24gb slices may be an RTX PRO 6000's quarters, one whole GPU.
+        (
+            claim_spec(
+                request(
+                    NV + "-any",
+                    f"device.capacity['{NV}'].memory.compareTo(quantity('95Gi')) <= 0 && "
+                    f"{ATTR}.type == 'mig' && {ATTR}.profile == '1g.24gb'",
+                    count=4,
+                )
+            ),
+            {class_key(NV + "-any"): device_class(NV + "-any", f"device.driver == '{NV}'")},
+            1,
+        ),
+        # Two requests of one name (offline only: the API server refuses them) are both counted.
+        (
+            claim_spec(
+                request(NV, count=8), {"name": "gpu", "exactly": {"deviceClassName": "nic.example.com"}}
+            ),
+            {class_key("nic.example.com"): NIC},
+            8,
+        ),
+    ],
+)
+def test_nothing_outside_the_strict_grammar_lowers_a_charge(spec, objects, expected):
+    assert charged(spec, objects) == expected
+
+
+def test_a_request_outside_the_grammar_takes_every_device_of_the_driver_for_all():
+    # AMD's class holds whole GPUs and partitions; `type == partition && junk || true` may be anything.
+    amd = context("dra-amd")
+    amd_attr = "device.attributes['gpu.amd.com']"
+    junk = f"{amd_attr}.type == 'amdgpu-partition' && {amd_attr}.x == 'y' || true"
+    found = {
+        "t": template(claim_spec(request("gpu.amd.com", junk, allocationMode="All"))),
+        devices_key("gpu.amd.com", "amdgpu-partition"): {"count": 2},
+        devices_key("gpu.amd.com", ""): {"count": 8},
+    }
+    claims = read_pod_claims(
+        pod(from_template())["spec"], found.get, amd.dialects.maps, amd.dialects.catalogue
+    )
+    assert claims.own()[0] == 8
+
+
+def test_the_memory_budget_is_charged_the_largest_gpu_a_claim_may_get():
+    two = claim_spec(request(NV, f"{ATTR}.productName in ['NVIDIA A100-SXM4-40GB', 'NVIDIA H200']", count=2))
+    claims = read_pod_claims(pod(from_template())["spec"], {"t": template(two)}.get, MAPS, CATALOGUE)
+    assert claims.own() == (2, 2 * CATALOGUE.models["H200"].memory_mib)
+    any_slice = claim_spec(request("mig.nvidia.com", count=4))
+    claims = read_pod_claims(pod(from_template())["spec"], {"t": template(any_slice)}.get, MAPS, CATALOGUE)
+    assert claims.own() == (4, 4 * CATALOGUE.models["GB200"].memory_mib)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f"{ATTR}.cudaComputeCapability.isGreaterThan(semver('²'))",
+        f"device.capacity['{NV}'].memory.compareTo(quantity('NaN')) >= 0",
+    ],
+)
+def test_literals_python_reads_loosely_are_refused_not_crashed_on(expression):
+    (reading,), _ = read_claim_requests(claim_spec(request(NV, expression, count=2)), MAPS, CATALOGUE)
+    assert reading.count == 2 and "cannot read the CEL selector" in reading.inexact
+
+
+def test_driver_config_of_any_shape_is_said_not_crashed_on():
+    for parameters in ([1, 2], "TimeSlicing", 3):
+        spec = claim_spec(request(NV), config=[{"opaque": {"driver": NV, "parameters": parameters}}])
+        _, whole_claim = read_claim_requests(spec, MAPS, CATALOGUE)
+        assert whole_claim and "devices.config" in whole_claim[0]
+
+
+def test_a_device_class_that_sets_the_driver_up_is_not_translated():
+    configured = device_class("sliced.gpu.nvidia.com", f"device.driver == '{NV}' && {ATTR}.type == 'gpu'")
+    configured["spec"]["config"] = [{"opaque": {"driver": NV, "parameters": {"kind": "GpuConfig"}}}]
+    spec = claim_spec(request("sliced.gpu.nvidia.com"))
+    (reading,), _ = read_claim_requests(
+        spec, MAPS, CATALOGUE, {class_key("sliced.gpu.nvidia.com"): configured}.get
+    )
+    assert reading.count == 1 and "spec.config" in reading.inexact

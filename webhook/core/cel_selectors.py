@@ -7,6 +7,9 @@ driver's product attributes, type, MIG profile and `architecture`; version compa
 `cudaComputeCapability` (`isGreaterThan(semver(…))`, `compareTo(…) >= 0`, ==), checked against the
 catalogue; bounds on the memory capacity, compared with NVML's figures. Terms are joined by && at the
 top; anything else is outside the grammar, and then nothing the expression says is trusted.
+
+Why one module of ~320 lines: the grammar and the meaning of each term are one table, read by one
+state (what the terms so far narrowed); split, a new term would be added in two places.
 """
 
 import operator
@@ -64,7 +67,8 @@ def _values(literal: str, op: str) -> tuple[str, ...] | None:
 
 def _version(text: str) -> tuple[int, ...] | None:
     parts = text.split("-")[0].split(".")
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    return tuple(int(p) for p in parts) if all(re.fullmatch(r"[0-9]+", p) for p in parts) else None
 
 
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
@@ -95,6 +99,7 @@ class SelectorReading:
     profile: MigProfile | None = None
     parsed: bool = True
     inexact: list[str] = field(default_factory=list)
+    memory_bounds: list[tuple[str, Decimal]] = field(default_factory=list)
 
     def narrow(self, models: frozenset[str]) -> None:
         self.models = models if self.models is None else self.models & models
@@ -279,17 +284,32 @@ class SelectorReading:
             wanted = quantity.parse(amount)
         except quantity.QuantityError:
             return None
+        if not wanted.is_finite():
+            return None
         if domain != self.form.driver or name != self.form.memory_capacity:
             return f"it bounds the capacity {name}, which device plugins cannot"
-        if self.kind == "mig":
-            return "a MIG slice is chosen by its profile, which says its memory: name the profile"
-        # NVML's figure, as the driver publishes it: an H100 80GB has 81,559 MiB, not 80 GiB.
-        self.narrow(
-            frozenset(
-                m
-                for m in self.offered
-                if m in self.catalogue.models
-                and _compare(Decimal(self.catalogue.models[m].memory_bytes), op, wanted)
-            )
-        )
+        # Applied once every term is read (finish): a MIG device's memory is its slice's, and whether
+        # this is one may be said by a later term.
+        self.memory_bounds.append((op, wanted))
         return ""
+
+    def finish(self) -> None:
+        """Apply what depends on every term: memory bounds narrow whole GPUs' models by NVML's figure
+        (an H100 80GB has 81,559 MiB, not 80 GiB); on a MIG device they cannot be said."""
+        if not self.memory_bounds:
+            return
+        if self.kind != "whole" and self.kind is not None:
+            self.inexact.append(
+                "a MIG slice is chosen by its profile, which says its memory: name the profile"
+            )
+            return
+        for op, wanted in self.memory_bounds:
+            self.narrow(
+                frozenset(
+                    m
+                    for m in self.offered
+                    if m in self.catalogue.models
+                    and _compare(Decimal(self.catalogue.models[m].memory_bytes), op, wanted)
+                )
+            )
+        self.memory_bounds = []

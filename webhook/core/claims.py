@@ -76,6 +76,7 @@ class RequestReading:
     inexact: str = ""  # why it cannot be said in device-plugin words ("" when it can)
     note: str = ""  # said when it is translated: a choice gpuport made
     options: tuple["RequestReading", ...] = ()  # firstAvailable: every alternative, for the budget
+    largest_mib: int = 0  # the most memory one of its devices may have (the memory budget's charge)
 
     def exactly(self) -> ClaimedDevices:
         """The device-plugin ask; only for a reading with nothing inexact."""
@@ -134,7 +135,9 @@ def read_device_class(
     name: str, spec: Mapping[str, Any], maps: tuple[CloudMap, ...], catalogue: Catalogue
 ) -> DeviceClassMeaning:
     """A DeviceClass's spec, read: the driver its selectors pin (another driver's class gives no GPU),
-    the `type` and anything else they narrow to."""
+    the `type` and anything else they narrow to. Nothing is trusted from selectors outside the strict
+    grammar: a driver pinned beside `||` may not be pinned at all, so such a class may give GPUs of
+    any kind (counted as whole GPUs, never translated)."""
     extended = spec.get("extendedResourceName")
     extended = extended if isinstance(extended, str) else ""
     selectors = spec.get("selectors")
@@ -151,12 +154,13 @@ def read_device_class(
         for term in expression.split("&&")
         if (found := DRIVER.fullmatch(term.strip().strip("()").strip())) and found.group(1) == "=="
     }
-    gpu_maps = [m for m in maps if m.dra is not None and (not drivers or m.dra.driver in drivers)]
-    if drivers and not gpu_maps:
+    pinned = len(drivers) == 1 and _grammar_holds(next(iter(drivers)), selectors, catalogue)
+    gpu_maps = [m for m in maps if m.dra is not None and (not pinned or m.dra.driver in drivers)]
+    if pinned and not gpu_maps:
         return DeviceClassMeaning(name, False, extended_resource=extended)
-    if len({m.dra.driver for m in gpu_maps if m.dra}) != 1:
-        # No driver pinned: any driver's devices, GPUs among them; counted as whole GPUs, never translated.
-        why = f"device class {name} does not say which driver's devices it gives"
+    if not pinned or len({m.dra.driver for m in gpu_maps if m.dra}) != 1:
+        # Any driver's devices, GPUs among them: counted as whole GPUs, never translated.
+        why = f"device class {name} does not say plainly which driver's devices it gives"
         return DeviceClassMeaning(
             name, True, kind="", parsed=False, inexact=(why,), extended_resource=extended
         )
@@ -164,6 +168,16 @@ def read_device_class(
     assert cloud_map.dra is not None
     reading = SelectorReading(cloud_map.dra, catalogue, cloud_map.models_offered(catalogue), None)
     reading.selectors(selectors, f"device class {name}")
+    reading.finish()
+    inexact = [f"device class {name}: {why}" for why in reading.inexact]
+    if spec.get("config"):
+        inexact.append(
+            f"device class {name} sets the driver up (spec.config), which device plugins cannot do"
+        )
+    if not reading.parsed:  # the kind, profile and models it seems to say are not trusted
+        return DeviceClassMeaning(
+            name, True, cloud_map.name, "", parsed=False, inexact=tuple(inexact), extended_resource=extended
+        )
     return DeviceClassMeaning(
         name,
         True,
@@ -172,10 +186,18 @@ def read_device_class(
         reading.profile,
         reading.models,
         reading.avoid,
-        reading.parsed,
-        tuple(f"device class {name}: {why}" for why in reading.inexact),
+        True,
+        tuple(inexact),
         extended,
     )
+
+
+def _grammar_holds(driver: str, selectors: Any, catalogue: Catalogue) -> bool:
+    """Whether every selector is inside the strict grammar, read as `driver`'s: only then does a
+    `device.driver ==` term pin the class to that driver."""
+    reading = SelectorReading(DraForm(api_version="", driver=driver, whole_class=""), catalogue, (), None)
+    reading.selectors(selectors, "")
+    return reading.parsed
 
 
 def read_claim_requests(
@@ -200,17 +222,12 @@ def read_claim_requests(
 
 def _whole_claim_problem(field_name: str, value: Any) -> str:
     if field_name == "config":
-        kinds = (
-            sorted(
-                {
-                    str(((c.get("opaque") or {}).get("parameters") or {}).get("kind", "?"))
-                    for c in value
-                    if isinstance(c, Mapping) and isinstance(c.get("opaque"), Mapping)
-                }
-            )
-            if isinstance(value, list)
-            else []
-        )
+        parameters = [
+            (c.get("opaque") or {}).get("parameters")
+            for c in (value if isinstance(value, list) else ())
+            if isinstance(c, Mapping) and isinstance(c.get("opaque"), Mapping)
+        ]
+        kinds = sorted({str(p.get("kind", "?")) for p in parameters if isinstance(p, Mapping)})
         said = f" ({', '.join(kinds)})" if kinds else ""
         return (
             f"its devices.config{said} sets the driver up (sharing, MPS, MIG), which device plugins "
@@ -302,8 +319,15 @@ def _one(
     inexact = list(meaning.inexact)
     if form is None or cloud_map is None:
         count, uncountable = _count(exact, "", "", objects, said_as)
+        largest = max((m.memory_bytes >> 20 for m in catalogue.models.values()), default=0)
         return RequestReading(
-            name, True, kind="whole", count=count, uncountable=uncountable, inexact="; ".join(inexact)
+            name,
+            True,
+            kind="whole",
+            count=count,
+            uncountable=uncountable,
+            inexact="; ".join(inexact),
+            largest_mib=largest,
         )
     reading = SelectorReading(
         form,
@@ -316,8 +340,12 @@ def _one(
         meaning.parsed,
     )
     reading.selectors(exact.get("selectors"), f"request {said_as!r}")
+    reading.finish()
     inexact += reading.inexact
-    kind = reading.kind
+    # Outside the strict grammar nothing the selectors seem to say is trusted: the request may take any
+    # of the class's devices (counted as whole GPUs each, and for All every device of the driver).
+    trusted = reading.parsed and meaning.parsed
+    kind = reading.kind if trusted else ""
     note = ""
     if kind is None and form.whole_type:
         # The class holds whole GPUs and partitions, and the request does not say which: a whole GPU is
@@ -331,7 +359,7 @@ def _one(
             f"request {said_as!r}: device class {device_class} gives devices of no kind gpuport says"
         )
     # allocationMode All counts the type the request or class said; unsaid, every device of the driver.
-    device_type = _type_of(form, reading.kind) if reading.kind else ""
+    device_type = _type_of(form, kind) if kind else ""
     count, uncountable = _count(exact, form.driver, device_type, objects, said_as)
     if exact.get("allocationMode", "ExactCount") == "All":
         inexact.append(f"request {said_as!r} asks for every matching device of a node (allocationMode: All)")
@@ -345,19 +373,28 @@ def _one(
         )
     if reading.models is not None and not reading.models:
         inexact.append(f"request {said_as!r} matches no GPU model gpuport knows")
-    trusted = reading.parsed
     return RequestReading(
         name,
         True,
         cloud_map.vendor,
         kind if kind in ("whole", "mig", "partition") else "whole",  # type: ignore[arg-type]
         count,
-        reading.profile if trusted else meaning.profile,
+        reading.profile if trusted else None,
         reading.models if trusted else None,
         reading.avoid if trusted else frozenset(),
         uncountable,
         "; ".join(inexact),
         note,
+        largest_mib=_largest_mib(reading.models if trusted else None, cloud_map, catalogue),
+    )
+
+
+def _largest_mib(models: frozenset[str] | None, cloud_map: CloudMap, catalogue: Catalogue) -> int:
+    """The most memory (NVML's MiB) one device may have: of the models it may be, else of every model
+    the driver's map names."""
+    candidates = models or cloud_map.models_offered(catalogue)
+    return max(
+        (catalogue.models[m].memory_bytes >> 20 for m in candidates if m in catalogue.models), default=0
     )
 
 

@@ -123,7 +123,7 @@ SPARE = "init"  # the request holding what init containers need beyond the app c
 
 
 def plan_claims(
-    form: DraForm, requests: list[Planned], sidecars: set[int]
+    form: DraForm, requests: list[Planned], sidecars: set[int], taken: frozenset[str] = frozenset()
 ) -> dict[tuple[str, int], ClaimPlan]:
     """The claims a translated pod gets, holding what a device plugin would give it: init containers
     run one at a time before the app containers, so the pod holds max(largest init, sum of the app
@@ -136,6 +136,7 @@ def plan_claims(
     for planned in requests:
         request = planned[3]
         groups.setdefault((request.device_class, request.selectors), []).append(planned)
+    names = _Names(set(taken))
     for group in groups.values():
         inits = [p for p in group if p[0] == "initContainers" and p[1] not in sidecars]
         running = [p for p in group if p not in inits]
@@ -143,26 +144,42 @@ def plan_claims(
         for list_name, index, name, request in (
             running if not inits else [p for p in running if p not in apps]
         ):
-            claim = claim_name(list_name, index, name)
+            claim = names.new(claim_name(list_name, index, name))
             plans[(list_name, index)] = ClaimPlan(claim, claim_template(form, request), request.words)
         if inits:
-            plans.update(_shared_claim(form, apps, inits))
+            plans.update(_shared_claim(form, apps, inits, names))
     return plans
 
 
+class _Names:
+    """A pod's claim names, each used once: a container named c0 and the fallback name of another
+    container's claim (gpuport-c0) must not become one claim the two share."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+
+    def new(self, wanted: str) -> str:
+        name, n = wanted, 1
+        while name in self.taken:
+            n += 1
+            name = f"{wanted[: 63 - len(str(n)) - 1]}-{n}"
+        self.taken.add(name)
+        return name
+
+
 def _shared_claim(
-    form: DraForm, apps: list[Planned], inits: list[Planned]
+    form: DraForm, apps: list[Planned], inits: list[Planned], names: _Names
 ) -> dict[tuple[str, int], ClaimPlan]:
     """One claim for app containers and the init containers that run before them."""
     first = apps[0] if apps else inits[0]
-    claim = claim_name(first[0], first[1], first[2])
+    claim = names.new(claim_name(first[0], first[1], first[2]))
     held = sum(p[3].count for p in apps)
     most = max(p[3].count for p in inits)
-    names = _request_names([p[2] for p in apps])
-    parts = [replace(p[3], request_name=n) for p, n in zip(apps, names, strict=True)]
+    requests = _request_names([p[2] for p in apps])
+    parts = [replace(p[3], request_name=n) for p, n in zip(apps, requests, strict=True)]
     if most > held:
         base = inits[0][3]
-        spare = _spare_name(names) if apps else base.request_name
+        spare = _spare_name(requests) if apps else base.request_name
         parts.append(replace(base, request_name=spare, count=most - held, words=_words(base, most - held)))
     template = claim_template(form, *parts)
     whole = _words(inits[0][3], max(held, most))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from webhook.core.catalogue import Catalogue
+from webhook.core.catalogue import Catalogue, GpuModel
 from webhook.core.demand import ContainerAsk, PodDemand
 from webhook.core.platform import CloudMap
 
@@ -34,15 +34,18 @@ def ask_equivalents(
     ask: ContainerAsk, models: frozenset[str] | None, target: CloudMap, catalogue: Catalogue
 ) -> tuple[Fraction, int]:
     pinned = [catalogue.models[m] for m in sorted(models or ()) if m in catalogue.models]
+    # The memory a whole GPU may bring: the largest of the models it may land on (never undercount the
+    # optional memory budget); unpinned, the largest the cluster offers.
+    largest = max(
+        (m.memory_bytes >> 20 for m in pinned or _offered(target, catalogue, ask.vendor)), default=0
+    )
     if ask.kind == "whole":
-        memory = min((m.memory_bytes >> 20 for m in pinned), default=0)
-        return Fraction(ask.count), ask.count * memory
+        return Fraction(ask.count), ask.count * largest
     if ask.kind == "mig":
         slice_share = catalogue.slice_share(ask.mig_profile, models)
         return slice_share * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
     if ask.kind == "fraction":
-        memory = int(min((m.memory_bytes >> 20 for m in pinned), default=0) * ask.gpu_fraction)
-        return ask.gpu_fraction, memory
+        return ask.gpu_fraction, int(largest * ask.gpu_fraction)
     share = ask.share
     gpu = pinned or [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
     gpu_mib = min((m.memory_bytes >> 20 for m in gpu), default=0)
@@ -57,6 +60,11 @@ def ask_equivalents(
         parts.append(Fraction(1, target.shared.replicas_per_gpu or 1))
     memory = share.memory_mib if share and share.memory_mib else int(gpu_mib * max(parts))
     return min(max(parts), Fraction(1)) * ask.count, memory * ask.count
+
+
+def _offered(target: CloudMap, catalogue: Catalogue, vendor: str) -> list[GpuModel]:
+    found = [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
+    return [m for m in found if m.vendor == vendor] or found
 
 
 def pod_use(

@@ -96,8 +96,11 @@ class _Claim:
     name: str
     source: str  # as the lookup knows it
     made_from: str
-    requests: dict[str, RequestReading]
+    requests: dict[str, RequestReading]  # by name, for the containers that name one
     whole_claim: list[str]
+    # Every request as written: the budget counts each, even two of one name (the API server refuses
+    # those; a file read offline may hold them).
+    readings: list[RequestReading]
 
     @property
     def standalone(self) -> bool:
@@ -105,7 +108,7 @@ class _Claim:
 
     @property
     def gpu(self) -> list[RequestReading]:
-        return [r for r in self.requests.values() if r.gpu]
+        return [r for r in self.readings if r.gpu]
 
 
 def read_pod_claims(
@@ -141,7 +144,7 @@ def read_pod_claims(
         except UnreadableClaim as exc:
             uncountable.append(f"{said}: {exc}")
             continue
-        claim = _Claim(name, source, made_from, {r.name: r for r in readings}, whole_claim)
+        claim = _Claim(name, source, made_from, {r.name: r for r in readings}, whole_claim, readings)
         if not claim.gpu:
             continue  # another driver's devices: not GPUs, left alone
         claims[name] = claim
@@ -189,10 +192,9 @@ def device_charge(reading: RequestReading, catalogue: Catalogue) -> tuple[Fracti
     if reading.kind == "mig" and reading.profile is not None:
         share = catalogue.slice_share(reading.profile, reading.models)
         return share * reading.count, reading.profile.memory_gb * 1024 * reading.count
-    # A whole GPU, a partition, or a MIG slice of no profile said: at most a whole GPU each.
-    pinned = [catalogue.models[m] for m in sorted(reading.models or ()) if m in catalogue.models]
-    memory = min((m.memory_bytes >> 20 for m in pinned), default=0) if reading.kind == "whole" else 0
-    return Fraction(reading.count), memory * reading.count
+    # A whole GPU, a partition, or a MIG slice of no profile said: at most a whole GPU each, with the
+    # memory of the largest GPU it may be.
+    return Fraction(reading.count), reading.largest_mib * reading.count
 
 
 def _charge(claim: _Claim, catalogue: Catalogue) -> tuple[ClaimCharge | None, str]:
@@ -211,7 +213,7 @@ def _claim_problems(claim: _Claim, said: str) -> list[str]:
     """Why this claim as a whole cannot be said in device-plugin words."""
     found = [f"{said}: {why}" for why in claim.whole_claim]
     found += [f"{said}: {r.inexact}" for r in claim.gpu if r.inexact]
-    others = [r.name for r in claim.requests.values() if not r.gpu]
+    others = [r.name for r in claim.readings if not r.gpu]
     if others:
         found.append(
             f"{said} asks for GPUs and other devices (request {', '.join(others)}) in one claim; "

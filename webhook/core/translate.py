@@ -350,7 +350,15 @@ def _plan_claims(
     sidecars = {
         i for i, c in enumerate(inits) if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
     }
-    return plan_claims(target.dra, requests, sidecars)
+    # The pod's other claims keep their names; those of the asks being rewritten are given up.
+    leaving = {a.claim for a in demand.asks if a.claim}
+    entries = spec.get("resourceClaims")
+    taken = {
+        c["name"]
+        for c in (entries if isinstance(entries, list) else ())
+        if isinstance(c, Mapping) and isinstance(c.get("name"), str) and c["name"] not in leaving
+    }
+    return plan_claims(target.dra, requests, sidecars, frozenset(taken))
 
 
 def _sharing_label(target: CloudMap) -> str:
