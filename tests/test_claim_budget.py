@@ -88,7 +88,7 @@ def from_template(name="gpus", made_from="t"):
 def charged(spec, objects=None):
     """What the pod of one claim made from `spec` is charged, or why it cannot be."""
     found = {"t": template(spec), **(objects or {})}
-    claims = read_pod_claims(pod(from_template())["spec"], found.get, MAPS, CATALOGUE)
+    claims = read_pod_claims(pod(from_template()), found.get, MAPS, CATALOGUE)
     if claims.uncountable:
         return claims.uncountable
     return claims.own()[0]
@@ -190,16 +190,18 @@ def test_what_cannot_be_counted_is_said_with_the_claim_and_why_never_counted_as_
 
 
 def test_a_template_that_cannot_be_read_is_uncountable():
-    claims = read_pod_claims(pod(from_template(made_from="gone"))["spec"], {}.get, MAPS, CATALOGUE)
+    claims = read_pod_claims(pod(from_template(made_from="gone")), {}.get, MAPS, CATALOGUE)
     assert claims.any and claims.uncountable == (
         "claim gpus (ResourceClaimTemplate gone): it could not be read (create it before the pod, or retry)",
     )
 
 
 def test_a_claim_is_charged_once_however_many_containers_use_it_and_init_containers_too():
-    spec = pod(from_template(), containers=(("a", ("gpus",)), ("b", ("gpus",))))["spec"]
-    spec["initContainers"] = [{"name": "setup", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}]
-    claims = read_pod_claims(spec, {"t": template(claim_spec(request(NV, count=2)))}.get, MAPS, CATALOGUE)
+    body = pod(from_template(), containers=(("a", ("gpus",)), ("b", ("gpus",))))
+    body["spec"]["initContainers"] = [
+        {"name": "setup", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}
+    ]
+    claims = read_pod_claims(body, {"t": template(claim_spec(request(NV, count=2)))}.get, MAPS, CATALOGUE)
     # Any model may come: the memory budget is charged as if it were the largest the driver's map names.
     assert claims.own() == (2, 2 * CATALOGUE.models["GB200"].memory_mib)
 
@@ -440,18 +442,16 @@ def test_a_request_outside_the_grammar_takes_every_device_of_the_driver_for_all(
         devices_key("gpu.amd.com", "amdgpu-partition"): {"count": 2},
         devices_key("gpu.amd.com", ""): {"count": 8},
     }
-    claims = read_pod_claims(
-        pod(from_template())["spec"], found.get, amd.dialects.maps, amd.dialects.catalogue
-    )
+    claims = read_pod_claims(pod(from_template()), found.get, amd.dialects.maps, amd.dialects.catalogue)
     assert claims.own()[0] == 8
 
 
 def test_the_memory_budget_is_charged_the_largest_gpu_a_claim_may_get():
     two = claim_spec(request(NV, f"{ATTR}.productName in ['NVIDIA A100-SXM4-40GB', 'NVIDIA H200']", count=2))
-    claims = read_pod_claims(pod(from_template())["spec"], {"t": template(two)}.get, MAPS, CATALOGUE)
+    claims = read_pod_claims(pod(from_template()), {"t": template(two)}.get, MAPS, CATALOGUE)
     assert claims.own() == (2, 2 * CATALOGUE.models["H200"].memory_mib)
     any_slice = claim_spec(request("mig.nvidia.com", count=4))
-    claims = read_pod_claims(pod(from_template())["spec"], {"t": template(any_slice)}.get, MAPS, CATALOGUE)
+    claims = read_pod_claims(pod(from_template()), {"t": template(any_slice)}.get, MAPS, CATALOGUE)
     assert claims.own() == (4, 4 * CATALOGUE.models["GB200"].memory_mib)
 
 
@@ -482,3 +482,37 @@ def test_a_device_class_that_sets_the_driver_up_is_not_translated():
         spec, MAPS, CATALOGUE, {class_key("sliced.gpu.nvidia.com"): configured}.get
     )
     assert reading.count == 1 and "spec.config" in reading.inexact
+
+
+def test_a_running_pod_is_charged_what_its_claim_holds_whatever_became_of_its_template():
+    # The pod was admitted for a template of 8 GPUs; its owner then deleted the template, or made it
+    # anew asking 1. The claim the cluster made from it (immutable, held while the pod runs) still
+    # holds 8: that is what the running pod is charged.
+    body = running("a", from_template())
+    body["status"] = {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "a-gpus-x7k2"}]}
+    found = {"ResourceClaim/a-gpus-x7k2": {"spec": {"spec": claim_spec(request(NV, count=8))}}}
+    for template_now in ({}, {"t": template(claim_spec(request(NV, count=1)))}):
+        objects = {**found, **template_now}
+        gate = QuotaGate(View(8, [body]), Ledger(), templates=Objects(objects))
+        new = running("b", from_template())
+        refused = gate.admit(
+            parsed(review_of(new)),
+            DRA,
+            read_demand(new, DRA.dialects, {"t": template(claim_spec(request(NV, count=1)))}.get),
+        )
+        assert refused is not None and "used: requests.nvidia.com/gpu=8" in refused.message
+
+
+def test_a_running_pod_whose_claim_cannot_be_read_stops_the_count_until_it_can():
+    body = running("a", from_template())
+    body["status"] = {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "a-gpus-x7k2"}]}
+    objects: dict = {}
+    gate = QuotaGate(View(8, [body]), Ledger(), templates=Objects(objects))
+    new = running("b", from_template())
+    demand = read_demand(new, DRA.dialects, {"t": template(claim_spec(request(NV, count=1)))}.get)
+    refused = gate.admit(parsed(review_of(new)), DRA, demand)
+    assert refused.reason == "quota-running-pod-uncountable"
+    assert "cannot count what pod a (claim gpus (ResourceClaim a-gpus-x7k2 made from" in refused.message
+    # Not remembered: once the claim can be read, it is counted (1 of 8 used, 1 more fits).
+    objects["ResourceClaim/a-gpus-x7k2"] = {"spec": {"spec": claim_spec(request(NV, count=1))}}
+    assert gate.admit(parsed(review_of(new)), DRA, demand) is None

@@ -276,3 +276,38 @@ def test_a_refused_model_stays_refused_so_a_gpu_no_map_lists_still_takes_the_pod
     created = core.create_namespaced_pod(namespace, body)
     assert created.spec.scheduler_name == "default-scheduler"  # HAMi's is not this cluster's
     assert scheduled_node(cluster, namespace, "not-a-t4") == "l40s"
+
+
+def test_a_running_pod_stays_charged_what_its_claim_holds_after_its_template_is_changed(cluster):
+    namespace = quota_namespace(cluster, 8)
+    wait_until_quota_is_watched(cluster, namespace, 8)
+    template(cluster, namespace, "eight", {"deviceClassName": "gpu.nvidia.com", "count": 8})
+    assert create(cluster, namespace, claimed_pod("holder", {"resourceClaimTemplateName": "eight"})) is None
+    core = client.CoreV1Api(cluster.client())
+
+    def claim_made():
+        return core.read_namespaced_pod("holder", namespace).status.resource_claim_statuses
+
+    assert wait_for(claim_made, timeout=30)
+    custom = client.CustomObjectsApi(cluster.client())
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", "eight")
+    template(cluster, namespace, "eight", {"deviceClassName": "gpu.nvidia.com", "count": 1})
+    template(cluster, namespace, "one", {"deviceClassName": "gpu.nvidia.com", "count": 1})
+    # A pod of 1 GPU does not fit: the running pod is charged its claim's 8. (A dry run stores nothing,
+    # so the probe can be repeated until gpuport's view has the pod's claim status. gpuport remembers
+    # a template it read for a minute, so this cannot tell the claim's 8 from the old template's: the
+    # unit tests in tests/test_claim_budget.py do.)
+
+    def refused():
+        try:
+            core.create_namespaced_pod(
+                namespace, claimed_pod("probe", {"resourceClaimTemplateName": "one"}), dry_run="All"
+            )
+        except ApiException as exc:
+            return exc.body
+        return None
+
+    message = wait_for(refused, timeout=20)
+    assert message and "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8" in message, (
+        message
+    )

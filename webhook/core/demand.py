@@ -183,7 +183,7 @@ def read_demand(
             problems.append(problem)
     claims = NO_CLAIMS
     if templates is not None and spec.get("resourceClaims"):
-        claims = read_pod_claims(spec, templates, dialects.maps, dialects.catalogue)
+        claims = read_pod_claims(pod, templates, dialects.maps, dialects.catalogue)
         claimed, models, avoid = _claim_asks(claims)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")

@@ -101,38 +101,71 @@ class _Claim:
     # Every request as written: the budget counts each, even two of one name (the API server refuses
     # those; a file read offline may hold them).
     readings: list[RequestReading]
-
-    @property
-    def standalone(self) -> bool:
-        return self.source.startswith(STANDALONE)
+    standalone: bool  # made ahead (resourceClaimName): pods may share it
 
     @property
     def gpu(self) -> list[RequestReading]:
         return [r for r in self.readings if r.gpu]
 
 
+@dataclass(frozen=True)
+class ClaimSource:
+    """Where one of a pod's claims is read from: `key` for the lookup, and whether it is a claim made
+    ahead that pods may share."""
+
+    name: str  # the pod's name for the claim
+    key: str
+    made_from: str
+    shared: bool
+
+
+def claim_sources(pod: Mapping[str, Any]) -> list[ClaimSource]:
+    """The pod's claims and where each is read from. A claim made from a template is read from the
+    ResourceClaim the cluster made of it once the pod's status names it (a running pod): the template
+    may since have been deleted or made anew, the claim (immutable, held while the pod uses it) not."""
+    spec = pod.get("spec")
+    status = pod.get("status")
+    entries = spec.get("resourceClaims") if is_map(spec) else None
+    made = status.get("resourceClaimStatuses") if is_map(status) else None
+    generated = {
+        s["name"]: s["resourceClaimName"]
+        for s in (made if isinstance(made, list) else ())
+        if is_map(s) and isinstance(s.get("name"), str) and isinstance(s.get("resourceClaimName"), str)
+    }
+    found = []
+    for entry in entries if isinstance(entries, list) else ():
+        if not is_map(entry) or not isinstance(entry.get("name"), str):
+            continue  # the API server refuses such a pod; nothing to read
+        name, template, claim = (
+            entry["name"],
+            entry.get("resourceClaimTemplateName"),
+            entry.get("resourceClaimName"),
+        )
+        if isinstance(template, str) and template:
+            if name in generated:
+                said = f"ResourceClaim {generated[name]} made from ResourceClaimTemplate {template}"
+                found.append(ClaimSource(name, STANDALONE + generated[name], said, False))
+            else:
+                found.append(ClaimSource(name, template, f"ResourceClaimTemplate {template}", False))
+        elif isinstance(claim, str) and claim:
+            found.append(ClaimSource(name, STANDALONE + claim, f"ResourceClaim {claim}", True))
+    return found
+
+
 def read_pod_claims(
-    spec: Mapping[str, Any], objects: ClaimObjects, maps: tuple[CloudMap, ...], catalogue: Catalogue
+    pod: Mapping[str, Any], objects: ClaimObjects, maps: tuple[CloudMap, ...], catalogue: Catalogue
 ) -> PodClaims:
     """The pod's claims, read through `objects` (its namespace's templates and claims, the cluster's
     device classes)."""
+    spec = pod.get("spec")
+    spec = spec if is_map(spec) else {}
     claims: dict[str, _Claim] = {}
     charges: list[ClaimCharge] = []
     uncountable: list[str] = []
     problems: list[str] = []
     notes: list[str] = []
-    entries = spec.get("resourceClaims")
-    for entry in entries if isinstance(entries, list) else ():
-        if not is_map(entry):
-            continue  # the API server refuses such a pod; nothing to read
-        name, source = entry.get("name"), _source(entry)
-        if not isinstance(name, str) or source is None:
-            continue
-        made_from = (
-            source.replace(STANDALONE, "ResourceClaim ", 1)
-            if source.startswith(STANDALONE)
-            else f"ResourceClaimTemplate {source}"
-        )
+    for found_at in claim_sources(pod):
+        name, source, made_from = found_at.name, found_at.key, found_at.made_from
         said = f"claim {name} ({made_from})"
         found = objects(source)
         claim_spec = mapping_at(found, ("spec", "spec")) if found is not None else None
@@ -144,7 +177,9 @@ def read_pod_claims(
         except UnreadableClaim as exc:
             uncountable.append(f"{said}: {exc}")
             continue
-        claim = _Claim(name, source, made_from, {r.name: r for r in readings}, whole_claim, readings)
+        claim = _Claim(
+            name, source, made_from, {r.name: r for r in readings}, whole_claim, readings, found_at.shared
+        )
         if not claim.gpu:
             continue  # another driver's devices: not GPUs, left alone
         claims[name] = claim
@@ -164,16 +199,6 @@ def read_pod_claims(
         tuple(dict.fromkeys(problems)),
         tuple(notes),
     )
-
-
-def _source(entry: Mapping[str, Any]) -> str | None:
-    """What a pod's claim entry is made from, as the lookup knows it."""
-    template_name, made = entry.get("resourceClaimTemplateName"), entry.get("resourceClaimName")
-    if isinstance(template_name, str) and template_name:
-        return template_name
-    if isinstance(made, str) and made:
-        return STANDALONE + made
-    return None
 
 
 def device_charge(reading: RequestReading, catalogue: Catalogue) -> tuple[Fraction, int] | None:

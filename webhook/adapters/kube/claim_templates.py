@@ -24,7 +24,7 @@ from typing import Any
 
 from webhook.core.claims import DEVICES_PER_NODE, STANDALONE, class_key, devices_key
 from webhook.core.platform import DRA_API_VERSIONS
-from webhook.core.pod_claims import TemplateLookup
+from webhook.core.pod_claims import TemplateLookup, claim_sources
 
 log = logging.getLogger("gpuport.dra")
 
@@ -70,21 +70,18 @@ class ClaimTemplateStore:
         """What the pod's claims need, read now: the templates and claims they name, the device
         classes those ask for that no map names, and for `allocationMode: All` the most devices a
         node publishes. A lookup the pure core can call."""
-        spec = pod.get("spec")
-        entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
         found: dict[str, Mapping[str, Any]] = {}
-        for entry in entries if isinstance(entries, list) else ():
-            if not isinstance(entry, Mapping):
+        for source in claim_sources(pod):  # a running pod's claims are read as the cluster made them
+            if source.key in found:
                 continue
-            template_name, claim_name = entry.get("resourceClaimTemplateName"), entry.get("resourceClaimName")
-            if isinstance(template_name, str) and template_name not in found:
-                template = self._read(namespace, template_name, TEMPLATES)
-                if template is not None:
-                    found[template_name] = template
-            elif isinstance(claim_name, str) and STANDALONE + claim_name not in found:
-                claim = self._read(namespace, claim_name, CLAIMS)
+            if source.key.startswith(STANDALONE):
+                claim = self._read(namespace, source.key.removeprefix(STANDALONE), CLAIMS)
                 if claim is not None:  # in a template's shape, as the core reads it
-                    found[STANDALONE + claim_name] = {"spec": {"spec": claim.get("spec") or {}}}
+                    found[source.key] = {"spec": {"spec": claim.get("spec") or {}}}
+            else:
+                template = self._read(namespace, source.key, TEMPLATES)
+                if template is not None:
+                    found[source.key] = template
         classes, every_device = _asked_for(found.values())
         for name in classes:
             device_class = self._read("", name, CLASSES)

@@ -79,7 +79,16 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             "activeDeadlineSeconds": spec.get("activeDeadlineSeconds"),
             "priorityClassName": spec.get("priorityClassName"),
         },
-        "status": {"phase": (pod.get("status") or {}).get("phase")},
+        "status": {
+            "phase": (pod.get("status") or {}).get("phase"),
+            # The claims the cluster made from the pod's templates: what a running pod holds is read
+            # from them (its template may since have been deleted or made anew).
+            **(
+                {"resourceClaimStatuses": made}
+                if (made := (pod.get("status") or {}).get("resourceClaimStatuses"))
+                else {}
+            ),
+        },
     }
 
 

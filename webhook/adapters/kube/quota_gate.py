@@ -111,6 +111,14 @@ class QuotaGate:
                 "quota-unavailable",
                 f"gpuport could not check the GPU quota of {request.namespace} ({exc}); retry shortly",
             )
+        except RunningPodUncountable as exc:
+            # Counting a running pod's claims as nothing would let this pod past the budget.
+            log.warning("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
+            return deny(
+                "quota-running-pod-uncountable",
+                f"gpuport cannot count what pod {exc} holds in {request.namespace}, so it cannot check the "
+                "GPU quota; GPU pods here wait until it can (retry shortly)",
+            )
         finally:
             self._slots.release()
         if denial:
@@ -225,11 +233,18 @@ class QuotaGate:
         if found is None:
             namespace = str(other["metadata"].get("namespace"))
             demand = read_pod_demand(other, namespace, context, self.templates)
+            if demand.claims.uncountable:  # never remembered: the next read may succeed
+                name = other["metadata"].get("name")
+                raise RunningPodUncountable(f"{name} ({'; '.join(demand.claims.uncountable)})")
             use = pod_use(other, demand, context.target, context.dialects.catalogue, shared_claims=False)
             shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other), shared)
             self._usage[key] = found
         return found
+
+
+class RunningPodUncountable(Exception):
+    """A pod the view counts has claims gpuport cannot count now: the namespace's usage is unknown."""
 
 
 @dataclass(frozen=True)
