@@ -238,3 +238,41 @@ def test_the_adapter_reads_what_a_pod_s_claims_need_before_the_core_decides():
     store.referenced("team-a", pod_with_claim)
     assert len(api.calls) == calls
     assert store.device_classes() == (MIG_1G_12GB,)
+
+
+def test_a_node_can_be_given_its_own_slices_devices_and_those_any_node_reaches():
+    everywhere = {
+        "spec": {
+            "driver": NV,
+            "allNodes": True,
+            "pool": {"name": "fabric"},
+            "devices": [{"name": f"f{i}", "attributes": {"type": {"string": "gpu"}}} for i in range(4)],
+        }
+    }
+    api = SliceApi(
+        slices=[
+            resource_slice("node1", [("a0", "gpu"), ("a1", "gpu"), ("a2", "gpu"), ("a3", "gpu")]),
+            resource_slice("node1", [("b0", "gpu"), ("b1", "gpu"), ("b2", "gpu"), ("b3", "gpu")]),
+            everywhere,
+            {"spec": "not a mapping"},
+            {"spec": {"driver": NV, "nodeName": "odd", "devices": [7, {"basic": []}, {"attributes": []}]}},
+        ]
+    )
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = api
+    lookup = store.referenced(
+        "team-a", {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
+    )
+    assert lookup(devices_key(NV, "gpu")) == {"count": 12}  # node1's two slices of 4, and the fabric's 4
+
+
+def test_no_device_class_stops_the_context_from_being_built():
+    odd = [
+        device_class("weird", f"{ATTR}.cudaComputeCapability.isGreaterThan(semver('²'))", "example.com/gpu"),
+        device_class(
+            "nan", f"device.capacity['{NV}'].memory.compareTo(quantity('NaN')) >= 0", "example.com/x"
+        ),
+        {"metadata": "no", "spec": []},
+        "not an object",
+    ]
+    assert dra_context(*odd).target.dra.extended_resources == {}

@@ -94,10 +94,11 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
     extended: dict[str, tuple[str, str]] = {}
     maps = tuple(loaded.maps.values())
     for device_class in cluster.device_classes:
-        name = (device_class.get("metadata") or {}).get("name")
-        spec = device_class.get("spec")
-        if not isinstance(name, str) or not isinstance(spec, Mapping):
-            continue
+        metadata = device_class.get("metadata") if isinstance(device_class, Mapping) else None
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        spec = device_class.get("spec") if isinstance(device_class, Mapping) else None
+        if not isinstance(name, str) or not isinstance(spec, Mapping) or not spec.get("extendedResourceName"):
+            continue  # only a class that stands for a resource changes a decision here
         meaning = read_device_class(name, spec, maps, loaded.catalogue)
         own = meaning.map_name == target.name and meaning.parsed and not meaning.inexact
         if meaning.extended_resource and own and meaning.kind in ("whole", "mig"):

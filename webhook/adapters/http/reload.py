@@ -74,8 +74,8 @@ def _extended(dra: ClusterDra) -> list[tuple[str, str]]:
     """(class, extendedResourceName) of the cluster's device classes: what a reload must follow."""
     found = []
     for device_class in dra.device_classes:
-        spec = device_class.get("spec")
+        spec = device_class.get("spec") if isinstance(device_class, dict) else None
         extended = spec.get("extendedResourceName") if isinstance(spec, dict) else None
         if extended:
-            found.append((str((device_class.get("metadata") or {}).get("name")), str(extended)))
+            found.append((str(device_class.get("metadata")), str(extended)))
     return sorted(found)

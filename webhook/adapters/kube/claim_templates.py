@@ -115,7 +115,7 @@ class ClaimTemplateStore:
         if remembered is not None:
             return dict(remembered)
         group, version = self.api_version.split("/")
-        per_pool: dict[tuple[str, str, str], int] = {}
+        counts = _DeviceCounts()
         token = None
         try:
             while True:
@@ -123,18 +123,14 @@ class ClaimTemplateStore:
                     group, version, SLICES, limit=500, _continue=token, _request_timeout=TIMEOUT
                 )
                 for item in page.get("items") or ():
-                    _count_devices(item, per_pool)
+                    counts.add(item)
                 token = (page.get("metadata") or {}).get("continue")
                 if not token:
                     break
         except Exception as exc:  # unread: allocationMode All stays uncountable, and is refused
             log.warning("resource slices not listed: %s", getattr(exc, "reason", type(exc).__name__))
             return {}
-        most: dict[str, Mapping[str, Any]] = {}
-        for (driver, device_type, _), count in per_pool.items():
-            key = devices_key(driver, device_type)
-            if count > most.get(key, {}).get("count", -1):
-                most[key] = {"count": count}
+        most = counts.most()
         self._remember("", DEVICES_PER_NODE, most)
         return most
 
@@ -258,19 +254,43 @@ def _asked_for(objects: Any) -> tuple[set[str], bool]:
     return classes, every
 
 
-def _count_devices(resource_slice: Mapping[str, Any], per_pool: dict[tuple[str, str, str], int]) -> None:
-    """Add a ResourceSlice's devices to its pool's counts, per (driver, type) and per driver."""
-    spec = resource_slice.get("spec") or {}
-    driver = str(spec.get("driver", ""))
-    pool = str((spec.get("pool") or {}).get("name") or spec.get("nodeName") or "")
-    for device in spec.get("devices") or ():
-        if not isinstance(device, Mapping):
-            continue
-        # v1beta1 keeps a device's attributes under `basic`; v1beta2 and v1 on the device itself.
-        attributes = (device.get("basic") or device).get("attributes") or {}
-        device_type = str((attributes.get("type") or {}).get("string", ""))
-        for key in {(driver, device_type, pool), (driver, "", pool)}:
-            per_pool[key] = per_pool.get(key, 0) + 1
+class _DeviceCounts:
+    """How many devices of each driver (and type) one node can be given: its own slices' devices plus
+    those of every slice not bound to one node (allNodes, a node selector), which any node may reach."""
+
+    def __init__(self) -> None:
+        self.per_node: dict[tuple[str, str, str], int] = {}
+        self.everywhere: dict[tuple[str, str], int] = {}
+
+    def add(self, resource_slice: Any) -> None:
+        spec = resource_slice.get("spec") if isinstance(resource_slice, Mapping) else None
+        if not isinstance(spec, Mapping):
+            return
+        driver = str(spec.get("driver", ""))
+        node = spec.get("nodeName")
+        for device in spec.get("devices") or ():
+            if not isinstance(device, Mapping):
+                continue
+            # v1beta1 keeps a device's attributes under `basic`; v1beta2 and v1 on the device itself.
+            basic = device.get("basic")
+            holder: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
+            found = holder.get("attributes")
+            attributes: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+            kind = attributes.get("type")
+            device_type = str(kind.get("string", "")) if isinstance(kind, Mapping) else ""
+            for key in {(driver, device_type), (driver, "")}:
+                if isinstance(node, str) and node:
+                    self.per_node[(*key, node)] = self.per_node.get((*key, node), 0) + 1
+                else:
+                    self.everywhere[key] = self.everywhere.get(key, 0) + 1
+
+    def most(self) -> dict[str, Mapping[str, Any]]:
+        """{devices_key(driver, type): {"count": n}}: the most devices of each one node can be given."""
+        best: dict[tuple[str, str], int] = dict(self.everywhere)
+        for (driver, device_type, _), count in self.per_node.items():
+            key = (driver, device_type)
+            best[key] = max(best.get(key, 0), count + self.everywhere.get(key, 0))
+        return {devices_key(*key): {"count": count} for key, count in best.items()}
 
 
 def newest_served(apis_api: Any) -> str | None:
