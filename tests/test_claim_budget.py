@@ -516,3 +516,58 @@ def test_a_running_pod_whose_claim_cannot_be_read_stops_the_count_until_it_can()
     # Not remembered: once the claim can be read, it is counted (1 of 8 used, 1 more fits).
     objects["ResourceClaim/a-gpus-x7k2"] = {"spec": {"spec": claim_spec(request(NV, count=1))}}
     assert gate.admit(parsed(review_of(new)), DRA, demand) is None
+
+
+def extended_pod(resources, init=None):
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "main", "image": "x", "resources": {"limits": dict(resources)}}]},
+    }
+    if init:
+        body["spec"]["initContainers"] = [{"name": "warm", "image": "x", "resources": {"limits": dict(init)}}]
+    return body
+
+
+GPU_CLASS = device_class(NV, f"device.driver == '{NV}' && {ATTR}.type == 'gpu'")
+STANDING = {  # as the cluster adapter answers: the classes that carry an extendedResourceName
+    "ExtendedResources": {"resources": {"example.com/gpu": NV, "example.com/nic": "nic.example.com"}},
+    class_key(NV): GPU_CLASS,
+    class_key("nic.example.com"): NIC,
+}
+
+
+@pytest.mark.parametrize(
+    ("resources", "init", "expected"),
+    [
+        ({"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"}, None, 8),  # every class's own name
+        ({"example.com/gpu": "2"}, None, 2),  # a class's extendedResourceName no map reads
+        ({"example.com/gpu": "2"}, {"example.com/gpu": "3"}, 5),  # init containers added, never less
+        ({"deviceclass.resource.kubernetes.io/mig-1g-12gb.gpu.nvidia.com": "7"}, None, 1),
+        ({"example.com/nic": "4"}, None, 0),  # another driver's devices: no GPU
+    ],
+)
+def test_a_resource_a_device_class_stands_for_is_charged_like_the_claim_the_scheduler_makes(
+    resources, init, expected
+):
+    found = {**STANDING, class_key("mig-1g-12gb.gpu.nvidia.com"): MIG_1G_12GB}
+    body = extended_pod(resources, init)
+    demand = read_demand(body, DRA.dialects, found.get)
+    assert pod_use(body, demand, DRA.target, CATALOGUE).equivalents == expected
+
+
+def test_a_resource_naming_a_class_the_cluster_lacks_cannot_be_counted():
+    body = extended_pod({"deviceclass.resource.kubernetes.io/missing.example.com": "1"})
+    demand = read_demand(body, DRA.dialects, STANDING.get)
+    (said,) = demand.claims.uncountable
+    assert said.startswith('containers[0] "main" deviceclass.resource.kubernetes.io/missing.example.com: ')
+    assert "device class 'missing.example.com' is not one" in said
+
+
+def test_a_resource_a_map_reads_itself_is_counted_once_as_its_ask():
+    # nvidia.com/gpu is read as a whole-GPU ask; a class standing for it adds nothing more.
+    found = {**STANDING, "ExtendedResources": {"resources": {"nvidia.com/gpu": NV}}}
+    body = extended_pod({"nvidia.com/gpu": "2"})
+    demand = read_demand(body, DRA.dialects, found.get)
+    assert pod_use(body, demand, DRA.target, CATALOGUE).equivalents == 2

@@ -217,3 +217,28 @@ def test_a_pod_asking_by_dra_claim_is_kept_with_its_claims():
     kept = compact_pod(claimed)
     assert kept["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
     assert kept["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
+
+
+def test_a_pod_asking_for_a_resource_a_device_class_stands_for_is_kept_for_quota():
+    from webhook.adapters.kube.clusterview import compact_pod
+
+    pod = {
+        "metadata": {"name": "p", "namespace": "n", "uid": "u"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"}},
+                }
+            ]
+        },
+        "status": {
+            "phase": "Pending",
+            "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "p-gpus-1"}],
+        },
+    }
+    kept = compact_pod(pod)
+    assert kept["spec"]["containers"][0]["resources"]["limits"] == {
+        "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"
+    }
+    assert kept["status"]["resourceClaimStatuses"] == [{"name": "gpus", "resourceClaimName": "p-gpus-1"}]

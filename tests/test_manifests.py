@@ -152,6 +152,20 @@ def test_match_condition_skips_pods_without_extended_resources():
     assert _matches(_condition("pods"), pod)
 
 
+def test_match_condition_calls_the_webhook_for_a_resource_a_device_class_stands_for():
+    # KEP-5004: deviceclass.resource.kubernetes.io/<class> is an extended resource under kubernetes.io,
+    # which no other such name gpuport reads is; the scheduler gives it a claim of that class.
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    pod["spec"]["containers"][0]["resources"] = {
+        "limits": {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"}
+    }
+    assert _matches(_condition("pods"), pod)
+    pod["spec"]["containers"][0]["resources"] = {
+        "limits": {"hugepages-2Mi": "1Gi", "example.kubernetes.io/x": "1"}
+    }
+    assert not _matches(_condition("pods"), pod)
+
+
 def test_every_pod_webhook_is_called_for_a_gpu_share_asked_by_annotation():
     pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
     pod["spec"]["containers"][0]["resources"] = {}

@@ -28,6 +28,9 @@ class TemplatesExist:
     def ensure(self, namespace, templates):
         return None
 
+    def referenced(self, namespace, pod):
+        return {}.get  # no template, claim or device class beyond those the decision makes
+
 
 TEMPLATES_EXIST = TemplatesExist()
 

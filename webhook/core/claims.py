@@ -31,6 +31,11 @@ DEVICE_CLASS = "DeviceClass/"  # + name: the cluster's DeviceClass object
 # + "<driver>/<type>": {"count": n}, the most devices of that driver (and type, "" for any) that one
 # node publishes in its ResourceSlices.
 DEVICES_PER_NODE = "DevicesPerNode/"
+# {"resources": {extended resource name: device class}}: the cluster's DeviceClasses that carry an
+# extendedResourceName (KEP-5004): a pod asking for that resource is given devices of that class.
+EXTENDED_RESOURCES = "ExtendedResources"
+# Every DeviceClass also stands for this resource name + its own name (KEP-5004).
+CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def class_key(name: str) -> str:
@@ -274,6 +279,21 @@ def _request(
     if not isinstance(exact, Mapping):
         raise UnreadableClaim(f"request {name!r}: exactly is not a mapping")
     return _one(name, exact, maps, catalogue, objects, name)
+
+
+def extended_request(
+    resource: str,
+    amount: int,
+    device_class: str,
+    maps: tuple[CloudMap, ...],
+    catalogue: Catalogue,
+    objects: ClaimObjects | None,
+) -> RequestReading:
+    """An extended resource a DeviceClass stands for (KEP-5004), read as the claim the scheduler
+    makes for it: `amount` devices of that class."""
+    return _one(
+        resource, {"deviceClassName": device_class, "count": amount}, maps, catalogue, objects, resource
+    )
 
 
 def _is_map(value: Any) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 from webhook.core import quantity
 from webhook.core.catalogue import MigProfile
 from webhook.core.checks import is_extended_resource
+from webhook.core.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.dialects import MEANINGS_KEPT, Dialects
 from webhook.core.platform import SharedForm
 from webhook.core.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, read_pod_claims
@@ -182,8 +183,9 @@ def read_demand(
         if problem:
             problems.append(problem)
     claims = NO_CLAIMS
-    if templates is not None and spec.get("resourceClaims"):
-        claims = read_pod_claims(pod, templates, dialects.maps, dialects.catalogue)
+    if templates is not None and (spec.get("resourceClaims") or _may_stand_for_a_class(names, dialects)):
+        # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
+        claims = read_pod_claims(pod, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
         claimed, models, avoid = _claim_asks(claims)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
@@ -204,6 +206,14 @@ def read_demand(
     if problem:
         problems.append(problem)
     return PodDemand(tuple(asks), selection, tuple(problems), constraints, frozenset(names), claims)
+
+
+def _may_stand_for_a_class(names: set[str], dialects: Dialects) -> bool:
+    """Whether a resource the pod asks for may be one a DeviceClass stands for (KEP-5004): the
+    deviceclass.resource.kubernetes.io/<class> names, or an extended resource no loaded map reads."""
+    return any(
+        n.startswith(CLASS_RESOURCE_PREFIX) or (is_extended_resource(n) and n not in dialects) for n in names
+    )
 
 
 def _claim_asks(

@@ -9,11 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core.checks import is_extended_resource
+from webhook.core.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.decision import Decision, deny
 from webhook.core.decision_key import decision_key
 from webhook.core.demand import PodDemand, read_demand
 from webhook.core.pod_claims import TemplateLookup
 from webhook.core.review import AdmissionRequest
+from webhook.core.workloads import container_specs, resource_section
 
 
 class Memo(Protocol):
@@ -42,9 +45,25 @@ def read_pod_demand(
     (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
     spec = pod.get("spec")
     lookup = None
-    if claims is not None and isinstance(spec, Mapping) and spec.get("resourceClaims"):
+    if (
+        claims is not None
+        and isinstance(spec, Mapping)
+        and (spec.get("resourceClaims") or _foreign(spec, context))
+    ):
         lookup = claims.referenced(namespace, pod)
     return read_demand(pod, context.dialects, lookup)
+
+
+def _foreign(spec: Mapping[str, Any], context: Context) -> bool:
+    """Whether a container asks for an extended resource no loaded map reads, which a DeviceClass of
+    the cluster may stand for (KEP-5004): then the cluster's classes are read too."""
+    return any(
+        name not in context.dialects
+        and (is_extended_resource(name) or name.startswith(CLASS_RESOURCE_PREFIX))
+        for container in container_specs(spec)
+        for section in ("limits", "requests")
+        for name in resource_section(container, section)
+    )
 
 
 class Gate(Protocol):

@@ -6,28 +6,32 @@ containers use them, so every claim the pod names is charged once, made from a t
 own) or made ahead (a ResourceClaim, which several pods may share: charged once per namespace, see
 quota_gate). What cannot be counted is listed with why, never guessed as nothing.
 
-Why one module of ~350 lines: a pod's claims are read once for both answers, and the two meet in the
+Why one module of ~440 lines: a pod's claims are read once for both answers, and the two meet in the
 containers' references (which claim or request each uses), so splitting them would read twice.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from webhook.core import quantity
 from webhook.core.catalogue import Catalogue
 from webhook.core.claims import (
+    CLASS_RESOURCE_PREFIX,
     DEVICE_CLASS,
+    EXTENDED_RESOURCES,
     STANDALONE,
     ClaimedDevices,
     ClaimObjects,
     RequestReading,
     UnreadableClaim,
+    extended_request,
     read_claim_requests,
 )
 from webhook.core.dra import TEMPLATE_PREFIX
 from webhook.core.platform import CloudMap
-from webhook.core.workloads import ContainerRef, containers, is_map, mapping_at
+from webhook.core.workloads import ContainerRef, containers, is_map, mapping_at, resource_section
 
 # Kept for the callers that name the lookup by what it mostly answers: templates by name.
 TemplateLookup = ClaimObjects
@@ -153,10 +157,16 @@ def claim_sources(pod: Mapping[str, Any]) -> list[ClaimSource]:
 
 
 def read_pod_claims(
-    pod: Mapping[str, Any], objects: ClaimObjects, maps: tuple[CloudMap, ...], catalogue: Catalogue
+    pod: Mapping[str, Any],
+    objects: ClaimObjects,
+    maps: tuple[CloudMap, ...],
+    catalogue: Catalogue,
+    known: Callable[[str], bool] = lambda _: False,
 ) -> PodClaims:
     """The pod's claims, read through `objects` (its namespace's templates and claims, the cluster's
-    device classes)."""
+    device classes), and the extended resources a DeviceClass stands for (KEP-5004), which the
+    scheduler turns into a claim of that class: charged like one. `known`: resource names a loaded
+    map reads as GPU asks itself (counted as such)."""
     spec = pod.get("spec")
     spec = spec if is_map(spec) else {}
     claims: dict[str, _Claim] = {}
@@ -190,6 +200,11 @@ def read_pod_claims(
             charges.append(charge)
         notes += [f"claim {name}: {r.note}" for r in claim.gpu if r.note]
         problems += _claim_problems(claim, said)
+    for said, extended in _extended_charges(spec, objects, maps, catalogue, known):
+        if isinstance(extended, str):
+            uncountable.append(f"{said}: {extended}")
+        elif extended.equivalents or extended.memory_mib:
+            charges.append(extended)
     uses, container_charges = _uses(spec, claims, catalogue, problems)
     return PodClaims(
         tuple(uses),
@@ -199,6 +214,52 @@ def read_pod_claims(
         tuple(dict.fromkeys(problems)),
         tuple(notes),
     )
+
+
+def _extended_charges(
+    spec: Mapping[str, Any],
+    objects: ClaimObjects,
+    maps: tuple[CloudMap, ...],
+    catalogue: Catalogue,
+    known: Callable[[str], bool],
+) -> list[tuple[str, ClaimCharge | str]]:
+    """A charge (or why none can be made) per container resource a DeviceClass stands for. Init
+    containers are added like the others: what the scheduler's claim holds for them is never more."""
+    found = objects(EXTENDED_RESOURCES)
+    standing = found.get("resources") if isinstance(found, Mapping) else None
+    standing = standing if isinstance(standing, Mapping) else {}
+    charged: list[tuple[str, ClaimCharge | str]] = []
+    for container in containers(spec, ("spec",)):
+        limits, requests = (
+            resource_section(container.spec, "limits"),
+            resource_section(container.spec, "requests"),
+        )
+        for resource in dict.fromkeys([*limits, *requests]):
+            if resource.startswith(CLASS_RESOURCE_PREFIX):
+                device_class: Any = resource.removeprefix(CLASS_RESOURCE_PREFIX)
+            else:
+                device_class = None if known(resource) else standing.get(resource)
+            if not isinstance(device_class, str) or not device_class:
+                continue
+            said = f"{container.label} {resource}"
+            try:
+                amount = quantity.parse(limits.get(resource, requests.get(resource)))
+            except quantity.QuantityError:
+                continue  # the checks refuse it
+            if not quantity.is_whole(amount) or amount < 0:
+                charged.append((said, f"{amount} is not a whole number of devices"))
+                continue
+            reading = extended_request(resource, int(amount), device_class, maps, catalogue, objects)
+            if not reading.gpu:
+                continue
+            charge = device_charge(reading, catalogue)
+            if charge is None:
+                charged.append(
+                    (said, reading.uncountable or f"device class {device_class} cannot be counted")
+                )
+            else:
+                charged.append((said, ClaimCharge(said, f"DeviceClass {device_class}", "", *charge)))
+    return charged
 
 
 def device_charge(reading: RequestReading, catalogue: Catalogue) -> tuple[Fraction, int] | None:

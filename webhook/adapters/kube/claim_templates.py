@@ -13,6 +13,9 @@ gets a lookup of what was read), each object once and remembered for a minute (a
 cannot change, but it may be deleted and made again; device classes and slices change rarely). What
 cannot be read is reported as unread, never guessed: quota then refuses the pod rather than count it
 as nothing.
+
+Why one module of ~350 lines: every read shares one minute-long memory and one deadline, and what a
+pod needs (its templates, then the classes they name, then the slices All counts) is read in order.
 """
 
 import logging
@@ -22,7 +25,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.claims import DEVICES_PER_NODE, STANDALONE, class_key, devices_key
+from webhook.core.claims import (
+    CLASS_RESOURCE_PREFIX,
+    DEVICES_PER_NODE,
+    EXTENDED_RESOURCES,
+    STANDALONE,
+    class_key,
+    devices_key,
+)
 from webhook.core.platform import DRA_API_VERSIONS
 from webhook.core.pod_claims import TemplateLookup, claim_sources
 
@@ -82,11 +92,28 @@ class ClaimTemplateStore:
                 template = self._read(namespace, source.key, TEMPLATES)
                 if template is not None:
                     found[source.key] = template
+        # The cluster's device classes (listed once a minute): those the claims ask for, and those that
+        # stand for an extended resource the pod's containers may ask for (KEP-5004).
+        listed = {
+            c["metadata"]["name"]: c
+            for c in self.device_classes()
+            if isinstance(c.get("metadata"), Mapping) and isinstance(c["metadata"].get("name"), str)
+        }
         classes, every_device = _asked_for(found.values())
         for name in classes:
-            device_class = self._read("", name, CLASSES)
+            device_class = listed.get(name) or self._read("", name, CLASSES)
             if device_class is not None:
                 found[class_key(name)] = device_class
+        standing = {
+            spec["extendedResourceName"]: name
+            for name, c in listed.items()
+            if isinstance(spec := c.get("spec"), Mapping)
+            and isinstance(spec.get("extendedResourceName"), str)
+        }
+        found[EXTENDED_RESOURCES] = {"resources": standing}
+        for name in {*standing.values(), *_class_resources(pod)}:
+            if name in listed:
+                found[class_key(name)] = listed[name]
         if every_device:
             found.update(self._devices_per_node())
         return found.get
@@ -229,6 +256,23 @@ def _contains(found: Any, written: Any) -> bool:
             and all(_contains(f, w) for f, w in zip(found, written, strict=True))
         )
     return bool(found == written)
+
+
+def _class_resources(pod: Mapping[str, Any]) -> set[str]:
+    """The device classes a pod's containers name as deviceclass.resource.kubernetes.io/<class>."""
+    spec = pod.get("spec")
+    found = set()
+    for key in ("initContainers", "containers"):
+        for container in (spec.get(key) if isinstance(spec, Mapping) else None) or ():
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            for section in ("limits", "requests"):
+                names = resources.get(section) if isinstance(resources, Mapping) else None
+                found |= {
+                    n.removeprefix(CLASS_RESOURCE_PREFIX)
+                    for n in (names if isinstance(names, Mapping) else ())
+                    if isinstance(n, str) and n.startswith(CLASS_RESOURCE_PREFIX)
+                }
+    return found
 
 
 def _asked_for(objects: Any) -> tuple[set[str], bool]:

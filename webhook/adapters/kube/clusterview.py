@@ -20,6 +20,7 @@ from typing import Any
 
 from webhook.core import quantity
 from webhook.core.checks import is_extended_resource
+from webhook.core.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.quota import Quota
 from webhook.core.topology import CAPABILITY_ANNOTATION
 
@@ -40,11 +41,7 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
     def keep(container):
         resources = container.get("resources") or {}
         kept = {
-            s: {
-                k: v
-                for k, v in (resources.get(s) or {}).items()
-                if is_extended_resource(k) or k in ("cpu", "memory")
-            }
+            s: {k: v for k, v in (resources.get(s) or {}).items() if _kept(k) or k in ("cpu", "memory")}
             for s in ("requests", "limits")
         }
         if resources.get("claims"):
@@ -59,10 +56,7 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
     init = [keep(c) for c in spec.get("initContainers") or []]
     claims = spec.get("resourceClaims") or []
     extended = any(
-        is_extended_resource(k)
-        for c in containers + init
-        for s in ("requests", "limits")
-        for k in c["resources"][s]
+        _kept(k) for c in containers + init for s in ("requests", "limits") for k in c["resources"][s]
     )
     if not extended and not claims:
         return None  # asks for no GPU: quota and placement never look at it
@@ -90,6 +84,11 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             ),
         },
     }
+
+
+def _kept(resource: str) -> bool:
+    """An extended resource (a GPU in some dialect, or a device class's, KEP-5004): quota may count it."""
+    return is_extended_resource(resource) or resource.startswith(CLASS_RESOURCE_PREFIX)
 
 
 def as_version(text: Any) -> int | None:
