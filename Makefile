@@ -40,7 +40,6 @@ format: $(BIN)/.installed
 # The kustomize base carries a rendered copy of cloudmaps/ (kustomize reads no files outside its folder).
 manifests: $(BIN)/.installed
 	$(BIN)/python -m webhook.config.cloudmap_configmap > manifests/cloudmaps-configmap.yaml
-	$(BIN)/python -m webhook.config.policy $(CLOUD) > manifests/validatingadmissionpolicy.yaml
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/admission_bench.py

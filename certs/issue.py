@@ -155,3 +155,24 @@ def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
         encipher_only=False,
         decipher_only=False,
     )
+
+
+def merged_ca_bundle(*bundles: bytes, now: dt.datetime | None = None) -> bytes:
+    """Every CA certificate of the bundles that has not expired, each once, newest first (so the same
+    CAs always make the same bundle, in whatever order they were found).
+
+    What a webhook configuration must trust while certificates rotate: the CA the server's new
+    certificate is signed by and the CA it was signed by a moment ago. Dropping only expired CAs means
+    a writer that has not yet seen the new Secret can never take the new CA back out."""
+    now = now or dt.datetime.now(dt.UTC)
+    kept: dict[bytes, x509.Certificate] = {}
+    for bundle in bundles:
+        if not bundle.strip():
+            continue
+        for cert in x509.load_pem_x509_certificates(bundle):
+            if cert.not_valid_after_utc > now:
+                kept.setdefault(cert.fingerprint(hashes.SHA256()), cert)
+    newest_first = sorted(
+        kept.items(), key=lambda item: (item[1].not_valid_before_utc, item[0]), reverse=True
+    )
+    return b"".join(cert.public_bytes(serialization.Encoding.PEM) for _, cert in newest_first)

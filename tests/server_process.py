@@ -41,7 +41,9 @@ class RunningServer:
         self.cert_dir = cert_dir
         self.port = free_port()
         self.log_path = log_path or cert_dir / "server.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        # "{port}" in a value is the port this server listens on (GPUPORT_WEBHOOK_URL, say).
+        own = {k: str(v).replace("{port}", str(self.port)) for k, v in (extra_env or {}).items()}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **own}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(

@@ -373,9 +373,10 @@ def test_the_writer_refuses_a_forged_template_and_names_an_unreachable_api():
 def test_the_safety_net_policy_of_a_dra_cluster_refuses_every_gpu_resource():
     from webhook.config.policy import foreign_names
 
-    names = foreign_names("dra-nvidia")
+    maps = DRA.dialects.maps
+    names = foreign_names(DRA.target, maps)
     assert {"nvidia.com/gpu", "nvidia.com/gpu.shared", "aliyun.com/gpu-mem", "amd.com/gpu"} <= set(names)
-    assert "nvidia.com/gpu" not in foreign_names("generic")
+    assert "nvidia.com/gpu" not in foreign_names(context("generic").target, maps)
 
 
 def test_the_store_reads_a_pod_s_templates_once_a_minute_and_says_which_it_could_not():

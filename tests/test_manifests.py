@@ -30,12 +30,31 @@ def one(kind, name=None):
     return found[0]
 
 
-def webhooks():
+def webhooks(budget=("team-a",)):
+    """gpuport's webhooks as it registers them (webhook/config/registration.py), with a GPU budget in
+    the namespaces named."""
+    from webhook.config.registration import Endpoint, webhook_configurations
+
     return [
         (config["kind"], hook)
-        for config in (one("MutatingWebhookConfiguration"), one("ValidatingWebhookConfiguration"))
+        for config in webhook_configurations(Endpoint(), b"", budget)
         for hook in config["webhooks"]
     ]
+
+
+def test_the_base_holds_no_webhook_and_no_policy_so_installing_refuses_no_pod():
+    kinds = {d["kind"] for _, d in documents()}
+    assert not kinds & {
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    env = {
+        e["name"]: e.get("value")
+        for e in one("Deployment", "gpuport")["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["GPUPORT_REGISTER"] == "true"  # gpuport registers them itself, once ready
 
 
 def test_kustomization_lists_every_manifest_file():
@@ -87,12 +106,13 @@ def test_service_routes_443_to_the_servers_port():
     assert service["spec"]["selector"] == one("Deployment")["spec"]["selector"]["matchLabels"]
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(7))
 def test_webhooks_follow_the_good_practices(index):
     kind, hook = webhooks()[index]
     assert hook["admissionReviewVersions"] == ["v1"]
-    # The quota webhook writes a reservation on real creates only.
-    assert hook["sideEffects"] == ("NoneOnDryRun" if hook["name"] == "pods.validate.gpuport.io" else "None")
+    # The quota webhooks write a reservation on real creates only.
+    pods_validate = ("pods.validate.gpuport.io", "pods.check.gpuport.io")
+    assert hook["sideEffects"] == ("NoneOnDryRun" if hook["name"] in pods_validate else "None")
     assert hook["timeoutSeconds"] <= 5
     client = hook["clientConfig"]["service"]
     assert (client["name"], client["namespace"], client["port"]) == ("gpuport", "gpuport-system", 443)
@@ -170,7 +190,7 @@ def test_every_pod_webhook_is_called_for_a_gpu_share_asked_by_annotation():
     pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
     pod["spec"]["containers"][0]["resources"] = {}
     pod_hooks = [h for _, h in webhooks() if any("pods" in r["resources"] for r in h["rules"])]
-    assert len(pod_hooks) == 2
+    assert len(pod_hooks) == 3  # mutate; validate where a GPU budget is, check elsewhere
     for hook in pod_hooks:
         (condition,) = hook["matchConditions"]
         environment = celpy.Environment()
@@ -217,6 +237,20 @@ def test_rbac_is_least_privilege():
             elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-node-agent":
                 # RBAC cannot name "its own node": get and patch on nodes, and nothing more.
                 assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
+            elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-registration":
+                # Its own objects by name; create cannot be limited by name, so it is alone in a rule.
+                if rule["verbs"] == ["create"]:
+                    assert "resourceNames" not in rule and rule["apiGroups"] == [
+                        "admissionregistration.k8s.io"
+                    ]
+                else:
+                    assert rule["verbs"] == ["get", "update"] or rule == {
+                        "apiGroups": [""],
+                        "resources": ["namespaces"],
+                        "resourceNames": ["gpuport-system"],
+                        "verbs": ["get"],
+                    }
+                    assert rule["resourceNames"] in (["gpuport"], ["gpuport-gpu-names"], ["gpuport-system"])
             elif doc["kind"] == "ClusterRole":
                 assert "secrets" not in rule["resources"]
                 assert rule.get("resourceNames") == ["gpuport"]
@@ -233,6 +267,7 @@ def test_rbac_is_least_privilege():
         ("gpuport-node-agent", "gpuport-node-agent"),
         ("gpuport-view", "gpuport"),
         ("gpuport-reservations", "gpuport"),
+        ("gpuport-registration", "gpuport"),
     }
 
 
@@ -283,15 +318,16 @@ def test_node_agent_daemonset_runs_unprivileged_with_its_node_name():
 
 
 def test_admission_policy_matches_the_cloud_maps_and_refuses_foreign_gpu_names():
-    from webhook.config.policy import render
+    from tests.helpers import context
+    from webhook.config.policy import policy_objects
+    from webhook.config.registration import excluded_namespaces
 
-    text = (MANIFESTS / "validatingadmissionpolicy.yaml").read_text()
-    assert text == render("generic"), "run `make manifests`"
-    policy, binding = list(yaml.safe_load_all(text))
+    generic = context("generic")
+    policy, binding = policy_objects(generic.target, generic.dialects.maps, excluded_namespaces())
     assert policy["spec"]["failurePolicy"] == "Fail"
     assert binding["spec"]["validationActions"] == ["Deny"]
-    # The policy skips exactly the namespaces every webhook skips.
-    for _, hook in webhooks():
+    # The policy skips the namespaces every webhook skips (the pods webhooks also split by GPU budget).
+    for _, hook in webhooks(budget=()):
         assert binding["spec"]["matchResources"]["namespaceSelector"] == hook["namespaceSelector"]
     environment = celpy.Environment()
     program = environment.program(environment.compile(policy["spec"]["validations"][0]["expression"]))

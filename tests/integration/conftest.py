@@ -6,9 +6,7 @@ its `default` ServiceAccount from the fixture, and namespaces are fresh per test
 finish terminating here).
 """
 
-import base64
 import contextlib
-import copy
 import os
 import shutil
 import socket
@@ -222,35 +220,39 @@ def unregister_webhooks(api_client, name: str = "gpuport") -> None:
 
 
 def register_webhooks(
-    api_client, url: str, ca_bundle: bytes, name: str = "gpuport", route: str | None = None
+    api_client,
+    url: str,
+    ca_bundle: bytes,
+    name: str = "gpuport",
+    route: str | None = None,
+    budget: tuple[str, ...] = (),
 ) -> None:
-    """Our own manifests' webhook configurations, pointed at a URL instead of the in-cluster Service
-    (every hook at `route` instead of its own when given: bench/'s allow-all baseline)."""
+    """gpuport's webhook configurations as it registers them itself (webhook/config/registration.py),
+    pointed at a URL instead of the in-cluster Service (every hook at `route` instead of its own when
+    given: bench/'s allow-all baseline); the quota webhook fails closed in the `budget` namespaces."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
+    from webhook.config.registration import Endpoint, webhook_configurations
+
     admission = client.AdmissionregistrationV1Api(api_client)
-    for kind, create, delete in (
-        (
-            "MutatingWebhookConfiguration",
+    configs = webhook_configurations(Endpoint(url=url), ca_bundle, budget)
+    calls = {
+        "MutatingWebhookConfiguration": (
             admission.create_mutating_webhook_configuration,
             admission.delete_mutating_webhook_configuration,
         ),
-        (
-            "ValidatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration": (
             admission.create_validating_webhook_configuration,
             admission.delete_validating_webhook_configuration,
         ),
-    ):
-        path = MANIFESTS / f"{kind.lower()}.yaml"
-        body = copy.deepcopy(yaml.safe_load(path.read_text()))
+    }
+    for body in configs:
+        create, delete = calls[body["kind"]]
         body["metadata"]["name"] = name
-        for hook in body["webhooks"]:
-            served_at = route or hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {
-                "url": f"{url}{served_at}",
-                "caBundle": base64.b64encode(ca_bundle).decode(),
-            }
+        if route:
+            for hook in body["webhooks"]:
+                hook["clientConfig"]["url"] = f"{url}{route}"
         try:
             delete(name)
         except ApiException as exc:

@@ -1,16 +1,17 @@
 """The shipped install on a real kube-apiserver, driven by real kubectl, walked through as a user would.
 
-This module runs its own API server: `kubectl apply -k manifests/` registers webhook configurations and
-an admission policy cluster-wide, which must not reach the other integration modules. No kubelet runs,
-so nothing in the manifests starts by itself; each workload's job is done here by its own command,
-with the token of the ServiceAccount the manifests give it, so the shipped RBAC is what is exercised:
+This module runs its own API server: gpuport registers webhook configurations and an admission policy
+cluster-wide, which must not reach the other integration modules. No kubelet runs, so nothing in the
+manifests starts by itself; each workload's job is done here by its own command, with the token of the
+ServiceAccount the manifests give it, so the shipped RBAC is what is exercised:
 
+- `kubectl apply -k manifests/` registers nothing that can refuse a pod: gpuport does, once ready;
 - the certificate Job: `gpuport certs` with the Job's own arguments (--kubeconfig for --in-cluster);
-- the webhook Deployment: `gpuport serve` on loopback with the Secret the Job wrote, and the installed
-  webhook configurations re-pointed from the Service to that loopback address (their caBundle kept);
+- the webhook Deployment: `gpuport serve` on loopback with the Secret the Job wrote, registering its
+  webhooks itself (GPUPORT_WEBHOOK_URL points them at loopback instead of the Service);
 - the node agent DaemonSet: `gpuport node-agent --once` against a recorded NVML, on a real Node.
 
-The tests run in file order and build on each other; the last one stops gpuport.
+The tests run in file order and build on each other; the last ones stop gpuport.
 """
 
 import base64
@@ -35,6 +36,7 @@ from tests.server_process import RunningServer
 
 NAMESPACE = "gpuport-system"
 WEBHOOK_CONFIGS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+POLICY = "gpuport-gpu-names"
 POLICY_MESSAGE = "this pod asks for a GPU resource written for another platform"
 
 pytestmark = pytest.mark.skipif(bool(E2E_KUBECONFIG), reason="tests/e2e/kind.sh installs gpuport itself")
@@ -164,13 +166,26 @@ def certificates(admin, cluster, client_side_apply, tmp_path_factory):
     return run_certs_job(admin, cluster, tmp_path_factory.mktemp("certs-job"))
 
 
-def test_the_certs_job_writes_the_secret_and_both_ca_bundles(admin, certificates):
+def test_before_gpuport_has_run_nothing_refuses_a_pod(admin, client_side_apply, tmp_path):
+    # Right after `apply -k`, before the image is pulled or the certificates exist: no webhook, no
+    # policy. A pod written for another platform, a quota'd GPU pod: both are created.
+    namespace = f"early-{uuid.uuid4().hex[:6]}"
+    admin("create", "namespace", namespace)
+    admin("create", "serviceaccount", "default", "-n", namespace)
+    admin("create", "quota", "gpus", "-n", namespace, "--hard=requests.nvidia.com/gpu=1")
+    for kind in (*WEBHOOK_CONFIGS, "validatingadmissionpolicy"):
+        assert admin("get", kind, "-o", "name").stdout == ""
+    foreign = GKE_POD.replace("name: l4-inference", "name: ack-share").replace(
+        "nvidia.com/gpu: 1", "aliyun.com/gpu-mem: 8"
+    )
+    admin("create", "-n", namespace, "-f", manifest_file(tmp_path, foreign))
+    admin("create", "-n", namespace, "-f", manifest_file(tmp_path, gpu_pod_manifest("quota-d", 1)))
+
+
+def test_the_certs_job_writes_the_secret_and_skips_configurations_not_yet_registered(admin, certificates):
     assert certificates.returncode == 0, certificates.stderr
     files = secret_files(admin)
     assert sorted(files) == ["ca.crt", "tls.crt", "tls.key"]
-    bundles = ca_bundles(admin)
-    assert len(bundles) == 6  # three webhooks in each configuration
-    assert all(bundle == files["ca.crt"] for bundle in bundles)
 
 
 def test_a_renewal_keeps_the_old_ca_trusted(admin, cluster, certificates, tmp_path):
@@ -201,7 +216,6 @@ def test_a_renewal_keeps_the_old_ca_trusted(admin, cluster, certificates, tmp_pa
     assert files["tls.crt"] != aging.tls_crt
     assert aging.ca_crt.strip() in files["ca.crt"]  # the old CA still trusted during the rotation
     assert files["ca.crt"].count(b"BEGIN CERTIFICATE") == 2
-    assert all(bundle == files["ca.crt"] for bundle in ca_bundles(admin))
 
 
 def wait_ready(server: RunningServer, timeout: float = 60) -> None:
@@ -220,37 +234,63 @@ def wait_ready(server: RunningServer, timeout: float = 60) -> None:
     pytest.fail(f"gpuport never became ready with its ServiceAccount's token: {body}\n{server.log()[-3000:]}")
 
 
-def repoint_webhooks(admin, url: str) -> None:
-    """Each installed webhook now calls `url` + its path instead of the Service; caBundle stays."""
-    for config in WEBHOOK_CONFIGS:
-        hooks = admin.json("get", config, "gpuport")["webhooks"]
-        patch = []
-        for index, hook in enumerate(hooks):
-            path = hook["clientConfig"]["service"]["path"]
-            patch += [
-                {"op": "remove", "path": f"/webhooks/{index}/clientConfig/service"},
-                {"op": "add", "path": f"/webhooks/{index}/clientConfig/url", "value": f"{url}{path}"},
-            ]
-        admin("patch", config, "gpuport", "--type=json", "-p", json.dumps(patch))
-    time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
+def registered(admin, check, timeout: float = 30):
+    """What gpuport registered, once `check` holds for it: {kind: object} (None when it never does)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = {}
+        for kind, name in (*((k, "gpuport") for k in WEBHOOK_CONFIGS), ("validatingadmissionpolicy", POLICY)):
+            got = admin("get", kind, name, "-o", "json", ok=False)
+            if got.returncode == 0:
+                found[kind] = json.loads(got.stdout)
+        if len(found) == 3 and check(found):
+            return found
+        time.sleep(0.5)
+    return None
+
+
+def serve(admin, cluster, work: Path, cloud: str) -> RunningServer:
+    """`gpuport serve` as the Deployment runs it: the Secret's certificates, the gpuport token, and its
+    own registration (pointed at loopback: nothing here routes the Service)."""
+    cert_dir = work / "tls"
+    cert_dir.mkdir(exist_ok=True)
+    for name, data in secret_files(admin).items():
+        (cert_dir / name).write_bytes(data)
+    config = token_kubeconfig(admin, cluster, work, "gpuport")
+    env = {
+        "GPUPORT_CLUSTER": str(config),
+        "GPUPORT_NAMESPACE": NAMESPACE,
+        "GPUPORT_REGISTER": "true",
+        "GPUPORT_WEBHOOK_URL": "https://127.0.0.1:{port}",
+    }
+    server = RunningServer(cert_dir, cloud=cloud, extra_env=env, log_path=work / f"server-{cloud}.log")
+    wait_ready(server)
+    return server
 
 
 @pytest.fixture(scope="module")
 def gpuport(admin, cluster, certificates, tmp_path_factory):
-    """`gpuport serve` as the Deployment runs it: the Secret's certificates, the gpuport token."""
     work = tmp_path_factory.mktemp("gpuport")
-    cert_dir = work / "tls"
-    cert_dir.mkdir()
-    for name, data in secret_files(admin).items():
-        (cert_dir / name).write_bytes(data)
-    config = token_kubeconfig(admin, cluster, work, "gpuport")
-    server = RunningServer(
-        cert_dir, cloud="generic", extra_env={"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": NAMESPACE}
-    )
-    wait_ready(server)
-    repoint_webhooks(admin, f"https://127.0.0.1:{server.port}")
+    server = serve(admin, cluster, work, "generic")
+    found = registered(admin, lambda f: True)
+    assert found, f"gpuport never registered its webhooks:\n{server.log()[-3000:]}"
+    time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
     yield server
     server.stop()
+
+
+def test_once_ready_gpuport_registers_its_webhooks_and_policy_owned_by_its_namespace(admin, gpuport):
+    found = registered(admin, lambda f: True)
+    files = secret_files(admin)
+    bundles = ca_bundles(admin)
+    assert len(bundles) == 7  # three webhooks mutate; four validate (quota, checks, workloads, cronjobs)
+    assert all(bundle == files["ca.crt"] for bundle in bundles)
+    namespace_uid = admin.json("get", "namespace", NAMESPACE)["metadata"]["uid"]
+    for config in found.values():
+        (owner,) = config["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Namespace", NAMESPACE, namespace_uid)
+    policy = found["validatingadmissionpolicy"]
+    assert "this cluster (generic)" in policy["spec"]["validations"][0]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -300,6 +340,13 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
         ("patch", "nodes", ""): "no",
         ("create", "pods", "default"): "no",
         ("update", "resourcequotas", "default"): "no",
+        # Its own registration: create (which RBAC cannot limit by name), then only its own objects.
+        ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", ""): "yes",
+        ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/gpuport", ""): "yes",
+        ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other", ""): "no",
+        ("delete", "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuport", ""): "no",
+        ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/gpuport-gpu-names", ""): "yes",
+        ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/other", ""): "no",
     }
     answers = {}
     for verb, resource, namespace in expected:
@@ -441,7 +488,20 @@ def test_the_node_agent_publishes_with_its_own_token_and_may_do_nothing_else(
     }
 
 
-def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_only(admin, gpuport, team, tmp_path):
+def budget_of(found) -> list[str]:
+    """The namespaces where the registered quota webhook fails closed."""
+    hooks = found["validatingwebhookconfiguration"]["webhooks"]
+    closed = [h for h in hooks if h["name"] == "pods.validate.gpuport.io"]
+    expressions = closed[0]["namespaceSelector"]["matchExpressions"] if closed else []
+    return next((e["values"] for e in expressions if e["operator"] == "In"), [])
+
+
+def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_and_only_budgets_fail_closed(
+    admin, gpuport, team, tmp_path
+):
+    # The quota test gave `team` a GPU quota: gpuport closed its quota webhook there.
+    assert registered(admin, lambda found: team in budget_of(found)), "the budget namespace never registered"
+    time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
     gpuport.stop()
     foreign = GKE_POD.replace("name: l4-inference", "name: ack-share").replace(
         "nvidia.com/gpu: 1", "aliyun.com/gpu-mem: 8"
@@ -454,10 +514,48 @@ def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_only(admin, g
     cpu = GKE_POD.replace("name: l4-inference", "name: cpu-only").replace("nvidia.com/gpu: 1", "cpu: 100m")
     admin("create", "-n", team, "-f", manifest_file(tmp_path, cpu))
 
-    # A native GPU pod passes the policy; the quota webhook, failing closed, is what holds it back.
+    # A native GPU pod passes the policy; where there is a GPU budget, the quota webhook, failing
+    # closed, is what holds it back...
     native = admin(
         "create", "-n", team, "-f", manifest_file(tmp_path, gpu_pod_manifest("native", 1)), ok=False
     )
     assert native.returncode == 1
     assert POLICY_MESSAGE not in native.stderr
     assert 'failed calling webhook "pods.validate.gpuport.io"' in native.stderr
+    # ...and where there is none, a gpuport outage stops nothing.
+    elsewhere = f"free-{uuid.uuid4().hex[:6]}"
+    admin("create", "namespace", elsewhere)
+    admin("create", "serviceaccount", "default", "-n", elsewhere)
+    admin("create", "-n", elsewhere, "-f", manifest_file(tmp_path, gpu_pod_manifest("native", 1)))
+
+
+def test_on_an_amd_cluster_its_own_gpus_pass_with_gpuport_stopped_and_fractions_are_still_refused(
+    admin, cluster, certificates, tmp_path
+):
+    # The same install, with the cloud map set to amd: once gpuport has run, the policy is rendered
+    # from that map, so amd.com/gpu is this cluster's own and passes while gpuport is stopped.
+    server = serve(admin, cluster, tmp_path, "amd")
+    try:
+        found = registered(
+            admin,
+            lambda f: (
+                "this cluster (amd)" in f["validatingadmissionpolicy"]["spec"]["validations"][0]["message"]
+            ),
+        )
+        assert found, f"the policy never followed the map:\n{server.log()[-3000:]}"
+        time.sleep(1.5)
+    finally:
+        server.stop()
+    namespace = f"rocm-{uuid.uuid4().hex[:6]}"
+    admin("create", "namespace", namespace)
+    admin("create", "serviceaccount", "default", "-n", namespace)
+    rocm = GKE_POD.replace("name: l4-inference", "name: rocm").replace("nvidia.com/gpu: 1", "amd.com/gpu: 1")
+    admin("create", "-n", namespace, "-f", manifest_file(tmp_path, rocm))
+    nvidia = admin(
+        "create", "-n", namespace, "-f", manifest_file(tmp_path, gpu_pod_manifest("cuda", 1)), ok=False
+    )
+    assert nvidia.returncode == 1 and "this cluster (amd)" in nvidia.stderr
+    half = rocm.replace("name: rocm", "name: half").replace("amd.com/gpu: 1", "amd.com/gpu: 0.5")
+    fractional = admin("create", "-n", namespace, "-f", manifest_file(tmp_path, half), ok=False)
+    assert fractional.returncode == 1
+    assert "amd.com/gpu" in fractional.stderr and "must be an integer" in fractional.stderr

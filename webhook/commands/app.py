@@ -56,6 +56,32 @@ def cluster_dra(store) -> Callable[[], ClusterDra]:
     return lambda: ClusterDra(store.api_version, store.device_classes())
 
 
+def registrar_for(settings: Settings, state: ServerState, gate):
+    """gpuport's own registration: its webhooks pointed at its Service (or GPUPORT_WEBHOOK_URL) with the
+    CA it serves with, the policy for the map in force, the quota webhook closed where there is a GPU
+    budget. Started by each worker; it writes only once that worker is ready."""
+    from webhook.adapters.kube.kubeclient import api_client
+    from webhook.adapters.kube.registrar import Registrar
+    from webhook.config.registration import Endpoint, registered_objects
+    from webhook.core.limits import from_limitrange
+    from webhook.core.quota import gpu_quotas
+
+    endpoint = Endpoint(settings.service, settings.namespace, settings.webhook_url)
+
+    def desired():
+        context = state.context
+        budget = ()
+        if gate is not None:
+            budget = gate.view.budget_namespaces(
+                lambda q: bool(gpu_quotas([q], context.target.whole_gpu)),
+                lambda lr: bool(from_limitrange(lr, context.dialects)),
+            )
+        ca_bundle = (settings.cert_dir / "ca.crt").read_bytes()
+        return registered_objects(context.target, context.dialects.maps, endpoint, ca_bundle, budget)
+
+    return Registrar(api_client(settings.cluster), desired, lambda: state.readiness()[0], settings.namespace)
+
+
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
@@ -77,6 +103,8 @@ def build_app(settings: Settings) -> Flask:
         claim_templates=templates,
         cluster_dra=dra,
     )
+    if settings.register and settings.cluster:
+        state.registrar = registrar_for(settings, state, gate)
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state
     return app

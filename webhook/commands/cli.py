@@ -5,9 +5,18 @@ import argparse
 import sys
 
 from webhook import __version__
-from webhook.commands import certificates, explain, lint, node_agent, preflight, serve, translate
+from webhook.commands import (
+    certificates,
+    explain,
+    lint,
+    node_agent,
+    preflight,
+    registration,
+    serve,
+    translate,
+)
 
-COMMANDS = (serve, certificates, translate, preflight, node_agent, explain, lint)
+COMMANDS = (serve, certificates, translate, preflight, node_agent, explain, lint, registration)
 
 
 def main(argv: list[str] | None = None) -> int:

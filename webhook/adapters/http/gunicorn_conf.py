@@ -72,6 +72,8 @@ def post_worker_init(worker):
     CloudMapReloader(
         state, _settings.cloudmap_dir, _settings.cloud, _settings.reload_interval, _settings.inventory
     ).start()
+    if state.registrar is not None:  # it waits for readiness: nothing is registered before
+        state.registrar.start()
     stop = worker.handle_exit
 
     def on_sigterm(signum, frame):

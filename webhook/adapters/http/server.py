@@ -52,6 +52,8 @@ class ServerState:
     claim_templates: pipeline.ClaimTemplates | None = None
     # What a DRA cluster says of itself (API version, device classes), asked again on every reload.
     cluster_dra: Callable[[], ClusterDra] | None = None
+    # Registers gpuport's webhook configurations and policy once ready (adapters.kube); started per worker.
+    registrar: Any = None
 
     @property
     def view(self):

@@ -30,6 +30,11 @@ class Settings:
     inventory: Path | None = None  # nodes (kubectl get nodes -o yaml) for placement and present models
     cluster: str = ""  # "": no cluster view; "in-cluster"; or a kubeconfig path
     namespace: str = "gpuport-system"  # where quota reservations (Leases) live
+    # gpuport registers its webhook configurations and safety-net policy itself once ready (in the
+    # cluster: by default); "false" leaves them to whoever manages them (`gpuport registration`).
+    register: bool = False
+    service: str = "gpuport"  # the Service the API server calls, in `namespace`
+    webhook_url: str = ""  # or an address to call instead (gpuport outside the cluster): https://host:port
     state_dir: Path = Path("/tmp/gpuport-state")  # noqa: S108 - workers' readiness markers, per pod
 
     @classmethod
@@ -48,6 +53,9 @@ class Settings:
             cluster=environ.get("GPUPORT_CLUSTER", defaults.cluster),
             namespace=environ.get("GPUPORT_NAMESPACE", defaults.namespace),
             state_dir=Path(environ.get("GPUPORT_STATE_DIR", defaults.state_dir)),
+            register=_register(environ),
+            service=environ.get("GPUPORT_SERVICE", defaults.service),
+            webhook_url=environ.get("GPUPORT_WEBHOOK_URL", defaults.webhook_url),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -65,6 +73,9 @@ class Settings:
             "GPUPORT_CLUSTER": self.cluster,
             "GPUPORT_NAMESPACE": self.namespace,
             "GPUPORT_STATE_DIR": str(self.state_dir),
+            "GPUPORT_REGISTER": "true" if self.register else "false",
+            "GPUPORT_SERVICE": self.service,
+            "GPUPORT_WEBHOOK_URL": self.webhook_url,
         }
 
     @property
@@ -74,3 +85,11 @@ class Settings:
     @property
     def key_file(self) -> Path:
         return self.cert_dir / "tls.key"
+
+
+def _register(environ) -> bool:
+    """GPUPORT_REGISTER, true or false; unset, true in the cluster (where the install relies on it)."""
+    said = environ.get("GPUPORT_REGISTER", "").strip().lower()
+    if said in ("true", "false"):
+        return said == "true"
+    return environ.get("GPUPORT_CLUSTER", "") == "in-cluster"

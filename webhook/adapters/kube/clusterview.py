@@ -21,6 +21,7 @@ from typing import Any
 from webhook.core import quantity
 from webhook.core.checks import is_extended_resource
 from webhook.core.claims import CLASS_RESOURCE_PREFIX
+from webhook.core.limits import LIMITS_ANNOTATION
 from webhook.core.quota import Quota
 from webhook.core.topology import CAPABILITY_ANNOTATION
 
@@ -286,6 +287,20 @@ class ClusterView:
                 "labels": dict(found.get("labels", {})),
                 "annotations": dict(found.get("annotations", {})),
             }
+
+    def budget_namespaces(
+        self, has_gpu_quota: Callable[[Quota], bool], has_gpu_limit: Callable[[Any], bool]
+    ) -> set[str]:
+        """The namespaces with a GPU budget to protect: a GPU quota, a LimitRange on a GPU resource, or
+        gpuport's own limits annotation (set by whoever may edit the namespace, never by a pod)."""
+        with self._lock:
+            quotas = {ns: list(q.values()) for ns, q in self._stores["resourcequotas"].groups.items()}
+            ranges = {ns: list(r.values()) for ns, r in self._stores["limitranges"].groups.items()}
+            namespaces = dict(self._stores["namespaces"].groups.get("", {}))
+        found = {ns for ns, held in quotas.items() if any(has_gpu_quota(q) for q in held)}
+        found |= {ns for ns, held in ranges.items() if any(has_gpu_limit(r) for r in held)}
+        found |= {ns for ns, held in namespaces.items() if LIMITS_ANNOTATION in held.get("annotations", {})}
+        return found
 
     def inventory(self):
         """The nodes as an Inventory (labels, allocatable, taints, node-agent capability), or None."""

@@ -1,0 +1,153 @@
+"""What gpuport registers once it is ready, and the registrar that keeps it so: the quota webhook fails
+closed only where there is a GPU budget, the CA bundle only grows by the CA being served and loses only
+expired CAs, the policy follows the cloud map in force, and everything is owned by gpuport's namespace."""
+
+import base64
+import datetime as dt
+import json
+
+from certs.issue import issue_bundle, merged_ca_bundle
+from tests.helpers import context
+from webhook.adapters.kube.registrar import Registrar
+from webhook.config.registration import (
+    FAIL_CLOSED,
+    FAIL_OPEN,
+    Endpoint,
+    registered_objects,
+    webhook_configurations,
+)
+
+
+def hooks(configs):
+    return {hook["name"]: hook for config in configs for hook in config["webhooks"]}
+
+
+def test_the_quota_webhook_fails_closed_only_in_namespaces_with_a_gpu_budget():
+    found = hooks(webhook_configurations(Endpoint(), b"", ["ml", "team-a"]))
+    closed, opened = found[FAIL_CLOSED], found[FAIL_OPEN]
+    assert (closed["failurePolicy"], opened["failurePolicy"]) == ("Fail", "Ignore")
+    assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml", "team-a"]} in closed[
+        "namespaceSelector"
+    ]["matchExpressions"]
+    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ml", "team-a"]} in opened[
+        "namespaceSelector"
+    ]["matchExpressions"]
+    # No budget anywhere: nothing fails closed (In needs a value), the checks still run, failing open.
+    none = hooks(webhook_configurations(Endpoint(), b"", []))
+    assert FAIL_CLOSED not in none and none[FAIL_OPEN]["failurePolicy"] == "Ignore"
+
+
+def test_the_webhooks_call_the_service_or_an_address_with_the_ca_bundle():
+    by_service = hooks(webhook_configurations(Endpoint("gpuport", "gpuport-system"), b"CA", []))
+    assert by_service["pods.mutate.gpuport.io"]["clientConfig"] == {
+        "service": {"name": "gpuport", "namespace": "gpuport-system", "path": "/mutate", "port": 443},
+        "caBundle": base64.b64encode(b"CA").decode(),
+    }
+    by_url = hooks(webhook_configurations(Endpoint(url="https://10.0.0.5:8443/"), b"", []))
+    assert by_url[FAIL_OPEN]["clientConfig"] == {"url": "https://10.0.0.5:8443/validate"}
+
+
+def test_the_policy_is_rendered_for_the_map_in_force():
+    amd = context("amd")
+    policy, binding, *_ = registered_objects(amd.target, amd.dialects.maps, Endpoint(), b"")
+    expression = policy["spec"]["validations"][0]["expression"]
+    assert '"amd.com/gpu"' not in expression and '"nvidia.com/gpu"' in expression
+    assert "this cluster (amd)" in policy["spec"]["validations"][0]["message"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+
+
+def ca(days_ago=0, days=365):
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(days=days_ago)
+    return issue_bundle(["gpuport"], [], days=days, now=now).ca_crt
+
+
+def test_the_ca_bundle_keeps_every_unexpired_ca_once_and_drops_expired_ones():
+    old, new, expired = ca(days_ago=300), ca(), ca(days_ago=400)
+    assert merged_ca_bundle(new, old + expired + new) == new + old
+    assert merged_ca_bundle(old, new + old) == new + old  # the same CAs, the same bundle
+
+
+class FakeAdmission:
+    """The AdmissionregistrationV1Api calls the registrar makes, on objects held in memory."""
+
+    def __init__(self):
+        self.objects, self.writes, self.version = {}, [], 0
+
+    def __getattr__(self, name):
+        verb, _, kind = name.partition("_")
+        if verb not in ("read", "create", "replace"):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            from kubernetes.client.exceptions import ApiException
+
+            if verb == "read":
+                key = (kind, args[0])
+                if key not in self.objects:
+                    raise ApiException(status=404, reason="Not Found")
+
+                class Response:
+                    data = json.dumps(self.objects[key])
+
+                return Response()
+            body = args[-1]
+            self.version += 1
+            stored = json.loads(json.dumps(body))
+            stored["metadata"]["resourceVersion"] = str(self.version)
+            for hook in stored.get("webhooks", []):
+                hook.setdefault("timeoutSeconds", 10)  # the API server fills in defaults
+            self.objects[(kind, body["metadata"]["name"])] = stored
+            self.writes.append((verb, kind, body["metadata"]["name"]))
+
+        return call
+
+
+class FakeCore:
+    def read_namespace(self, name, _request_timeout):
+        class Namespace:
+            class metadata:
+                uid = "ns-uid-1"
+
+        return Namespace()
+
+
+def registrar(desired):
+    found = Registrar(None, desired, lambda: True, "gpuport-system")
+    found.admission, found.core = FakeAdmission(), FakeCore()
+    return found
+
+
+def test_the_registrar_creates_once_then_writes_only_what_changed():
+    generic, amd = context("generic"), context("amd")
+    serving = [ca(days_ago=300)]
+    maps = [generic]
+
+    def desired():
+        return registered_objects(maps[0].target, maps[0].dialects.maps, Endpoint(), serving[0], ["ml"])
+
+    registering = registrar(desired)
+    assert len(registering.ensure()) == 4
+    owner = registering.admission.objects[("mutating_webhook_configuration", "gpuport")]["metadata"]
+    assert owner["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Namespace", "name": "gpuport-system", "uid": "ns-uid-1"}
+    ]
+    assert registering.ensure() == []  # nothing changed: nothing written
+    # A renewal: the new CA joins the bundle, the old one stays until it expires.
+    old = serving[0]
+    serving[0] = ca()
+    assert registering.ensure() == [
+        "MutatingWebhookConfiguration/gpuport",
+        "ValidatingWebhookConfiguration/gpuport",
+    ]
+    bundle = base64.b64decode(
+        registering.admission.objects[("validating_webhook_configuration", "gpuport")]["webhooks"][0][
+            "clientConfig"
+        ]["caBundle"]
+    )
+    assert bundle == serving[0] + old
+    # A replica that has not seen the renewal yet takes nothing out.
+    serving[0] = old
+    assert registering.ensure() == []
+    # The map changes: the policy follows.
+    maps[0] = amd
+    assert registering.ensure() == ["ValidatingAdmissionPolicy/gpuport-gpu-names"]

@@ -1,0 +1,49 @@
+"""`gpuport registration`: print what gpuport registers with the API server once it is ready (its
+webhook configurations and safety-net policy), for clusters where they are managed by hand or by GitOps
+(GPUPORT_REGISTER=false)."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook.commands.common import Subcommands, bad_input
+
+
+def register(commands: Subcommands) -> None:
+    parser = commands.add_parser(
+        "registration",
+        help="print the webhook configurations and policy gpuport registers",
+        description="Print, as YAML, the MutatingWebhookConfiguration, ValidatingWebhookConfiguration and "
+        "ValidatingAdmissionPolicy gpuport registers itself once ready, for the given cloud map. The quota "
+        "webhook fails closed only in the --budget-namespace namespaces (gpuport keeps that list itself).",
+    )
+    parser.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
+    parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
+    parser.add_argument("--service", default="gpuport", help="the Service the API server calls")
+    parser.add_argument("--namespace", default="gpuport-system", help="its namespace")
+    parser.add_argument("--url", default="", help="an https address to call instead of the Service")
+    parser.add_argument("--ca-file", type=Path, help="the CA bundle (ca.crt) to put in the configurations")
+    parser.add_argument(
+        "--budget-namespace", action="append", default=[], metavar="NS", help="a namespace with a GPU budget"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from webhook.config.cloudmap import default_directory
+    from webhook.config.loading import StartupError, build_context
+    from webhook.config.registration import Endpoint, registered_objects
+
+    try:
+        context = build_context(args.cloudmap_dir or default_directory(), args.cloud)
+        ca_bundle = args.ca_file.read_bytes() if args.ca_file else b""
+    except (StartupError, OSError) as exc:
+        return bad_input("registration", exc)
+    endpoint = Endpoint(args.service, args.namespace, args.url)
+    objects = registered_objects(
+        context.target, context.dialects.maps, endpoint, ca_bundle, args.budget_namespace
+    )
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, width=4096))
+    return 0

@@ -1,0 +1,100 @@
+"""What gpuport registers with the API server once it is ready: its mutating and validating webhook
+configurations (webhook/config/admission/) pointed at its Service (or a URL) with its CA bundle, and the
+safety-net policy rendered for the cloud map in force (policy.py).
+
+Nothing of it is in the install's manifests: before gpuport has been ready once, no webhook and no
+policy can refuse a pod. The quota webhook fails closed only in the namespaces that have a GPU budget
+(a GPU quota or GPU limits), which gpuport names here as it sees them; everywhere else the same checks
+fail open.
+"""
+
+import base64
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from webhook.config.policy import policy_objects
+from webhook.core.platform import CloudMap
+
+NAME = "gpuport"  # both webhook configurations
+FAIL_CLOSED = "pods.validate.gpuport.io"  # quota and limits: refuses while gpuport is down
+FAIL_OPEN = "pods.check.gpuport.io"  # the same checks where there is no budget to protect
+NAMESPACE_KEY = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the API server calls gpuport: its Service (in the cluster), or a URL (outside it)."""
+
+    service: str = "gpuport"
+    namespace: str = "gpuport-system"
+    url: str = ""  # https://host:port, the routes' paths appended
+
+    def client_config(self, path: str, ca_bundle: bytes) -> dict[str, Any]:
+        found: dict[str, Any] = (
+            {"url": f"{self.url.rstrip('/')}{path}"}
+            if self.url
+            else {"service": {"name": self.service, "namespace": self.namespace, "path": path, "port": 443}}
+        )
+        if ca_bundle:
+            found["caBundle"] = base64.b64encode(ca_bundle).decode()
+        return found
+
+
+def packaged(name: str) -> dict[str, Any]:
+    text = resources.files("webhook.config").joinpath(f"admission/{name}.yaml").read_text(encoding="utf-8")
+    found: dict[str, Any] = yaml.safe_load(text)
+    return found
+
+
+def webhook_configurations(
+    endpoint: Endpoint, ca_bundle: bytes, budget_namespaces: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """The mutating and validating configurations, ready to register."""
+    budget = sorted(set(budget_namespaces))
+    configs = []
+    for name in ("mutating", "validating"):
+        config = copy.deepcopy(packaged(name))
+        hooks = []
+        for hook in config["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = endpoint.client_config(path, ca_bundle)
+            if hook["name"] in (FAIL_CLOSED, FAIL_OPEN):
+                # `In`/`NotIn` need at least one value: with no budget anywhere, only the open hook stays.
+                if not budget:
+                    if hook["name"] == FAIL_CLOSED:
+                        continue
+                else:
+                    operator = "In" if hook["name"] == FAIL_CLOSED else "NotIn"
+                    expressions = hook["namespaceSelector"]["matchExpressions"]
+                    expressions.append({"key": NAMESPACE_KEY, "operator": operator, "values": budget})
+            hooks.append(hook)
+        config["webhooks"] = hooks
+        configs.append(config)
+    return configs
+
+
+def excluded_namespaces() -> Mapping[str, Any]:
+    """The namespaces gpuport's webhooks skip (system ones, its own, opted out), as a selector."""
+    hook = packaged("validating")["webhooks"][0]
+    selector: Mapping[str, Any] = hook["namespaceSelector"]
+    return selector
+
+
+def registered_objects(
+    target: CloudMap,
+    maps: tuple[CloudMap, ...],
+    endpoint: Endpoint,
+    ca_bundle: bytes,
+    budget_namespaces: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """Everything gpuport registers, in the order to register it (the policy before the webhooks that
+    make it redundant while gpuport runs)."""
+    return [
+        *policy_objects(target, maps, excluded_namespaces()),
+        *webhook_configurations(endpoint, ca_bundle, budget_namespaces),
+    ]
