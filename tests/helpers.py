@@ -52,7 +52,7 @@ def review_of(
     request["operation"] = operation
     request["dryRun"] = dry_run
     request["object"] = obj
-    name = name if name is not None else obj.get("metadata", {}).get("name")
+    name = name if name is not None else (obj.get("metadata") or {}).get("name")
     if name:
         request["name"] = name
     else:

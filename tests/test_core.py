@@ -73,3 +73,52 @@ def test_labels_and_annotations_cannot_switch_the_checks_off(generic_context):
 def test_decisions_are_deterministic(generic_context):
     review = parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json"))
     assert decide_mutation(review, generic_context) == decide_mutation(review, generic_context)
+
+
+def test_a_workload_is_told_how_its_pods_will_be_rewritten_and_its_template_stays_as_written():
+    from tests.helpers import context, parsed, review_of
+    from webhook.core.admission import decide_mutation
+
+    def deployment(resources, selector):
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "team-a"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeSelector": selector,
+                        "containers": [{"name": "c", "image": "x", "resources": {"limits": resources}}],
+                    }
+                }
+            },
+        }
+
+    gke = deployment({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    decision = decide_mutation(parsed(review_of(gke)), context("eks"))
+    assert decision.allowed and decision.patch == ()
+    assert decision.warnings[0].startswith("gpuport: pods: node selector node.kubernetes.io/instance-type=")
+    amd = deployment({"amd.com/gpu": "1"}, {})
+    refused = decide_mutation(parsed(review_of(amd)), context("eks"))
+    assert refused.allowed and refused.warnings == (
+        "gpuport: pods will be refused: containers[0] asks for an AMD GPU (amd.com/gpu: 1); "
+        "eks offers NVIDIA GPUs only",
+    )
+
+
+def test_a_translated_pod_says_what_was_changed_on_itself():
+    import jsonpatch
+
+    from tests.helpers import context, parsed, review_of
+    from tests.translation_cases import pod
+    from webhook.core.admission import REWRITES, decide_mutation
+
+    gke = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    decision = decide_mutation(parsed(review_of(gke)), context("eks"))
+    after = jsonpatch.apply_patch(gke, list(decision.patch))
+    recorded = after["metadata"]["annotations"][REWRITES]
+    # Whole on the pod; kubectl's warning lines are clipped at 120 characters.
+    assert recorded.startswith("node selector node.kubernetes.io/instance-type=g6.xlarge|")
+    assert all(w.removeprefix("gpuport: ").rstrip("…") in recorded for w in decision.warnings)
+    native = pod({"nvidia.com/gpu": "1"})
+    assert decide_mutation(parsed(review_of(native)), context("eks")).patch == ()

@@ -238,6 +238,12 @@ def test_a_gke_pod_is_translated_over_https_exactly_as_the_cli_does(tmp_path, ca
     over_https = jsonpatch.apply_patch(source, json.loads(base64.b64decode(response["patch"])))
     assert over_https["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5.48xlarge"}
     assert response["warnings"] == ["gpuport: node selector node.kubernetes.io/instance-type=p5.48xlarge"]
+    # On the cluster the pod also says what was changed, for `kubectl describe` and its Event; a
+    # manifest translated for a pull request says it on stderr instead.
+    annotations = over_https["metadata"]["annotations"]
+    assert (
+        annotations.pop("gpuport.io/rewrites") == "node selector node.kubernetes.io/instance-type=p5.48xlarge"
+    )
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(source))
     capsys.readouterr()
     assert main(["translate", "--to", "eks", str(tmp_path / "pod.yaml")]) == 0

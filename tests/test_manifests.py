@@ -251,6 +251,8 @@ def test_rbac_is_least_privilege():
                         "verbs": ["get"],
                     }
                     assert rule["resourceNames"] in (["gpuport"], ["gpuport-gpu-names"], ["gpuport-system"])
+            elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-events":
+                assert rule == {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
             elif doc["kind"] == "ClusterRole":
                 assert "secrets" not in rule["resources"]
                 assert rule.get("resourceNames") == ["gpuport"]
@@ -268,6 +270,7 @@ def test_rbac_is_least_privilege():
         ("gpuport-view", "gpuport"),
         ("gpuport-reservations", "gpuport"),
         ("gpuport-registration", "gpuport"),
+        ("gpuport-events", "gpuport"),
     }
 
 

@@ -57,6 +57,11 @@ def pods(draw):
     labels = draw(st.one_of(st.none(), LABELS))
     if labels is not None:
         pod["metadata"]["labels"] = labels
+    metadata = draw(st.sampled_from(["as written", "null", "absent"]))
+    if metadata == "null":
+        pod["metadata"] = None  # a patch into it would not apply: it must be added whole
+    elif metadata == "absent":
+        del pod["metadata"]
     if draw(st.booleans()):
         pod["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
     if draw(st.booleans()):

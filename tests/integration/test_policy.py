@@ -2,16 +2,12 @@
 
 import json
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.translation_cases import pod as _pod
-
-POLICY = Path(__file__).resolve().parents[2] / "manifests" / "validatingadmissionpolicy.yaml"
 
 
 def bare(resources, name):
@@ -26,8 +22,13 @@ def policy(apiserver):
 
     if E2E_KUBECONFIG:
         pytest.skip("on kind gpuport is answering, so the policy never gets to fire")
+    from tests.helpers import context
+    from webhook.config.policy import policy_objects
+    from webhook.config.registration import excluded_namespaces
+
     api = client.AdmissionregistrationV1Api(apiserver.client())
-    policy_doc, binding = list(yaml.safe_load_all(POLICY.read_text()))
+    generic = context("generic")  # as gpuport registers it for this cluster's map
+    policy_doc, binding = policy_objects(generic.target, generic.dialects.maps, excluded_namespaces())
     api.create_validating_admission_policy(policy_doc)
     api.create_validating_admission_policy_binding(binding)
     yield
@@ -46,5 +47,6 @@ def test_a_pod_written_for_another_cloud_is_refused_while_gpuport_is_away(apiser
         except ApiException as exc:
             message = json.loads(exc.body)["message"]
     assert message is not None, "the policy never refused the pod"
-    assert "written for another platform; this cluster (generic) does not offer it" in message
+    assert "gpuport's safety net for this cluster (generic)" in message
+    assert "written for another platform, which no node here offers" in message
     core.create_namespaced_pod(namespace, bare({"nvidia.com/gpu": "1"}, "native"))

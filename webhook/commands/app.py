@@ -105,6 +105,11 @@ def build_app(settings: Settings) -> Flask:
     )
     if settings.register and settings.cluster:
         state.registrar = registrar_for(settings, state, gate)
+    if settings.cluster:
+        from webhook.adapters.kube.events import PodEvents
+        from webhook.adapters.kube.kubeclient import api_client
+
+        state.events = PodEvents(api_client(settings.cluster))
     app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
     app.extensions["gpuport"] = state
     return app

@@ -19,14 +19,20 @@ from webhook.core.platform import CloudMap
 from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
+from webhook.core.templates import pod_templates
 from webhook.core.translate import TRANSLATED_FROM, Untranslatable, is_native, read_foreign, translate_pod
 from webhook.core.workloads import (
     MalformedField,
     container_specs,
+    editable,
     mapping_at,
     pod_spec_path,
     resource_section,
 )
+
+# What gpuport changed in a pod it translated, in words: an annotation on the pod (and an Event).
+REWRITES = "gpuport.io/rewrites"
+REWRITES_CHARS = 2048
 
 # A mutation edits the editable view of a Pod in place and returns one warning line per change.
 # It also receives the whole original Pod, read-only, for context it may not edit. One that says
@@ -60,7 +66,7 @@ class Context:
         translated-from record, and what each mutation declares. None when a mutation declares
         nothing (it may read any). Worked out once per context (frozen: a change builds a new one)."""
         labels: set[str] = set()
-        annotations = {TRANSLATED_FROM}
+        annotations = {TRANSLATED_FROM, REWRITES}
         for cloud_map in (*self.dialects.maps, self.target, self.as_declared):
             annotations |= cloud_map.annotation_keys()
         for mutation in self.mutations:
@@ -80,15 +86,33 @@ def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDema
     if checked is not None:
         return checked
     if not request.is_pod_create:
-        return allow("checked")
+        return allow("checked", warnings=preview(request, context))
     pod = request.object or {}
     try:
-        patch, warnings, templates = rewrite_pod(pod, context, demand)
+        patch, warnings, templates = rewrite_pod(pod, context, demand, record=True)
     except Untranslatable as exc:
         return deny("untranslatable", untranslatable_message(request, context.target, exc))
     return allow(
         "mutated" if patch else "unchanged", patch=patch, warnings=warnings, claim_templates=templates
     )
+
+
+def preview(request: AdmissionRequest, context: Context) -> list[str]:
+    """How the pods of a workload will be rewritten when they are created, said when the workload is
+    applied (its template stays as written: GitOps tools would report drift forever)."""
+    if request.kind == "Pod" or request.operation not in ("CREATE", "UPDATE"):
+        return []
+    found = list(pod_templates(request.object or {}))
+    warnings = []
+    for path, template in found:
+        where = f"pods ({path})" if len(found) > 1 else "pods"
+        try:
+            rewrite = rewrite_pod(template, context, hints=False)
+        except Untranslatable as exc:
+            warnings.append(f"gpuport: {where} will be refused: {'; '.join(exc.messages)}")
+            continue
+        warnings += [f"gpuport: {where}: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
+    return warnings
 
 
 class Rewrite(NamedTuple):
@@ -104,6 +128,7 @@ def rewrite_pod(
     demand: PodDemand | None = None,
     hints: bool = True,
     templates: TemplateLookup | None = None,
+    record: bool = False,
 ) -> Rewrite:
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
     A pod already in the target's words changes only where it could not schedule as written (the
@@ -149,6 +174,10 @@ def rewrite_pod(
             warnings.extend(_absent(view["spec"], context, models))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
+        if record and not native and warnings:
+            # On the pod itself, for `kubectl describe` and the Event gpuport records once it exists.
+            said = "; ".join(w.removeprefix("gpuport: ") for w in warnings)
+            editable(view["metadata"], "annotations", dict)[REWRITES] = said[:REWRITES_CHARS]
 
     try:
         return Rewrite(diff_mutation(pod, mutate), warnings, needed)

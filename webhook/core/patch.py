@@ -81,9 +81,15 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
     mutate(after)
     _reject_edits_outside(after)
     ops: list[dict[str, Any]] = []
+    for parent in _EDITABLE:
+        if not is_map(pod.get(parent)) and after[parent]:
+            # metadata (or spec) null or absent: a path into it would not apply; add it whole.
+            ops.append({"op": "add", "path": f"/{parent}", "value": after[parent]})
     for parent, key in EDITABLE_FIELDS:
         old = sections[parent]
         new = after[parent]
+        if not is_map(pod.get(parent)):
+            continue  # added whole above
         if key in old:
             if key not in new:
                 ops.append({"op": "remove", "path": _PATHS[parent, key]})

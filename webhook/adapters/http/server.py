@@ -18,7 +18,7 @@ from webhook.adapters.http.admission_wsgi import AdmissionWSGI, Answer, Route, t
 from webhook.adapters.http.memo import DecisionMemo
 from webhook.config.loading import ClusterDra
 from webhook.core import pipeline
-from webhook.core.admission import Context
+from webhook.core.admission import REWRITES, Context
 from webhook.core.decision import Decision, allow, deny
 from webhook.core.pipeline import Gate
 from webhook.core.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
@@ -54,6 +54,8 @@ class ServerState:
     cluster_dra: Callable[[], ClusterDra] | None = None
     # Registers gpuport's webhook configurations and policy once ready (adapters.kube); started per worker.
     registrar: Any = None
+    # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
+    events: Any = None
 
     @property
     def view(self):
@@ -117,7 +119,10 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
         gates = [g for g in (state.limit_gate, state.quota_gate) if g]
-        return pipeline.validate(review, context, gates, state.claim_templates)
+        decision = pipeline.validate(review, context, gates, state.claim_templates)
+        if state.events is not None and decision.allowed and review.is_pod_create and not review.dry_run:
+            _record_rewrites(state.events, review)
+        return decision
 
     routes: dict[str, Route] = {
         # Fail open on the mutating path: the validating path and the in-server policy still hold.
@@ -175,6 +180,15 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
     # Flask's own way to put middleware in front of an app (its docs: app.wsgi_app = Middleware(...)).
     app.wsgi_app = AdmissionWSGI(app.wsgi_app, routes, refused)  # type: ignore[method-assign]
     return app
+
+
+def _record_rewrites(events: Any, review: AdmissionRequest) -> None:
+    """The pod as it will be stored says what gpuport changed (its gpuport.io/rewrites annotation)."""
+    metadata = (review.object or {}).get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    said = annotations.get(REWRITES) if isinstance(annotations, dict) else None
+    if isinstance(said, str) and said and review.name and isinstance(metadata, dict):
+        events.rewritten(review.namespace, review.name, str(metadata.get("uid") or ""), said)
 
 
 def _allow_all(body: bytes) -> Answer:
