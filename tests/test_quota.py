@@ -746,3 +746,41 @@ def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
     assert [verb for verb, _ in api.calls] == ["replace", "read", "create"]
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
+
+
+def test_every_wait_of_a_quota_check_ends_inside_one_admission_budget(monkeypatch):
+    """A slow API server (each call as slow as its timeout lets it be) and a view behind another
+    replica's (catch-up, then a second attempt) still end in a refusal inside ADMISSION_SECONDS: every
+    call is given only what is left of the one budget, never a fresh deadline of its own."""
+    from webhook.adapters.kube import ledger as ledger_module
+    from webhook.adapters.kube import quota_gate as gate_module
+
+    clock = [100.0]
+    monkeypatch.setattr(ledger_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(gate_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(gate_module.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    ends = []
+
+    class Slow(FakeCoordination):
+        def _spend(self, timeout):
+            clock[0] += sum(timeout)  # connect and read, each to its limit
+            ends.append(clock[0])
+
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
+            self._spend(_request_timeout)
+            # Another replica settled pods this view has not read: the first answer sends it to catch up.
+            self.leases[name] = (7, {ledger_module.SETTLED_THROUGH: "500"})
+            return super().read_namespaced_lease(name, namespace, _request_timeout, _preload_content)
+
+    view = FakeView([QUOTA])
+    view.read_through = 10  # never reaches 500: the catch-up times out too
+    start = clock[0]
+    denied = admit(
+        QuotaGate(view, LeaseLedger(Slow(), "gpuport-system")),
+        request_for(pod({"nvidia.com/gpu": "1"}), "x"),
+        context("generic"),
+    )
+    assert denied is not None and denied.reason == "quota-unavailable"
+    budget = start + gate_module.ADMISSION_SECONDS
+    assert ends and all(end <= budget for end in ends)
+    assert clock[0] <= budget + 0.011  # the catch-up looks every 10 ms

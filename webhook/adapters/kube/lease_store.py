@@ -36,12 +36,12 @@ class LeaseStore:
         self.api = coordination_api
         self.namespace = namespace
 
-    def read(self, name: str) -> StoredLease | None:
+    def read(self, name: str, timeout: tuple[float, float] = CALL_TIMEOUT) -> StoredLease | None:
         from kubernetes.client.exceptions import ApiException
 
         try:
             response = self.api.read_namespaced_lease(
-                name, self.namespace, _request_timeout=CALL_TIMEOUT, _preload_content=False
+                name, self.namespace, _request_timeout=timeout, _preload_content=False
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -49,13 +49,19 @@ class LeaseStore:
             raise
         return StoredLease.from_json(response.data)
 
-    def write(self, name: str, previous: StoredLease | None, annotations: dict[str, str]) -> StoredLease:
+    def write(
+        self,
+        name: str,
+        previous: StoredLease | None,
+        annotations: dict[str, str],
+        timeout: tuple[float, float] = CALL_TIMEOUT,
+    ) -> StoredLease:
         """Create the Lease, or replace `previous` only if nobody changed it since (409 otherwise).
         Annotations not named here are kept as they were."""
         if previous is None:
             body = {"metadata": {"name": name, "annotations": annotations, "labels": LABELS}, "spec": {}}
             response = self.api.create_namespaced_lease(
-                self.namespace, body, _request_timeout=CALL_TIMEOUT, _preload_content=False
+                self.namespace, body, _request_timeout=timeout, _preload_content=False
             )
         else:
             body = {
@@ -68,6 +74,6 @@ class LeaseStore:
                 "spec": {},
             }
             response = self.api.replace_namespaced_lease(
-                name, self.namespace, body, _request_timeout=CALL_TIMEOUT, _preload_content=False
+                name, self.namespace, body, _request_timeout=timeout, _preload_content=False
             )
         return StoredLease.from_json(response.data)

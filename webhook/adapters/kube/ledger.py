@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from webhook.adapters.kube.lease_store import LeaseStore, StoredLease
+from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.quota import Usage
 
 TTL_SECONDS = 30.0
@@ -78,9 +78,11 @@ class Ledger(Protocol):
         settled: Callable[[str], bool],
         write: bool = True,
         mark: ViewMark | None = None,
+        deadline: float | None = None,
     ) -> str | None:
         """Decide on the live reservations and, unless denied or `write` is False (dryRun), add ours.
-        With `mark`, reservations whose pods the caller's view holds may be settled (dropped)."""
+        With `mark`, reservations whose pods the caller's view holds may be settled (dropped); with
+        `deadline` (time.monotonic()), the answer comes by then or LedgerUnavailable is raised."""
 
 
 def encode(reservations: list[Reservation]) -> str:
@@ -133,7 +135,7 @@ class MemoryLedger:
         self._lock = threading.Lock()
         self._by_namespace: dict[str, list[Reservation]] = {}
 
-    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None, deadline=None):
         with self._lock:
             current = unexpired(self._by_namespace.get(namespace, []), now)
             denial = decide(uncounted(current, settled))
@@ -228,8 +230,11 @@ class LeaseLedger:
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
 
-    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None):
-        ask = _Ask(reservation, decide, settled, write, time.monotonic() + DEADLINE_SECONDS, mark)
+    def reserve(self, namespace, reservation, decide, now, settled, write=True, mark=None, deadline=None):
+        # The caller's deadline for the whole admission, when it has one: what it waited for already
+        # (a slot, a view catching up) comes out of the same few seconds.
+        latest = time.monotonic() + DEADLINE_SECONDS
+        ask = _Ask(reservation, decide, settled, write, min(deadline or latest, latest), mark)
         with self._guard:
             self._waiting.setdefault(namespace, []).append(ask)
             turn = self._turns.setdefault(namespace, threading.Lock())
@@ -241,7 +246,8 @@ class LeaseLedger:
                         raise LedgerUnavailable(
                             "reservation store: too many admissions waiting for this namespace"
                         )
-                ask.done.wait(DEADLINE_SECONDS)  # a group holding it is finishing; its calls time out
+                # A group holding it is finishing; its calls end by the earliest deadline in it.
+                ask.done.wait(max(ask.deadline - time.monotonic(), 0.0))
                 break
             try:
                 if not ask.done.is_set():
@@ -273,7 +279,7 @@ class LeaseLedger:
                 return
             try:
                 fresh = kept_copy is None  # decided on a read, or on this process's own last write
-                lease = self.store.read(name) if fresh else kept_copy
+                lease = self.store.read(name, _call_timeout(group)) if fresh else kept_copy
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
                 current = unexpired(decode(annotations.get(RESERVATIONS_ANNOTATION)), now)
@@ -302,7 +308,7 @@ class LeaseLedger:
                     body = {RESERVATIONS_ANNOTATION: encode(kept)}
                     if settled_through:
                         body[SETTLED_THROUGH] = str(settled_through)
-                    self._last_written[name] = self.store.write(name, lease, body)
+                    self._last_written[name] = self.store.write(name, lease, body, _call_timeout(group))
                 elif not fresh:
                     continue  # decided on the kept copy and nothing to write: decide on a fresh read
                 for ask, denial in decided:
@@ -324,6 +330,13 @@ class LeaseLedger:
             ask.finish(
                 error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
             )
+
+
+def _call_timeout(group: list[_Ask]) -> tuple[float, float]:
+    """(connect, read) for one store call, ending by the earliest deadline of the group: a call in flight
+    must not outlast the admission it answers."""
+    left = max(min(a.deadline for a in group) - time.monotonic(), 0.05)
+    return min(CALL_TIMEOUT[0], left), min(CALL_TIMEOUT[1], left)
 
 
 def _worth_writing(current: list[Reservation], kept: list[Reservation]) -> bool:

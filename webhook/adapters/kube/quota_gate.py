@@ -32,6 +32,9 @@ from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.review import AdmissionRequest
 
 log = logging.getLogger("gpuport.quota")
+# The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
+# the rest is reading the review, deciding and answering.
+ADMISSION_SECONDS = 3.5
 
 
 class QuotaGate:
@@ -60,6 +63,9 @@ class QuotaGate:
 
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A denial, or None when quota has nothing against this pod create."""
+        # Every wait below (a slot, the store, a view catching up) ends by then: the clear refusal
+        # always comes before the server cuts the exchange (4.5 s) or the API server gives up (5 s).
+        deadline = time.monotonic() + ADMISSION_SECONDS
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
         if not demand.asks and not demand.claims.any:
@@ -90,7 +96,7 @@ class QuotaGate:
             return _loading(request)
         own = pod_use(pod, demand, target, catalogue, shared_claims=False)
         shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
-        if not self._slots.acquire(timeout=self.wait_for_slot):
+        if not self._slots.acquire(timeout=min(self.wait_for_slot, _left(deadline))):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
                 "quota-busy",
@@ -99,12 +105,12 @@ class QuotaGate:
             )
         try:
             try:
-                denial = self._reserve(request, quotas, own, shared, context)
+                denial = self._reserve(request, quotas, own, shared, context, deadline)
             except ViewBehind as behind:
                 # Another replica settled pods this view has not read yet: they arrive within moments.
-                if not self._catch_up(behind.through):
+                if not self._catch_up(behind.through, min(1.0, _left(deadline))):
                     raise
-                denial = self._reserve(request, quotas, own, shared, context)
+                denial = self._reserve(request, quotas, own, shared, context, deadline)
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -141,6 +147,7 @@ class QuotaGate:
         own: PodGpuUse,
         shared: dict[str, Usage],
         context: Context,
+        deadline: float,
     ) -> str | None:
         """One attempt: this view's usage of the namespace, then the store's decision. A claim made
         ahead (`shared`) is charged only to the quotas no counted pod has charged it to already."""
@@ -178,6 +185,7 @@ class QuotaGate:
             counted.__contains__,
             write=not request.dry_run,
             mark=mark,
+            deadline=deadline,
         )
 
     def _mark(self, namespace: str) -> ViewMark | None:
@@ -241,6 +249,10 @@ class QuotaGate:
             found = (Usage(use.equivalents, use.memory_mib), pod_facts(other), shared)
             self._usage[key] = found
         return found
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)
 
 
 class RunningPodUncountable(Exception):
