@@ -452,3 +452,60 @@ def test_what_a_pod_says_in_foreign_words_is_the_same_for_the_map_as_declared_an
         assert read_foreign(spec, demand, ctx.target, ctx.dialects) == read_foreign(
             spec, demand, ctx.as_declared, ctx.dialects
         )
+
+
+def test_explain_says_why_it_has_no_table(tmp_path, capsys):
+    from webhook.commands.cli import main
+
+    bare = write_inventory(tmp_path, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}})
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "4"})))
+    assert main(["explain", "--inventory", str(bare), str(tmp_path / "pod.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "no cost table: no node of" in out and "carries gpuport.io/capability" in out
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "1"})))
+    assert main(["explain", "--inventory", str(bare), str(tmp_path / "one.yaml")]) == 0
+    assert "no topology hint: a pod needs at least 2 whole GPUs" in capsys.readouterr().out
+
+
+def template_of_every_kind(spec, metadata):
+    """A document of every kind the table reads, each template holding `spec` (and `metadata`)."""
+    from webhook.core.templates import TEMPLATE_PATHS
+
+    template = {"spec": spec} if metadata is None else {"metadata": metadata, "spec": spec}
+    docs = []
+    for (group, kind), paths in sorted(TEMPLATE_PATHS.items()):
+        doc = {"apiVersion": f"{group}/v1" if group else "v1", "kind": kind, "metadata": {"name": "w"}}
+        for path in paths:
+            node = doc
+            for at, step in enumerate(path[:-1]):
+                if path[at + 1] == "*":  # replica types are a map, worker groups and tasks a list
+                    entry: dict = {}
+                    node[step] = {"Worker": entry} if step.endswith("ReplicaSpecs") else [entry]
+                    node = entry
+                elif step != "*":
+                    node = node.setdefault(step, {})
+            node[path[-1]] = copy.deepcopy(template)
+        docs.append(doc)
+    return docs
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pod=random_pods(), with_metadata=st.booleans())
+def test_explain_and_preflight_answer_every_kind_the_table_reads_without_a_traceback(
+    tmp_path, capsys, pod, with_metadata
+):
+    from webhook.commands.cli import main
+
+    metadata = pod.get("metadata") if with_metadata else None
+    docs = template_of_every_kind(pod["spec"], metadata)
+    path = tmp_path / "all.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    inventory = mixed_cluster(tmp_path)
+    assert main(["explain", "--inventory", str(inventory), str(path)]) == 0
+    assert main(["preflight", "--from", "gke", "--to", "eks", "--inventory", str(inventory), str(path)]) in (
+        0,
+        1,
+    )
+    assert main(["translate", "--to", "eks", str(path)]) in (0, 1)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err

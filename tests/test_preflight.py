@@ -453,3 +453,47 @@ def test_cli_reports_an_unreachable_cluster_as_bad_input(tmp_path):
     assert code == 2
     assert err.startswith("gpuport preflight: reading the cluster's nodes and quotas:")
     assert "Traceback" not in err
+
+
+def test_replicas_that_fit_nowhere_are_said_with_what_every_node_lacks():
+    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"})["spec"]
+    # p5.48xlarge (H100) is what an H100 pod becomes on EKS; the inventory has only p4d nodes.
+    report = run(
+        [deployment("train", spec, replicas=3)],
+        inventory=Inventory((gpu_node("a", P4D, {"nvidia.com/gpu": "8"}),)),
+    )
+    compat, why = checks(report)["capacity"]
+    assert compat == 0.0
+    assert why == (
+        "0/3 replicas fit (nowhere); 3 stay Pending: no node labelled "
+        "node.kubernetes.io/instance-type=p5.48xlarge (nodes have p4d.24xlarge)"
+    )
+    # Nodes of the right kind that are full say so.
+    p5 = {**P4D, "node.kubernetes.io/instance-type": "p5.48xlarge"}
+    full = Inventory((gpu_node("b", p5, {"nvidia.com/gpu": "4"}),))
+    compat, why = checks(run([deployment("train", spec, replicas=1)], inventory=full))["capacity"]
+    assert why.endswith("it asks for 8 nvidia.com/gpu on one node; the most free on a node it fits is 4")
+
+
+def test_the_model_check_agrees_with_the_inventory():
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"})["spec"]
+    inventory = Inventory((gpu_node("a", P4D, {"nvidia.com/gpu": "8"}),))  # A100s only
+    compat, why = checks(run([deployment("d", spec)], inventory=inventory))["gpu_model"]
+    assert compat == 0.5
+    assert why == "H100-80GB offered by eks, but no node of the inventory has it (it has A100-40GB)"
+    assert checks(run([deployment("d", spec)]))["gpu_model"] == (1.0, "same model offered: H100-80GB")
+
+
+def test_a_native_pod_pinned_to_an_instance_type_too_small_for_it_is_said():
+    from tests.helpers import parsed, review_of
+    from webhook.core.admission import decide_mutation
+
+    small = pod({"nvidia.com/gpu": "4"}, {"node.kubernetes.io/instance-type": "g5.xlarge"})
+    decision = decide_mutation(parsed(review_of(small)), context("eks"))
+    assert decision.allowed and decision.patch == ()
+    assert decision.warnings == (
+        "gpuport: no node.kubernetes.io/instance-type named (g5.xlarge) holds 4 GPUs (at most 1): "
+        "it stays Pending",
+    )
+    fits = pod({"nvidia.com/gpu": "4"}, {"node.kubernetes.io/instance-type": "g5.12xlarge"})
+    assert decide_mutation(parsed(review_of(fits)), context("eks")).warnings == ()

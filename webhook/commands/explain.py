@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from webhook.core.admission import rewrite_pod
     from webhook.core.placement import cost_table, node_classes, whole_gpus
     from webhook.core.templates import pod_templates
+    from webhook.core.topology import CAPABILITY_ANNOTATION
     from webhook.core.translate import Untranslatable
     from webhook.core.workloads import mapping_at
 
@@ -51,6 +52,14 @@ def run(args: argparse.Namespace) -> int:
             pod = jsonpatch.apply_patch(template, patch)
             k = whole_gpus(mapping_at(pod, ("spec",)) or {}, context.target)
             print(f"{name}: {k} whole GPU(s)")
+            if k < 2:
+                print("  no topology hint: a pod needs at least 2 whole GPUs on one node for one")
+            elif not classes:
+                print(
+                    f"  no cost table: no node of {args.inventory} carries {CAPABILITY_ANNOTATION} (the node "
+                    "agent's record of its GPUs and their links; run manifests/node-agent.yaml, then "
+                    "`kubectl get nodes -o yaml`)"
+                )
             for row in cost_table(classes, k) if k >= 2 else []:
                 cost = "cannot hold them" if row.cost is None else f"cost {row.cost} on GPUs {list(row.gpus)}"
                 print(f"  {row.node_class.label:50} {cost}  ({len(row.node_class.nodes)} node(s))")

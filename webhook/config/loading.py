@@ -12,11 +12,10 @@ from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.core.admission import Context
 from webhook.core.claims import read_device_class
 from webhook.core.dialects import Dialects
-from webhook.core.inventory import Inventory, InventoryError, parse_inventory
+from webhook.core.inventory import Inventory, InventoryError, models_present, parse_inventory
 from webhook.core.placement import PlacementHints
 from webhook.core.platform import CloudMap
 
-GFD_PRODUCT = "nvidia.com/gpu.product"
 AUTO = "auto"
 # What `api_version: auto` writes where no API server can be asked (translate, preflight): the version
 # every Kubernetes from 1.34 serves by default.
@@ -129,30 +128,6 @@ def profiles_present(inventory: Inventory, target: CloudMap) -> set[str]:
         if target.mig.form == "partition-label" and node.labels.get(target.mig.label):
             found.add(node.labels[target.mig.label])
     return found
-
-
-def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
-    """GPU models with at least one healthy GPU: from the node agent's record, else from every label
-    form a node may carry: any platform's model labels, and GFD product names (MIG-single and
-    shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
-    catalogue = dialects.catalogue
-    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
-    present: set[str] = set()
-    for node in inventory.nodes:
-        gpus = node.capability.get("gpus") if node.capability else None
-        if gpus:
-            present |= {
-                g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
-            }
-            continue
-        for label in labels:
-            value = node.labels.get(label.label)
-            if value is not None:
-                present |= label.models_for(value)
-        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
-        if found is not None:
-            present.add(found[0].id)
-    return {m for m in present if m in catalogue.models}
 
 
 def resources_present(inventory: Inventory) -> frozenset[str]:

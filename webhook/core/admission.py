@@ -20,7 +20,14 @@ from webhook.core.pod_claims import TemplateLookup
 from webhook.core.podedits import add_tolerations, missing_tolerations
 from webhook.core.review import AdmissionRequest
 from webhook.core.templates import pod_templates
-from webhook.core.translate import TRANSLATED_FROM, Untranslatable, is_native, read_foreign, translate_pod
+from webhook.core.translate import (
+    TRANSLATED_FROM,
+    Untranslatable,
+    gpus_on_one_node,
+    is_native,
+    read_foreign,
+    translate_pod,
+)
 from webhook.core.workloads import (
     MalformedField,
     container_specs,
@@ -149,6 +156,8 @@ def rewrite_pod(
         f"gpuport: {why}; a namespace with a GPU quota or GPU limits refuses this pod"
         for why in demand.claims.uncountable
     ]
+    if native and demand.asks:
+        uncounted += _too_small(demand, context.as_declared)
     if native and not wanted and not tolerate:
         # No copy, no diff; the pod's models and resource names are the ones read with its demand.
         absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
@@ -183,6 +192,25 @@ def rewrite_pod(
         return Rewrite(diff_mutation(pod, mutate), warnings, needed)
     except MalformedField as exc:  # said like any pod that cannot run here, never a crash
         raise Untranslatable([f"cannot edit the pod: {exc}"]) from None
+
+
+def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
+    """A pod in this cluster's words pinned to node kinds (instance types, VM sizes) none of which holds
+    the GPUs it asks for on one node, by the map: said, never changed (the map may not know a size)."""
+    needed = gpus_on_one_node(demand)
+    warnings = []
+    for key, operator, values in demand.constraints:
+        label = next((m for m in target.model_labels if m.label == key and m.gpus), None)
+        if label is None or operator != "In" or not values:
+            continue
+        known = [v for v in values if v in label.gpus]
+        if known and len(known) == len(values) and all(label.gpus[v] < needed for v in known):
+            most = max(label.gpus[v] for v in known)
+            warnings.append(
+                f"gpuport: no {key} named ({', '.join(values)}) holds {needed} GPUs (at most {most}): "
+                "it stays Pending"
+            )
+    return warnings
 
 
 def _wants(mutation: Mutation, pod: Mapping[str, Any], demand: PodDemand) -> bool:

@@ -7,7 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.core import quantity
+from webhook.core.dialects import Dialects
 from webhook.core.topology import CAPABILITY_ANNOTATION
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
 
 
 class InventoryError(ValueError):
@@ -91,3 +94,27 @@ def _amount(value: Any, owner: str, key: str) -> Decimal:
         return quantity.parse(value)
     except quantity.QuantityError as exc:
         raise InventoryError(f"{owner}: {key}: {exc}") from None
+
+
+def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
+    """GPU models with at least one healthy GPU: from the node agent's record, else from every label
+    form a node may carry: any platform's model labels, and GFD product names (MIG-single and
+    shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
+    catalogue = dialects.catalogue
+    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
+    present: set[str] = set()
+    for node in inventory.nodes:
+        gpus = node.capability.get("gpus") if node.capability else None
+        if gpus:
+            present |= {
+                g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
+            }
+            continue
+        for label in labels:
+            value = node.labels.get(label.label)
+            if value is not None:
+                present |= label.models_for(value)
+        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
+        if found is not None:
+            present.add(found[0].id)
+    return {m for m in present if m in catalogue.models}

@@ -23,6 +23,8 @@ class Replica:
 class Packing:
     placed: Mapping[tuple[str, int], str]  # (workload, replica index) → node name
     pending: tuple[Replica, ...]
+    # (workload, replica index) → why no node takes it: the first thing every node lacks
+    why_pending: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
 
 def tolerates(tolerations: tuple[Mapping[str, str], ...], taint: Mapping[str, str]) -> bool:
@@ -55,17 +57,54 @@ def pack(replicas: list[Replica], nodes: tuple[Node, ...]) -> Packing:
     free = {node.name: dict(node.allocatable) for node in nodes}
     placed: dict[tuple[str, int], str] = {}
     pending: list[Replica] = []
+    why: dict[tuple[str, int], str] = {}
     for replica in sorted(replicas, key=lambda r: (-r.size, r.workload, r.index)):
         candidates = [n for n in nodes if feasible(replica, n, free[n.name])]
         if not candidates:
             pending.append(replica)
+            why[(replica.workload, replica.index)] = why_no_node(replica, nodes, free)
             continue
 
         best = min(candidates, key=lambda node: (_left_after(free[node.name], replica), node.name))
         for name, amount in replica.resources.items():
             free[best.name][name] -= amount
         placed[(replica.workload, replica.index)] = best.name
-    return Packing(placed, tuple(pending))
+    return Packing(placed, tuple(pending), why)
+
+
+def why_no_node(replica: Replica, nodes: tuple[Node, ...], free: Mapping[str, Mapping[str, Decimal]]) -> str:
+    """What stops the replica everywhere, in the order a user fixes it: no node carries the labels it
+    requires, then the ones it refuses, then taints it does not tolerate, then room on those left."""
+    if not nodes:
+        return "the inventory has no node"
+    left = list(nodes)
+    for key, values in replica.requires.items():
+        matching = [n for n in left if n.labels.get(key) in values]
+        if not matching:
+            seen = sorted({n.labels[key] for n in left if key in n.labels})
+            having = f" (nodes have {', '.join(seen)})" if seen else " (no node has the label)"
+            return f"no node labelled {key}={'|'.join(values)}{having}"
+        left = matching
+    for key, refused in replica.excludes.items():
+        left = [n for n in left if key not in n.labels or (refused and n.labels[key] not in refused)]
+        if not left:
+            return f"every node that fits is labelled {key}{'=' + '|'.join(refused) if refused else ''}"
+    tolerated = [
+        n
+        for n in left
+        if all(
+            t.get("effect") not in ("NoSchedule", "NoExecute") or tolerates(replica.tolerations, t)
+            for t in n.taints
+        )
+    ]
+    if not tolerated:
+        taints = sorted({f"{t.get('key')}:{t.get('effect')}" for n in left for t in n.taints})
+        return f"the pod does not tolerate the taint {', '.join(taints)} of every node it fits"
+    for name, amount in sorted(replica.resources.items()):
+        most = max((free[n.name].get(name, Decimal(0)) for n in tolerated), default=Decimal(0))
+        if most < amount:
+            return f"it asks for {amount} {name} on one node; the most free on a node it fits is {most}"
+    return "no node holds all it asks for at once"
 
 
 def _left_after(free: Mapping[str, Decimal], replica: Replica) -> Decimal:

@@ -24,7 +24,7 @@ from webhook.core.checks import check_pod_spec, is_extended_resource
 from webhook.core.demand import PodDemand, node_constraints, read_demand
 from webhook.core.dra import ASKS_ANNOTATION
 from webhook.core.equivalents import pod_use
-from webhook.core.inventory import Inventory
+from webhook.core.inventory import Inventory, models_present
 from webhook.core.packing import Replica, pack
 from webhook.core.platform import CloudMap
 from webhook.core.pod_claims import ClaimsBeside, TemplateLookup
@@ -77,6 +77,7 @@ class WorkloadReport:
     translated: list[str] = field(default_factory=list)  # one line per template: what it becomes
     placement: dict[str, int] = field(default_factory=dict)  # node → replicas
     pending: int = 0
+    why_pending: str = ""  # what stops its pending replicas everywhere
 
     @property
     def risk(self) -> float:
@@ -161,6 +162,8 @@ def preflight(
                 if name == workload.key:
                     workload.placement[node] = workload.placement.get(node, 0) + 1
             workload.pending = sum(1 for r in packing.pending if r.workload == workload.key)
+            reasons = [why for (name, _), why in sorted(packing.why_pending.items()) if name == workload.key]
+            workload.why_pending = reasons[0] if reasons else ""
         workload.checks = [
             CheckResult(check, compat, weights[check], why)
             for check, (compat, why) in _checks(
@@ -257,6 +260,15 @@ def _translate(
 
 
 def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
+    """How many pods of this template run at once; 1 where the manifest does not say it plainly (a
+    count that is not a number, a list written as a map): the checks still run on one."""
+    try:
+        return max(_counted_replicas(doc, path, inventory), 0)
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return 1
+
+
+def _counted_replicas(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
@@ -382,7 +394,8 @@ def _checks(
         changed = [line for line in workload.translated]
         results["resource_names"] = (1.0, "translates as is: " + "; ".join(changed))
 
-    results["gpu_model"] = model_check(models, target, catalogue)
+    present = models_present(inventory, context.dialects) if inventory is not None else None
+    results["gpu_model"] = model_check(models, target, catalogue, present)
     results["gpu_memory"] = memory_check(asks, models, target, catalogue)
     results["mig_sharing_mode"] = mode_check(asks, target)
     results["driver_cuda"] = driver_check([t.original for t in templates], target, inventory)
@@ -405,7 +418,7 @@ def _checks(
         )
         why = f"{placed}/{workload.replicas} replicas fit ({where})"
         if workload.pending:
-            why += f"; {workload.pending} stay Pending"
+            why += f"; {workload.pending} stay Pending: {workload.why_pending}"
         results["capacity"] = (placed / workload.replicas, why)
     results["quota"] = _quota_check(workload, inventory, target, context, workloads, templates_by_workload)
     return results

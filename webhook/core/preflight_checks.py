@@ -16,11 +16,22 @@ from webhook.core.platform import CloudMap
 from webhook.core.workloads import mapping_at, resource_entries
 
 
-def model_check(models: set[str], target: CloudMap, catalogue: Catalogue) -> tuple[float, str]:
+def model_check(
+    models: set[str], target: CloudMap, catalogue: Catalogue, present: set[str] | None = None
+) -> tuple[float, str]:
+    """Whether the target offers the pinned models; with an inventory (`present`: the models its nodes
+    have), whether a node has one too."""
     if not models:
         return 1.0, "no GPU model pinned"
     offered = target.models_offered(catalogue)
     same = sorted(models & set(offered))
+    if same and present is not None and not set(same) & present:
+        have = ", ".join(sorted(present)) or "none"
+        return (
+            0.5,
+            f"{', '.join(same)} offered by {target.name}, but no node of the inventory has it "
+            f"(it has {have})",
+        )
     if same:
         return 1.0, f"same model offered: {', '.join(same)}"
     for model_id in sorted(models):

@@ -36,6 +36,7 @@ __all__ = [
     "Foreign",
     "Translation",
     "Untranslatable",
+    "gpus_on_one_node",
     "is_native",
     "read_foreign",
     "translate_pod",
@@ -214,7 +215,7 @@ def translate_pod(
     model_note = model_note if chosen else ""
     rewrite_model = bool(model_note) or model_key in foreign.keys or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
-        values = _values_holding(target.model_labels[0], chosen, _gpus_on_one_node(demand), problems)
+        values = _values_holding(target.model_labels[0], chosen, gpus_on_one_node(demand), problems)
         if values:
             node_labels[model_key] = values
     whole = any(a.kind == "whole" for a in demand.asks)
@@ -388,7 +389,7 @@ def _carry_spot(
     return warnings
 
 
-def _gpus_on_one_node(demand: PodDemand) -> int:
+def gpus_on_one_node(demand: PodDemand) -> int:
     """GPUs (or slices, or shares) one pod needs on its node: app containers add up, init containers
     run one at a time."""
     app = init = 0
