@@ -44,6 +44,7 @@ LABELS = st.dictionaries(
 @st.composite
 def pods(draw, odd_metadata=False):
     """Pods as the API server sends them; with `odd_metadata`, some with metadata null or absent."""
+
     def container(prefix, index):
         return {"name": f"{prefix}{index}", "image": "img", "resources": draw(RESOURCES_BLOCK)}
 
