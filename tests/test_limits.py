@@ -140,7 +140,7 @@ def test_lint_flags_the_limitrange_traps(tmp_path):
         "    - type: Pod\n      min: {nvidia.com/gpu: 4}\n"
         "    - type: Container\n      max: {nvidia.com/gpu: 2}\n      default: {nvidia.com/gpu: 0}\n"
     )
-    found = [str(f) for f in lint_files([path])]
+    found = [str(f) for report in lint_files([path]) for f in report.findings]
     assert found == [
         f"{path}:7: nvidia.com/gpu max without a default: every container gets 2 GPUs by default; "
         "add default: {nvidia.com/gpu: 0} (or use gpuport.io/gpu-limits)",

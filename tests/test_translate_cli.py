@@ -253,9 +253,34 @@ def test_bad_input_exits_2(tmp_path, capsys):
 
 
 def test_lint_passes_the_shipped_maps():
-    code, out, _ = run_cli("lint", *sorted(str(p) for p in default_directory().glob("*.yaml")))
+    files = sorted(default_directory().glob("*.yaml"))
+    code, out, _ = run_cli("lint", *map(str, files))
     assert code == 0
-    assert out.strip() == "ok: 18 file(s)"
+    said = out.strip().splitlines()
+    assert len(said) == len(files) == 18 and all(line.endswith(": ok") for line in said)
+    assert f"{default_directory() / 'gke.yaml'}: cloud map gke: ok" in said
+    assert f"{default_directory() / 'gpus.yaml'}: GPU catalogue (20 models): ok" in said
+
+
+def test_lint_says_every_schema_error_with_the_forms_allowed_and_what_it_does_not_lint(tmp_path):
+    bad = tmp_path / "lab.yaml"
+    bad.write_text(
+        "name: lab\nresources:\n  whole: nvidia.com/gpu\n  mig:\n    form: mixed\n"
+        "  shared:\n    form: timeslice\npolicy:\n  fractional: maybe\n"
+    )
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
+    code, out, _ = run_cli("lint", str(bad), str(pod))
+    assert code == 1
+    assert out.strip().splitlines() == [
+        f"{bad}:4: resources.mig: 'resource_prefix' is a required property",
+        f"{bad}:6: resources.shared: not one of the forms it may take: none; resource (with resource); label "
+        "(with label, values); memory (with memory_resource, memory_unit_bytes); annotation (with "
+        "fraction_annotation, memory_annotation)",
+        f"{bad}:9: policy.fractional: 'maybe' is not one of ['deny', 'mig', 'shared']",
+        f"{pod}: nothing gpuport lints (Pod; it lints cloud maps, the GPU catalogue, ResourceQuotas and "
+        "LimitRanges)",
+    ]
 
 
 def test_lint_points_at_the_broken_line(tmp_path):
@@ -266,10 +291,10 @@ def test_lint_points_at_the_broken_line(tmp_path):
     line = text.splitlines().index("      A100-41GB: x") + 1
     code, out, _ = run_cli("lint", str(maps / "gke.yaml"), str(maps / "eks.yaml"))
     assert code == 1
-    assert (
-        out.strip()
-        == f"{maps / 'gke.yaml'}:{line}: unknown GPU model 'A100-41GB' (models are the keys of gpus.yaml)"
-    )
+    assert out.strip().splitlines() == [
+        f"{maps / 'gke.yaml'}:{line}: unknown GPU model 'A100-41GB' (models are the keys of gpus.yaml)",
+        f"{maps / 'eks.yaml'}: cloud map eks: ok",
+    ]
 
 
 def test_lint_flags_limits_quota_keys_for_gpus(tmp_path):

@@ -10,7 +10,9 @@ def register(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "lint",
         help="check cloud maps, the GPU catalogue and ResourceQuota manifests",
-        description="Print file:line: problem for each error; exit 1 when there is any.",
+        description="For each file, what it is and `ok`, or file:line: problem for every error (a schema "
+        "error says the forms allowed); exit 1 when there is any. A file of another kind is said, not "
+        "linted.",
     )
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
     parser.set_defaults(run=run)
@@ -19,9 +21,13 @@ def register(commands: Subcommands) -> None:
 def run(args: argparse.Namespace) -> int:
     from webhook.config.lint import lint_files
 
-    findings = lint_files(args.files)
-    for finding in findings:
-        print(finding)
-    if not findings:
-        print(f"ok: {len(args.files)} file(s)")
-    return 1 if findings else 0
+    reports = lint_files(args.files)
+    for report in reports:
+        if report.findings:
+            for finding in report.findings:
+                print(finding)
+        elif report.linted:
+            print(f"{report.path}: {report.what}: ok")
+        else:
+            print(f"{report.path}: {report.what}")
+    return 1 if any(r.findings for r in reports) else 0

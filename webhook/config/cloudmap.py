@@ -107,11 +107,65 @@ def _compose(text: str, source: Path | str) -> tuple[yaml.Node | None, Any]:
 
 
 def _validate(validator, data, node, source) -> None:
-    errors = list(validator.iter_errors(data))
-    if errors:
-        error = jsonschema.exceptions.best_match(errors)
+    found = schema_problems(validator, data, node)
+    if found:
+        line, problem = found[0]
+        more = f" (and {len(found) - 1} more: `gpuport lint` lists them all)" if len(found) > 1 else ""
+        raise CloudMapError(source, line, problem + more)
+
+
+def schema_problems(validator, data, node) -> list[tuple[int | None, str]]:
+    """Every schema error of a document, each at its line and in words that say what is allowed."""
+    found = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        error = _most_specific(error)
         location = ".".join(map(str, error.absolute_path)) or "(top level)"
-        raise CloudMapError(source, line_of(node, _error_path(error)), f"{location}: {error.message}")
+        found.append((line_of(node, _error_path(error)), f"{location}: {_said(error)}"))
+    return sorted(set(found), key=lambda f: (f[0] or 0, f[1]))
+
+
+def _most_specific(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a `form` written with the keys of another form, the error of the form it names."""
+    choices = error.validator_value
+    if error.validator == "oneOf" and isinstance(error.instance, dict) and isinstance(choices, list):
+        for alternative in error.context or ():
+            branch = choices[int(alternative.relative_schema_path[0])]
+            if branch.get("properties", {}).get("form", {}).get("const") == error.instance["form"]:
+                return _most_specific(alternative)
+    return error
+
+
+def _said(error: jsonschema.ValidationError) -> str:
+    """The error in words; a choice of forms lists them, with the keys each needs."""
+    if error.validator == "oneOf" and isinstance(error.validator_value, list):
+        forms = []
+        for branch in error.validator_value:
+            form = branch.get("properties", {}).get("form", {}).get("const")
+            if form is None:
+                return error.message
+            needs = [k for k in branch.get("required", []) if k != "form"]
+            forms.append(f"{form} (with {', '.join(needs)})" if needs else form)
+        return f"not one of the forms it may take: {'; '.join(forms)}"
+    return error.message
+
+
+def map_problems(text: str, source: Path | str, catalogue: Catalogue) -> list[CloudMapError]:
+    """Everything wrong with a cloud map: every schema error at its line, else the first problem its
+    values have (a model the catalogue lacks...); [] for a good map."""
+    try:
+        node, data = _compose(text, source)
+    except CloudMapError as exc:
+        return [exc]
+    if not isinstance(data, dict):
+        return [CloudMapError(source, 1, "a cloud map must be a YAML mapping")]
+    found = schema_problems(_MAP_VALIDATOR, data, node)
+    if found:
+        return [CloudMapError(source, line, problem) for line, problem in found]
+    try:
+        parse_cloud_map(text, source, catalogue)
+    except CloudMapError as exc:
+        return [exc]
+    return []
 
 
 def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:

@@ -1,5 +1,6 @@
 """`gpuport lint`: check cloud maps, the GPU catalogue and ResourceQuota manifests; report file:line."""
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +11,8 @@ from webhook.config.cloudmap import (
     CloudMapError,
     default_directory,
     load_directory,
+    map_problems,
     parse_catalogue_text,
-    parse_cloud_map,
 )
 from webhook.config.yamlsource import error_line, line_of
 from webhook.core.catalogue import Catalogue
@@ -28,48 +29,76 @@ class Finding:
         return f"{self.path}:{self.line}: {self.problem}" if self.line else f"{self.path}: {self.problem}"
 
 
-def lint_files(paths: list[Path]) -> list[Finding]:
-    findings: list[Finding] = []
+@dataclass(frozen=True)
+class FileReport:
+    """What a file is, as lint read it, and what is wrong with it."""
+
+    path: str
+    what: str  # "cloud map eks", "GPU catalogue (25 models)", "2 ResourceQuotas", "nothing gpuport lints"
+    findings: list[Finding]
+    linted: bool = True  # False: not a kind of file gpuport checks (said, not passed as "ok")
+
+
+def lint_files(paths: list[Path]) -> list[FileReport]:
+    reports: list[FileReport] = []
     names: dict[str, Path] = {}
     for path in paths:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            findings.append(Finding(str(path), None, f"cannot read: {exc}"))
+            reports.append(
+                FileReport(str(path), "unreadable", [Finding(str(path), None, f"cannot read: {exc}")])
+            )
             continue
         try:
-            findings += _lint_text(path, text, names)
+            reports.append(_lint_text(path, text, names))
         except CloudMapError as exc:
-            findings.append(Finding(exc.path, exc.line, exc.problem))
-    return findings
+            reports.append(FileReport(str(path), "GPU catalogue", [Finding(exc.path, exc.line, exc.problem)]))
+    return reports
 
 
-def _lint_text(path: Path, text: str, names: dict[str, Path]) -> list[Finding]:
+def _lint_text(path: Path, text: str, names: dict[str, Path]) -> FileReport:
     if path.name == CATALOGUE_FILE:
-        parse_catalogue_text(text, path)
-        return []
+        catalogue = parse_catalogue_text(text, path)
+        return FileReport(str(path), f"GPU catalogue ({len(catalogue.models)} models)", [])
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         docs = list(yaml.safe_load_all(text))
     except yaml.MarkedYAMLError as exc:
-        return [Finding(str(path), error_line(exc), f"not valid YAML: {exc.problem}")]
+        return FileReport(
+            str(path),
+            "not valid YAML",
+            [Finding(str(path), error_line(exc), f"not valid YAML: {exc.problem}")],
+        )
     if len(docs) == 1 and isinstance(docs[0], dict) and "resources" in docs[0] and "kind" not in docs[0]:
-        cloud_map = parse_cloud_map(text, path, _catalogue_for(path))
-        if cloud_map.name in names:
-            return [
-                Finding(
-                    str(path), 1, f"map name {cloud_map.name!r} is already used by {names[cloud_map.name]}"
-                )
-            ]
-        names[cloud_map.name] = path
-        return []
+        name = docs[0].get("name", "?")
+        problems = map_problems(text, path, _catalogue_for(path))
+        findings = [Finding(p.path, p.line, p.problem) for p in problems]
+        if not problems and name in names:
+            findings.append(Finding(str(path), 1, f"map name {name!r} is already used by {names[name]}"))
+        names.setdefault(str(name), path)
+        return FileReport(str(path), f"cloud map {name}", findings)
     findings = []
+    kinds: Counter[str] = Counter()
     for node, doc in zip(nodes, docs, strict=True):
-        if isinstance(doc, dict) and doc.get("kind") == "ResourceQuota":
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind == "ResourceQuota":
             findings += _quota_findings(path, node, doc)
-        if isinstance(doc, dict) and doc.get("kind") == "LimitRange":
+        elif kind == "LimitRange":
             findings += _limitrange_findings(path, node, doc)
-    return findings
+        else:
+            continue
+        kinds[kind] += 1
+    if not kinds:
+        seen = sorted({str(d.get("kind")) for d in docs if isinstance(d, dict) and d.get("kind")})
+        what = (
+            f"nothing gpuport lints ({', '.join(seen) or 'no Kubernetes object'}; it lints cloud maps, "
+            "the GPU catalogue, ResourceQuotas and LimitRanges)"
+        )
+        return FileReport(str(path), what, [], linted=False)
+    return FileReport(
+        str(path), ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items())), findings
+    )
 
 
 def _quota_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
