@@ -20,7 +20,18 @@ def test_version():
 
 
 @pytest.mark.parametrize(
-    "command", ["serve", "certs", "translate", "lint", "preflight", "node-agent", "explain"]
+    "command",
+    [
+        "serve",
+        "certs",
+        "translate",
+        "lint",
+        "preflight",
+        "node-agent",
+        "explain",
+        "registration",
+        "completion",
+    ],
 )
 def test_every_subcommand_has_help(command):
     result = run(command, "--help")

@@ -7,6 +7,7 @@ import sys
 from webhook import __version__
 from webhook.commands import (
     certificates,
+    completion,
     explain,
     lint,
     node_agent,
@@ -16,7 +17,7 @@ from webhook.commands import (
     translate,
 )
 
-COMMANDS = (serve, certificates, translate, preflight, node_agent, explain, lint, registration)
+COMMANDS = (serve, certificates, translate, preflight, node_agent, explain, lint, registration, completion)
 
 
 def main(argv: list[str] | None = None) -> int:

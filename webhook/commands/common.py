@@ -45,3 +45,14 @@ def add_dra_api_version(parser: argparse.ArgumentParser) -> None:
         help="the resource.k8s.io version DRA claim templates are written in when the map says auto "
         "(default resource.k8s.io/v1: Kubernetes 1.34 and later; v1beta2 for 1.33, v1beta1 for 1.32)",
     )
+
+
+def kinds_read() -> str:
+    """The kinds whose pod templates the offline commands read, from the table that reads them."""
+    from webhook.core.templates import TEMPLATE_PATHS
+
+    keys = sorted(TEMPLATE_PATHS, key=lambda key: (key[0] not in ("apps", "batch"), key))
+    kinds = [kind for _, kind in keys]
+    return ", ".join(
+        kind if kinds.count(kind) == 1 or group == "batch" else f"{kind} ({group})" for group, kind in keys
+    )

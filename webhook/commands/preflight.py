@@ -8,6 +8,7 @@ from webhook.commands.common import (
     Subcommands,
     add_dra_api_version,
     bad_input,
+    kinds_read,
     positive,
     read_yaml_documents,
 )
@@ -19,7 +20,8 @@ def register(commands: Subcommands) -> None:
         help="score the risk of moving workloads to another cloud, before moving them",
         description="For each workload: what translation changes, a checklist scored as "
         "Risk = sum of weight x (1 - compat), whether it fits the target inventory (best-fit-decreasing), "
-        "and a wave plan. Exit 0 when every workload is under --max-risk, 1 otherwise, 2 on bad input.",
+        "and a wave plan. Exit 0 when every workload is under --max-risk, 1 otherwise, 2 on bad input. "
+        f"It reads Pods and the pod templates of {kinds_read()}.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for standard input")
     parser.add_argument("--from", dest="source", required=True, metavar="CLOUD")

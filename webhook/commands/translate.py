@@ -4,16 +4,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook.commands.common import Subcommands, add_dra_api_version, bad_input, read_input
+from webhook.commands.common import Subcommands, add_dra_api_version, bad_input, kinds_read, read_input
 
 
 def register(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "translate",
         help="rewrite manifests for another cloud, offline",
-        description="Run the webhook's checks and translation on Pods and the pod templates of Deployment, "
-        "StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, PyTorchJob and JobSet in multi-document YAML. "
-        "Prints the translated YAML (comments and key order kept); exit 1 when anything is denied.",
+        description="Run the webhook's checks and translation on Pods and the pod templates of "
+        f"{kinds_read()} in multi-document YAML. Prints the translated YAML (comments and key order kept); "
+        "exit 1 when anything is denied.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for standard input")
     parser.add_argument("--to", required=True, metavar="CLOUD", help="the target cloud map")
