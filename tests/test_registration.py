@@ -151,3 +151,26 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
     # The map changes: the policy follows.
     maps[0] = amd
     assert registering.ensure() == ["ValidatingAdmissionPolicy/gpuport-gpu-names"]
+
+
+def test_an_earlier_install_s_objects_of_the_same_names_are_taken_over_not_left_failing_closed():
+    generic = context("generic")
+
+    def desired():
+        return registered_objects(generic.target, generic.dialects.maps, Endpoint(), ca(), [])
+
+    registering = registrar(desired)
+    # What `kubectl apply` of 0.1.0's manifests left: the quota webhook failing closed everywhere.
+    earlier = next(o for o in desired() if o["kind"] == "ValidatingWebhookConfiguration")
+    earlier = json.loads(json.dumps(earlier))
+    for hook in earlier["webhooks"]:
+        hook["failurePolicy"] = "Fail"
+        hook.pop("namespaceSelector", None)
+    earlier["metadata"] = {"name": "gpuport", "resourceVersion": "7"}
+    registering.admission.objects[("validating_webhook_configuration", "gpuport")] = earlier
+
+    assert "ValidatingWebhookConfiguration/gpuport" in registering.ensure()
+    taken = registering.admission.objects[("validating_webhook_configuration", "gpuport")]
+    assert ("replace", "validating_webhook_configuration", "gpuport") in registering.admission.writes
+    assert {hook["failurePolicy"] for hook in taken["webhooks"]} == {"Ignore"}
+    assert taken["metadata"]["ownerReferences"][0]["name"] == "gpuport-system"

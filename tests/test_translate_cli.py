@@ -318,3 +318,18 @@ def test_lint_reports_duplicate_map_names(tmp_path):
     code, out, _ = run_cli("lint", str(maps / "gke.yaml"), str(maps / "gke-copy.yaml"))
     assert code == 1
     assert "map name 'gke' is already used by" in out
+
+
+def test_the_readme_s_first_try_prints_what_the_readme_shows():
+    from tests.helpers import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Try it on your manifests", 1)[1]
+    command = section.split("```sh", 1)[1].split("```", 1)[0].strip().splitlines()[-1]
+    shown = section.split("says each change on stderr:", 1)[1].split("```", 2)[1].strip()
+    arguments = command.split("gpuport ", 1)[1].split()
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", *arguments], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == shown
