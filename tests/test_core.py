@@ -122,3 +122,22 @@ def test_a_translated_pod_says_what_was_changed_on_itself():
     assert all(w.removeprefix("gpuport: ").rstrip("…") in recorded for w in decision.warnings)
     native = pod({"nvidia.com/gpu": "1"})
     assert decide_mutation(parsed(review_of(native)), context("eks")).patch == ()
+
+
+def test_a_pod_cannot_bring_gpuport_s_record_of_rewrites_itself():
+    import jsonpatch
+
+    from tests.helpers import context, parsed, review_of
+    from tests.translation_cases import pod
+    from webhook.core.admission import REWRITES, decide_mutation
+
+    # A native pod, and one gpuport translates, each claiming a rewrite gpuport did not make: the
+    # claim would become an Event in gpuport's name.
+    forged = "node selector moved to the admin's reserved nodes"
+    for written, target in (({}, "generic"), ({"cloud.google.com/gke-accelerator": "nvidia-l4"}, "eks")):
+        sent = pod({"nvidia.com/gpu": "1"}, written)
+        sent["metadata"]["annotations"] = {REWRITES: forged, "team": "vision"}
+        decision = decide_mutation(parsed(review_of(sent)), context(target))
+        after = jsonpatch.apply_patch(sent, list(decision.patch))
+        assert after["metadata"]["annotations"].get(REWRITES, "") != forged
+        assert after["metadata"]["annotations"]["team"] == "vision"

@@ -158,7 +158,12 @@ def rewrite_pod(
     ]
     if native and demand.asks:
         uncounted += _too_small(demand, context.as_declared)
-    if native and not wanted and not tolerate:
+    # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
+    # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod
+    # gpuport translated keeps both when it is reviewed again (reinvocation, a replayed manifest).
+    annotations = _annotations(pod)
+    forged = record and REWRITES in annotations and TRANSLATED_FROM not in annotations
+    if native and not wanted and not tolerate and not forged:
         # No copy, no diff; the pod's models and resource names are the ones read with its demand.
         absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
         return Rewrite([], uncounted + absent, [])
@@ -183,6 +188,8 @@ def rewrite_pod(
             warnings.extend(_absent(view["spec"], context, models))
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
+        if forged:
+            del view["metadata"]["annotations"][REWRITES]
         if record and not native and warnings:
             # On the pod itself, for `kubectl describe` and the Event gpuport records once it exists.
             said = "; ".join(w.removeprefix("gpuport: ") for w in warnings)
@@ -192,6 +199,12 @@ def rewrite_pod(
         return Rewrite(diff_mutation(pod, mutate), warnings, needed)
     except MalformedField as exc:  # said like any pod that cannot run here, never a crash
         raise Untranslatable([f"cannot edit the pod: {exc}"]) from None
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = pod.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
 
 
 def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
