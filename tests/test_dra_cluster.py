@@ -276,3 +276,26 @@ def test_no_device_class_stops_the_context_from_being_built():
         "not an object",
     ]
     assert dra_context(*odd).target.dra.extended_resources == {}
+
+
+def test_the_safety_net_never_refuses_a_resource_a_device_class_stands_for():
+    import celpy
+
+    from webhook.config.policy import foreign_names, policy_objects
+
+    ctx = dra_context(WHOLE, MIG_1G_12GB)
+    ask = pod({"nvidia.com/gpu": "1"})
+    admitted = jsonpatch.apply_patch(ask, list(decide(ask, ctx).patch))
+    # Left as written (the scheduler makes its claim), so the policy in the API server must pass it.
+    assert admitted["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    policy, _ = policy_objects(ctx.target, ctx.dialects.maps, {})
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(policy["spec"]["validations"][0]["expression"]))
+    assert program.evaluate({"object": celpy.json_to_cel(admitted)})
+    assert "this cluster's GPUs (DRA claims, nvidia.com/gpu, nvidia.com/mig-1g.12gb)" in str(policy)
+    names = foreign_names(ctx.target, ctx.dialects.maps)
+    assert "nvidia.com/mig-1g.12gb" not in names
+    assert {"nvidia.com/gpu.shared", "amd.com/gpu", "aliyun.com/gpu-mem"} <= set(names)
+    # Without such a class, a whole-GPU resource is another platform's word here.
+    bare = dra_context()
+    assert "nvidia.com/gpu" in foreign_names(bare.target, bare.dialects.maps)

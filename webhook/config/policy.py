@@ -23,7 +23,9 @@ def foreign_names(target: CloudMap, maps: tuple[CloudMap, ...]) -> list[str]:
     """The GPU resource names another loaded platform reads that this cluster does not offer."""
     known = set().union(*(m.resource_names() for m in maps))
     if target.dra is not None:
-        return sorted(known)  # a DRA cluster gives GPUs by claim: no GPU resource is its own
+        # A DRA cluster gives GPUs by claim, but for the resources a DeviceClass stands for (KEP-5004):
+        # the scheduler turns those into claims, and gpuport leaves them as written.
+        return sorted(known - set(target.dra.extended_resources))
     return sorted(n for n in known if not target.is_accelerator(n))
 
 
@@ -46,9 +48,9 @@ def policy_objects(
         f"{clean('object.spec.containers')} && "
         f"(!has(object.spec.initContainers) || {clean('object.spec.initContainers')})"
     )
-    offered = (
-        ", ".join(sorted(n for n in target.resource_names() if target.is_accelerator(n))) or "DRA claims"
-    )
+    offered = ", ".join(sorted(n for n in target.resource_names() if target.is_accelerator(n)))
+    if target.dra is not None:
+        offered = ", ".join(["DRA claims", *sorted(target.dra.extended_resources)])
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
