@@ -157,22 +157,32 @@ def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def merged_ca_bundle(*bundles: bytes, now: dt.datetime | None = None) -> bytes:
-    """Every CA certificate of the bundles that has not expired, each once, newest first (so the same
-    CAs always make the same bundle, in whatever order they were found).
+def registered_ca_bundle(serving: bytes, trusted: bytes, now: dt.datetime | None = None) -> bytes:
+    """The CA bundle a webhook configuration should trust, written by a server whose Secret says
+    `serving` (its ca.crt: the CA it serves with and, during a renewal, the one before) where the
+    configuration trusts `trusted` now.
 
-    What a webhook configuration must trust while certificates rotate: the CA the server's new
-    certificate is signed by and the CA it was signed by a moment ago. Dropping only expired CAs means
-    a writer that has not yet seen the new Secret can never take the new CA back out."""
+    Every unexpired CA of `serving`, and those of `trusted` newer than any of them: a writer that has
+    not yet seen a new Secret never takes the new CA back out, while a CA the Secret no longer holds
+    (replaced, not renewed: a leaked key) leaves as soon as every writer has the new Secret. Each CA
+    once, newest first, so the same CAs always make the same bundle."""
     now = now or dt.datetime.now(dt.UTC)
-    kept: dict[bytes, x509.Certificate] = {}
-    for bundle in bundles:
-        if not bundle.strip():
-            continue
-        for cert in x509.load_pem_x509_certificates(bundle):
-            if cert.not_valid_after_utc > now:
-                kept.setdefault(cert.fingerprint(hashes.SHA256()), cert)
+    own = _unexpired(serving, now)
+    newest = max((cert.not_valid_before_utc for cert in own.values()), default=None)
+    kept = dict(own)
+    for fingerprint, cert in _unexpired(trusted, now).items():
+        if newest is None or cert.not_valid_before_utc > newest:
+            kept.setdefault(fingerprint, cert)
     newest_first = sorted(
         kept.items(), key=lambda item: (item[1].not_valid_before_utc, item[0]), reverse=True
     )
     return b"".join(cert.public_bytes(serialization.Encoding.PEM) for _, cert in newest_first)
+
+
+def _unexpired(bundle: bytes, now: dt.datetime) -> dict[bytes, x509.Certificate]:
+    found: dict[bytes, x509.Certificate] = {}
+    if bundle.strip():
+        for cert in x509.load_pem_x509_certificates(bundle):
+            if cert.not_valid_after_utc > now:
+                found.setdefault(cert.fingerprint(hashes.SHA256()), cert)
+    return found

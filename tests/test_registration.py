@@ -6,7 +6,7 @@ import base64
 import datetime as dt
 import json
 
-from certs.issue import issue_bundle, merged_ca_bundle
+from certs.issue import issue_bundle, registered_ca_bundle
 from tests.helpers import context
 from webhook.adapters.kube.registrar import Registrar
 from webhook.config.registration import (
@@ -61,10 +61,17 @@ def ca(days_ago=0, days=365):
     return issue_bundle(["gpuport"], [], days=days, now=now).ca_crt
 
 
-def test_the_ca_bundle_keeps_every_unexpired_ca_once_and_drops_expired_ones():
+def test_the_ca_bundle_is_the_secret_s_cas_and_any_newer_one_never_an_expired_or_replaced_one():
     old, new, expired = ca(days_ago=300), ca(), ca(days_ago=400)
-    assert merged_ca_bundle(new, old + expired + new) == new + old
-    assert merged_ca_bundle(old, new + old) == new + old  # the same CAs, the same bundle
+    # A renewal: the Secret holds the new CA and the one before it.
+    assert registered_ca_bundle(new + old, old + expired) == new + old
+    # A writer that has not seen the new Secret yet keeps the new CA in.
+    assert registered_ca_bundle(old, new + old) == new + old
+    # A replacement (the Secret holds only the new CA): the old one goes once the writer has it...
+    assert registered_ca_bundle(new, new + old) == new
+    # ...and a stale writer puts back only its own CA, which the next up-to-date writer takes out.
+    assert registered_ca_bundle(old, new) == new + old
+    assert registered_ca_bundle(new, new + old) == new
 
 
 class FakeAdmission:
@@ -132,9 +139,9 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
         {"apiVersion": "v1", "kind": "Namespace", "name": "gpuport-system", "uid": "ns-uid-1"}
     ]
     assert registering.ensure() == []  # nothing changed: nothing written
-    # A renewal: the new CA joins the bundle, the old one stays until it expires.
+    # A renewal: the new CA joins the bundle (the Secret holds both), the old one stays until it expires.
     old = serving[0]
-    serving[0] = ca()
+    serving[0] = ca() + old
     assert registering.ensure() == [
         "MutatingWebhookConfiguration/gpuport",
         "ValidatingWebhookConfiguration/gpuport",
@@ -144,7 +151,7 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
             "clientConfig"
         ]["caBundle"]
     )
-    assert bundle == serving[0] + old
+    assert bundle == serving[0]
     # A replica that has not seen the renewal yet takes nothing out.
     serving[0] = old
     assert registering.ensure() == []
@@ -174,3 +181,35 @@ def test_an_earlier_install_s_objects_of_the_same_names_are_taken_over_not_left_
     assert ("replace", "validating_webhook_configuration", "gpuport") in registering.admission.writes
     assert {hook["failurePolicy"] for hook in taken["webhooks"]} == {"Ignore"}
     assert taken["metadata"]["ownerReferences"][0]["name"] == "gpuport-system"
+
+
+def test_a_replica_that_loses_the_race_to_create_goes_on_to_the_next_object():
+    from kubernetes.client.exceptions import ApiException
+
+    generic = context("generic")
+
+    def desired():
+        return registered_objects(generic.target, generic.dialects.maps, Endpoint(), ca(), [])
+
+    registering = registrar(desired)
+    admission = registering.admission
+
+    def made_by_another_replica(body, _request_timeout):
+        raise ApiException(status=409, reason="AlreadyExists")
+
+    admission.create_mutating_webhook_configuration = made_by_another_replica
+    changed = registering.ensure()
+    assert "MutatingWebhookConfiguration/gpuport" not in changed
+    assert "ValidatingWebhookConfiguration/gpuport" in changed  # the rest of the round still ran
+
+
+def test_printing_the_registration_without_budget_namespaces_says_what_that_gives_up(capsys):
+    from webhook.commands.cli import main
+
+    assert main(["registration", "--cloud", "eks"]) == 0
+    printed = capsys.readouterr()
+    assert "kind: ValidatingAdmissionPolicy" in printed.out
+    assert "no namespace's GPU quota or GPU limits are enforced" in printed.err
+    assert main(["registration", "--cloud", "eks", "--budget-namespace", "ml"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == "" and "failurePolicy: Fail" in printed.out

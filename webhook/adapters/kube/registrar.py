@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from certs.issue import merged_ca_bundle
+from certs.issue import registered_ca_bundle
 
 log = logging.getLogger("gpuport.registrar")
 
@@ -96,7 +96,13 @@ class Registrar:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            getattr(self.admission, f"create_{suffix}")(_with_bundle(body, b""), _request_timeout=_TIMEOUT)
+            create = getattr(self.admission, f"create_{suffix}")
+            try:
+                create(_with_bundle(body, b""), _request_timeout=_TIMEOUT)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                return False  # another replica or worker made it first: the next round compares it
             return True
         body = _with_bundle(body, _bundle_of(current))
         if _contains(current, body):
@@ -139,11 +145,12 @@ def _bundle_of(config: Mapping[str, Any]) -> bytes:
 
 
 def _with_bundle(body: dict[str, Any], current: bytes) -> dict[str, Any]:
-    """Every webhook trusting the CAs it trusts now and those gpuport serves with, expired ones gone."""
+    """Every webhook trusting the CAs gpuport's Secret holds, and any newer one it trusts now (a
+    rotation this replica has not seen yet); expired and replaced CAs gone."""
     for hook in body.get("webhooks") or ():
         config = hook.get("clientConfig") or {}
         wanted = base64.b64decode(config["caBundle"]) if config.get("caBundle") else b""
-        merged = merged_ca_bundle(wanted, current) if wanted else current
+        merged = registered_ca_bundle(wanted, current) if wanted else current
         if merged:
             config["caBundle"] = base64.b64encode(merged).decode()
     return body
