@@ -3,8 +3,9 @@ beside the scheduler's own events (the pods of a Deployment never pass kubectl's
 
 Recorded when the pod's validating review comes (the API server has named it by then), off the
 admission thread: a queue of bounded size, one writer thread, a deadline on every call. The Event's
-name is the pod's, so a review the API server sends twice records one Event; what cannot be recorded
-is logged and dropped, never retried on the admission path.
+name is the pod's name and uid, so a review the API server sends twice records one Event and a pod
+made again under the same name (a StatefulSet's) gets its own; what cannot be recorded is logged and
+dropped, never retried on the admission path.
 """
 
 import datetime as dt
@@ -18,6 +19,12 @@ log = logging.getLogger("gpuport.events")
 
 REASON = "Translated"
 _TIMEOUT = (2, 3)
+
+
+def event_name(pod: str, uid: str) -> str:
+    """One name per pod object, within the 253 characters of a DNS subdomain."""
+    suffix = f".gpuport-{uid}" if uid else ".gpuport"
+    return pod[: 253 - len(suffix)].rstrip(".-") + suffix
 
 
 class PodEvents:
@@ -54,7 +61,7 @@ class PodEvents:
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{name}.gpuport-translated", "namespace": namespace},
+            "metadata": {"name": event_name(name, uid), "namespace": namespace},
             "involvedObject": {
                 "apiVersion": "v1",
                 "kind": "Pod",
