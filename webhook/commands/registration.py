@@ -15,7 +15,9 @@ def register(commands: Subcommands) -> None:
         help="print the webhook configurations and policy gpuport registers",
         description="Print, as YAML, the MutatingWebhookConfiguration, ValidatingWebhookConfiguration and "
         "ValidatingAdmissionPolicy gpuport registers itself once ready, for the given cloud map. The quota "
-        "webhook fails closed only in the --budget-namespace namespaces (gpuport keeps that list itself).",
+        "webhook fails closed only in the --budget-namespace namespaces: name every namespace with a GPU "
+        "quota or GPU limits, and print again when that changes (a registering gpuport keeps the list "
+        "itself; printed, it is as current as its arguments).",
     )
     parser.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
@@ -46,4 +48,10 @@ def run(args: argparse.Namespace) -> int:
         context.target, context.dialects.maps, endpoint, ca_bundle, args.budget_namespace
     )
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, width=4096))
+    if not args.budget_namespace:
+        sys.stderr.write(
+            "gpuport registration: no --budget-namespace: while gpuport is down, no namespace's GPU "
+            "quota or GPU limits are enforced (its checks fail open everywhere); name each namespace "
+            "that has them\n"
+        )
     return 0
