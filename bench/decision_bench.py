@@ -55,7 +55,7 @@ CASES = {
 def _decide(route, request, memo):
     # The routes as the server calls them: /mutate with the worker's memo, /validate without gates.
     if route == "mutate":
-        return pipeline.mutate(request, CONTEXT, None, memo)
+        return pipeline.mutate(request, CONTEXT, pipeline.NO_GATES, memo)
     return pipeline.validate(request, CONTEXT)
 
 

@@ -203,21 +203,23 @@ class Recording:
 def test_the_pipeline_creates_templates_before_admitting_and_never_on_a_dry_run():
     review = parsed(review_of(pod({"nvidia.com/gpu": "1"}, GKE_A100_80)))
     writer = Recording()
-    decision = pipeline.mutate(review, DRA, None, None, writer)
+    decision = pipeline.mutate(review, DRA, pipeline.NO_GATES, None, writer)
     assert decision.allowed
     assert writer.calls == [("team-a", [decision.claim_templates[0]["metadata"]["name"]])]
 
     dry = parsed(review_of(pod({"nvidia.com/gpu": "1"}, GKE_A100_80), dry_run=True))
     writer = Recording()
-    assert pipeline.mutate(dry, DRA, None, None, writer).allowed
+    assert pipeline.mutate(dry, DRA, pipeline.NO_GATES, None, writer).allowed
     assert writer.calls == []
 
 
 def test_a_template_that_cannot_be_made_denies_the_pod_with_the_reason():
     review = parsed(review_of(pod({"nvidia.com/gpu": "1"})))
-    refused = pipeline.mutate(review, DRA, None, None, Recording("gpuport could not create X: 403 Forbidden"))
+    refused = pipeline.mutate(
+        review, DRA, pipeline.NO_GATES, None, Recording("gpuport could not create X: 403 Forbidden")
+    )
     assert not refused.allowed and refused.message == "gpuport could not create X: 403 Forbidden"
-    blind = pipeline.mutate(review, DRA, None, None, None)
+    blind = pipeline.mutate(review, DRA, pipeline.NO_GATES, None, None)
     assert not blind.allowed
     assert "gpuport has no cluster access to create the ResourceClaimTemplate" in blind.message
 
@@ -228,7 +230,7 @@ def test_a_memo_hit_still_makes_sure_the_template_exists():
     memo, writer = DecisionMemo(), Recording()
     for uid in ("a", "b"):
         review = parsed(review_of(pod({"nvidia.com/gpu": "1"}), uid=uid))
-        assert pipeline.mutate(review, DRA, None, memo, writer).allowed
+        assert pipeline.mutate(review, DRA, pipeline.NO_GATES, memo, writer).allowed
     assert len(writer.calls) == 2
 
 

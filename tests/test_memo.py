@@ -138,12 +138,14 @@ WITH_HINTS = nodes_with("a100-pcie-8-two-numa", "h100-sxm-8-nvswitch")
 def test_a_replica_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, noise, target):
     ctx = WITH_HINTS if target == "with hints" else context(target)
     memo = DecisionMemo()
-    first = pipeline.mutate(request_for(pod), ctx, None, memo, TEMPLATES_EXIST)
+    first = pipeline.mutate(request_for(pod), ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
     replica = request_for(with_noise(pod, noise))
     assert decision_key(replica, ctx.metadata_keys) == decision_key(request_for(pod), ctx.metadata_keys)
     assert len(memo) == 1
     assert (
-        pipeline.mutate(replica, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(replica, ctx) == first
+        pipeline.mutate(replica, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
+        == decide_mutation(replica, ctx)
+        == first
     )
 
 
@@ -182,8 +184,10 @@ def test_a_change_the_decision_reads_is_decided_afresh(pod, edit):
     ctx = WITH_HINTS
     assert decision_key(other, ctx.metadata_keys) != decision_key(original, ctx.metadata_keys)
     memo = DecisionMemo()
-    pipeline.mutate(original, ctx, None, memo, TEMPLATES_EXIST)
-    assert pipeline.mutate(other, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(other, ctx)
+    pipeline.mutate(original, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
+    assert pipeline.mutate(other, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == decide_mutation(
+        other, ctx
+    )
 
 
 CONTEXTS = {
@@ -208,7 +212,9 @@ def test_memoized_decisions_equal_fresh_ones_across_reloads_and_node_changes(ste
         ctx = CONTEXTS[name]()
         for candidate in (pod, with_noise(pod, noise)):
             review = request_for(candidate)
-            assert pipeline.mutate(review, ctx, None, memo, TEMPLATES_EXIST) == decide_mutation(review, ctx)
+            assert pipeline.mutate(review, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == decide_mutation(
+                review, ctx
+            )
 
 
 def test_the_gate_still_sees_every_replica_with_the_remembered_demand():
@@ -224,7 +230,7 @@ def test_the_gate_still_sees_every_replica_with_the_remembered_demand():
     pod = translation_pod("gke-whole")
     gate, memo = Counting(), DecisionMemo()
     for uid in ("a", "b", "c"):
-        pipeline.mutate(request_for(with_noise(pod, {"uid": uid})), ctx, gate, memo)
+        pipeline.mutate(request_for(with_noise(pod, {"uid": uid})), ctx, pipeline.Gates(gate), memo)
     assert len(gate.demands) == 3
     assert all(d == read_demand(pod, ctx.dialects) for d in gate.demands)
 
@@ -234,10 +240,13 @@ def test_the_memo_is_bounded_and_forgets_a_replaced_context():
     memo = DecisionMemo(size=2)
     for gpus in ("1", "2", "3"):
         pipeline.mutate(
-            request_for(SOURCES["generic-whole"][1] | {"metadata": {"name": gpus}}), ctx, None, memo
+            request_for(SOURCES["generic-whole"][1] | {"metadata": {"name": gpus}}),
+            ctx,
+            pipeline.NO_GATES,
+            memo,
         )
     assert len(memo) == 2
-    pipeline.mutate(request_for(SOURCES["gke-whole"][1]), context("gke"), None, memo)
+    pipeline.mutate(request_for(SOURCES["gke-whole"][1]), context("gke"), pipeline.NO_GATES, memo)
     assert len(memo) == 1
 
 
@@ -262,7 +271,7 @@ def test_the_pods_of_an_indexed_job_share_one_decision():
         del pod["metadata"]["name"]
         pod["metadata"]["generateName"] = f"train-{index}-"
         review = request_for(pod)
-        answers.append(pipeline.mutate(review, WITH_HINTS, None, memo))
+        answers.append(pipeline.mutate(review, WITH_HINTS, pipeline.NO_GATES, memo))
         assert answers[-1] == decide_mutation(review, WITH_HINTS)
     assert len(memo) == 1
     assert answers[0].patch and any("prefer one" in w for w in answers[0].warnings)  # the job's own hint

@@ -26,32 +26,50 @@ def gpu_pod(operation="CREATE"):
 
 def test_gates_see_pod_creates_only_with_the_demand_read_once():
     limits, quota = Recording(), Recording()
-    assert pipeline.validate(gpu_pod(), CTX, [limits, quota]).allowed
+    assert pipeline.validate(gpu_pod(), CTX, pipeline.Gates(limits, quota)).allowed
     assert len(limits.calls) == len(quota.calls) == 1
     assert limits.calls[0][1] is quota.calls[0][1]  # one read of the pod's asks, shared
     assert limits.calls[0][1].asks[0].count == 1
-    assert pipeline.validate(gpu_pod("UPDATE"), CTX, [limits, quota]).allowed
+    assert pipeline.validate(gpu_pod("UPDATE"), CTX, pipeline.Gates(limits, quota)).allowed
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "d", "namespace": "team-a"},
         "spec": {"template": {"spec": pod({"nvidia.com/gpu": "1"})["spec"]}},
     }
-    assert pipeline.validate(parsed(review_of(deployment)), CTX, [limits, quota]).allowed
-    assert pipeline.mutate(gpu_pod("UPDATE"), CTX, limits).allowed
+    assert pipeline.validate(parsed(review_of(deployment)), CTX, pipeline.Gates(limits, quota)).allowed
+    assert pipeline.mutate(gpu_pod("UPDATE"), CTX, pipeline.Gates(limits)).allowed
     assert len(limits.calls) == len(quota.calls) == 1  # no update, no workload template
 
 
 def test_the_first_refusal_wins_and_later_gates_are_not_asked():
     limits, quota = Recording(refuse=True), Recording()
-    refused = pipeline.validate(gpu_pod(), CTX, [limits, quota])
+    refused = pipeline.validate(gpu_pod(), CTX, pipeline.Gates(limits, quota))
     assert refused.reason == "test-refusal" and quota.calls == []
-    mutated = pipeline.mutate(gpu_pod(), CTX, limits)
+    mutated = pipeline.mutate(gpu_pod(), CTX, pipeline.Gates(limits))
     assert mutated.reason == "test-refusal"
 
 
 def test_a_pod_the_checks_deny_never_reaches_a_gate():
     quota = Recording()
     fractional = parsed(review_of(pod({"nvidia.com/gpu": "500m"})))
-    assert not pipeline.validate(fractional, CTX, [quota]).allowed
+    assert not pipeline.validate(fractional, CTX, pipeline.Gates(quota=quota)).allowed
     assert quota.calls == []
+
+
+def test_the_checks_answer_before_any_gate_on_both_routes():
+    # A namespace whose GPU limits would refuse the pod: the user still hears what to ask for
+    # instead of half a GPU, on /mutate as on /validate.
+    limits, quota = Recording(refuse=True), Recording(refuse=True)
+    fractional = parsed(review_of(pod({"nvidia.com/gpu": "500m"})))
+    gates = pipeline.Gates(limits, quota)
+    for decided in (pipeline.mutate(fractional, CTX, gates), pipeline.validate(fractional, CTX, gates)):
+        assert not decided.allowed and "GPUs are whole units" in decided.message
+    assert limits.calls == quota.calls == []
+
+
+def test_the_limits_run_on_mutate_and_both_gates_on_validate_limits_first():
+    limits, quota = Recording(), Recording()
+    gates = pipeline.Gates(limits, quota)
+    assert gates.on_mutate() == (limits,) and gates.on_validate() == (limits, quota)
+    assert pipeline.Gates(quota=quota).on_mutate() == ()

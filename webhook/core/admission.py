@@ -89,9 +89,17 @@ class Context:
 def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:
     """The /mutate path: deny what can never run, then rewrite Pods (never workload templates).
     `demand` is the pod's, when the caller has already read it."""
-    checked = _check(request, context)
+    checked = check_request(request, context)
     if checked is not None:
         return checked
+    return mutation_after_checks(request, context, demand)
+
+
+def mutation_after_checks(
+    request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+) -> Decision:
+    """decide_mutation once `check_request` has had nothing to say (the pipeline runs its gates in
+    between)."""
     if not request.is_pod_create:
         return allow("checked", warnings=preview(request, context))
     pod = request.object or {}
@@ -268,11 +276,11 @@ def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Unt
 
 def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
     """The /validate path: the same checks, on the final object after every mutating webhook."""
-    checked = _check(request, context)
+    checked = check_request(request, context)
     return checked if checked is not None else allow("checked")
 
 
-def _check(request: AdmissionRequest, context: Context) -> Decision | None:
+def check_request(request: AdmissionRequest, context: Context) -> Decision | None:
     """A denial, an allowance for requests gpuport does not look at, or None to go on."""
     if request.operation not in ("CREATE", "UPDATE"):
         return allow("operation-ignored")

@@ -1,14 +1,17 @@
 """The admission pipeline: which steps a review goes through, in which order, on which route.
 
-The pod's GPU asks are read once per review and handed to every step. The gates (limits, quota) are
-whatever the server was built with: they satisfy `Gate`, and may read the cluster, but the order and
-the rule that the first refusal wins are decided here, not in the HTTP adapter.
+On both routes the checks answer first (a fractional GPU is told what to ask for instead, whatever a
+namespace's limits say), then the gates, then (on /mutate) the translation. The pod's GPU asks are
+read once per review and handed to every step. The gates (limits, quota) are whatever the server was
+built with: they satisfy `Gate` and may read the cluster, but which runs on which route, in which
+order, and the rule that the first refusal wins are decided here (`Gates`), not in the HTTP adapter.
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from webhook.core.admission import Context, decide_mutation, decide_validation
+from webhook.core.admission import Context, check_request, decide_validation, mutation_after_checks
 from webhook.core.checks import is_extended_resource
 from webhook.core.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.decision import Decision, deny
@@ -20,11 +23,12 @@ from webhook.core.workloads import container_specs, resource_section
 
 
 class Memo(Protocol):
-    """Remembered (demand, decision) pairs by decision key, valid for one context only."""
+    """Remembered (demand, decision) pairs by decision key, valid for one context only; the demand
+    is None where the checks refused the pod (nothing after them ran)."""
 
-    def get(self, key: bytes, context: Context) -> tuple[PodDemand, Decision] | None: ...
+    def get(self, key: bytes, context: Context) -> tuple[PodDemand | None, Decision] | None: ...
 
-    def put(self, key: bytes, context: Context, value: tuple[PodDemand, Decision]) -> None: ...
+    def put(self, key: bytes, context: Context, value: tuple[PodDemand | None, Decision]) -> None: ...
 
 
 class ClaimTemplates(Protocol):
@@ -72,18 +76,37 @@ class Gate(Protocol):
         creates, with the demand the pipeline read once."""
 
 
+@dataclass(frozen=True)
+class Gates:
+    """The gates a server was built with (None: not in this server), and which runs where."""
+
+    limits: Gate | None = None
+    quota: Gate | None = None
+
+    def on_mutate(self) -> tuple[Gate, ...]:
+        # Before the translation: a LimitRange default would change what is translated.
+        return tuple(gate for gate in (self.limits,) if gate is not None)
+
+    def on_validate(self) -> tuple[Gate, ...]:
+        # Limits before quota: a pod the limits refuse must not hold a quota reservation.
+        return tuple(gate for gate in (self.limits, self.quota) if gate is not None)
+
+
+NO_GATES = Gates()
+
+
 def mutate(
     review: AdmissionRequest,
     context: Context,
-    limit_gate: Gate | None = None,
+    gates: Gates = NO_GATES,
     memo: Memo | None = None,
     claims: ClaimTemplates | None = None,
 ) -> Decision:
-    """/mutate: the limit gate first (a LimitRange default would change what is translated), then the
-    translation, then (on a DRA cluster) the claim templates the translated pod refers to. With a
-    memo, a pod create equal in everything the decision reads to a recent one (the next replica of a
-    ReplicaSet) takes that one's demand and decision; the gate and the templates still run."""
-    return with_claim_templates(review, _decide(review, context, limit_gate, memo, claims), claims)
+    """/mutate: the checks, the gates, then the translation, then (on a DRA cluster) the claim
+    templates the translated pod refers to. With a memo, a pod create equal in everything the
+    decision reads to a recent one (the next replica of a ReplicaSet) takes that one's demand and
+    decision; the gates and the templates still run."""
+    return with_claim_templates(review, _decide(review, context, gates, memo, claims), claims)
 
 
 def with_claim_templates(
@@ -106,46 +129,54 @@ def with_claim_templates(
 def _decide(
     review: AdmissionRequest,
     context: Context,
-    limit_gate: Gate | None,
+    gates: Gates,
     memo: Memo | None,
     claims: ClaimTemplates | None,
 ) -> Decision:
     key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
-    demand: PodDemand | None
+    decision: Decision | None = None
     if remembered is not None:
-        demand = remembered[0]
+        demand, decision = remembered
+        if demand is None:
+            return decision  # the checks refused it: nothing after them runs
     else:
+        checked = check_request(review, context)
+        if checked is not None:
+            if memo is not None and key is not None and not checked.allowed:
+                memo.put(key, context, (None, checked))
+            return checked
         demand = (
             read_pod_demand(review.object or {}, review.namespace, context, claims)
             if review.is_pod_create
             else None
         )
-    if demand is not None and limit_gate is not None:
-        refused = limit_gate.admit(review, context, demand)
-        if refused:
-            return refused
-    if remembered is not None:
-        return remembered[1]
-    decision = decide_mutation(review, context, demand)
-    if memo is not None and key is not None and demand is not None:
-        memo.put(key, context, (demand, decision))
+    if demand is not None:
+        for gate in gates.on_mutate():
+            refused = gate.admit(review, context, demand)
+            if refused:
+                return refused
+    if decision is None:
+        decision = mutation_after_checks(review, context, demand)
+        if memo is not None and key is not None and demand is not None:
+            memo.put(key, context, (demand, decision))
     return decision
 
 
 def validate(
     review: AdmissionRequest,
     context: Context,
-    gates: Sequence[Gate] = (),
+    gates: Gates = NO_GATES,
     claims: ClaimTemplates | None = None,
 ) -> Decision:
-    """/validate: the checks, then each gate in order (limits before quota) until one refuses. The
-    gates see the devices the pod's DRA claims ask for as well: one budget for both worlds."""
+    """/validate: the checks, then each gate in order until one refuses. The gates see the devices
+    the pod's DRA claims ask for as well: one budget for both worlds."""
     decision = decide_validation(review, context)
-    if not (decision.allowed and gates and review.is_pod_create):
+    order = gates.on_validate()
+    if not (decision.allowed and order and review.is_pod_create):
         return decision
     demand = read_pod_demand(review.object or {}, review.namespace, context, claims)
-    for gate in gates:
+    for gate in order:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:
             break

@@ -9,7 +9,7 @@ from webhook.core.admission import Context
 from webhook.core.decision import Decision
 from webhook.core.demand import PodDemand
 
-Entry = tuple[PodDemand, Decision]
+Entry = tuple[PodDemand | None, Decision]  # None: the checks refused the pod
 
 # The two children, looked up once: labels() takes a lock and a dict lookup on every call.
 _HITS = metrics.DECISION_MEMO.labels("hit")

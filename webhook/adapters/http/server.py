@@ -114,11 +114,12 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
 
         return answer
 
+    gates = pipeline.Gates(limits=state.limit_gate, quota=state.quota_gate)
+
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        return pipeline.mutate(review, context, state.limit_gate, state.memo, state.claim_templates)
+        return pipeline.mutate(review, context, gates, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        gates = [g for g in (state.limit_gate, state.quota_gate) if g]
         decision = pipeline.validate(review, context, gates, state.claim_templates)
         if state.events is not None and decision.allowed and review.is_pod_create and not review.dry_run:
             _record_rewrites(state.events, review)
