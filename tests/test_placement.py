@@ -467,6 +467,16 @@ def test_explain_says_why_it_has_no_table(tmp_path, capsys):
     assert "no topology hint: a pod needs at least 2 whole GPUs" in capsys.readouterr().out
 
 
+def test_explain_decides_as_the_webhook_does_checks_first(tmp_path, capsys):
+    from webhook.commands.cli import main
+
+    # Half a GPU is refused by the checks before any translation: explain says the same words.
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod({"nvidia.com/gpu": "500m"})))
+    assert main(["explain", "--inventory", str(mixed_cluster(tmp_path)), str(tmp_path / "pod.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "Pod/work: refused: " in out and "GPUs are whole units" in out
+
+
 def template_of_every_kind(spec, metadata):
     """A document of every kind the table reads, each template holding `spec` (and `metadata`)."""
     from webhook.core.templates import TEMPLATE_PATHS

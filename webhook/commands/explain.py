@@ -27,11 +27,10 @@ def run(args: argparse.Namespace) -> int:
 
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import StartupError, build_context, load_inventory
-    from webhook.core.admission import rewrite_pod
+    from webhook.core.admission import decide_template
     from webhook.core.placement import cost_table, node_classes, whole_gpus
     from webhook.core.templates import pod_templates
     from webhook.core.topology import CAPABILITY_ANNOTATION
-    from webhook.core.translate import Untranslatable
     from webhook.core.workloads import mapping_at
 
     try:
@@ -44,11 +43,11 @@ def run(args: argparse.Namespace) -> int:
     for doc in documents:
         for path, template in pod_templates(doc):
             name = f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '?')}{path}"
-            try:
-                patch, warnings, _ = rewrite_pod(template, context)
-            except Untranslatable as exc:
-                print(f"{name}: not translatable: {exc}")
+            decided = decide_template(template, context)
+            if decided.rewrite is None:
+                print(f"{name}: refused: {'; '.join(decided.refusals)}")
                 continue
+            patch, warnings, _ = decided.rewrite
             pod = jsonpatch.apply_patch(template, patch)
             k = whole_gpus(mapping_at(pod, ("spec",)) or {}, context.target)
             print(f"{name}: {k} whole GPU(s)")

@@ -121,12 +121,11 @@ def preview(request: AdmissionRequest, context: Context) -> list[str]:
     warnings = []
     for path, template in found:
         where = f"pods ({path})" if len(found) > 1 else "pods"
-        try:
-            rewrite = rewrite_pod(template, context, hints=False)
-        except Untranslatable as exc:
-            warnings.append(f"gpuport: {where} will be refused: {'; '.join(exc.messages)}")
+        decided = decide_template(template, context, hints=False)
+        if decided.rewrite is None:
+            warnings.append(f"gpuport: {where} will be refused: {'; '.join(decided.refusals)}")
             continue
-        warnings += [f"gpuport: {where}: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
+        warnings += [f"gpuport: {where}: {w.removeprefix('gpuport: ')}" for w in decided.rewrite.warnings]
     return warnings
 
 
@@ -207,6 +206,40 @@ def rewrite_pod(
         return Rewrite(diff_mutation(pod, mutate), warnings, needed)
     except MalformedField as exc:  # said like any pod that cannot run here, never a crash
         raise Untranslatable([f"cannot edit the pod: {exc}"]) from None
+
+
+class TemplateDecision(NamedTuple):
+    """A pod or pod template decided as the webhook decides it: refused (the checks' or the
+    translation's words) or rewritten."""
+
+    refusals: list[str]
+    rewrite: Rewrite | None
+
+    @property
+    def allowed(self) -> bool:
+        return self.rewrite is not None
+
+
+def decide_template(
+    template: Mapping[str, Any],
+    context: Context,
+    *,
+    hints: bool = True,
+    templates: TemplateLookup | None = None,
+) -> TemplateDecision:
+    """The checks, then the translation: the one decision `translate`, `preflight`, `explain` and a
+    workload's preview reach, in the order the webhook's pipeline runs them on a pod (which puts its
+    gates between the two)."""
+    spec = template.get("spec")
+    violations = (
+        check_pod_spec(spec, ("spec",), context.target, context.dialects) if isinstance(spec, Mapping) else []
+    )
+    if violations:
+        return TemplateDecision([v.message for v in violations], None)
+    try:
+        return TemplateDecision([], rewrite_pod(template, context, hints=hints, templates=templates))
+    except Untranslatable as exc:
+        return TemplateDecision(list(exc.messages), None)
 
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -19,8 +19,8 @@ from typing import Any
 import jsonpatch
 
 from webhook.core import quantity
-from webhook.core.admission import Context, rewrite_pod
-from webhook.core.checks import check_pod_spec, is_extended_resource
+from webhook.core.admission import Context, decide_template
+from webhook.core.checks import is_extended_resource
 from webhook.core.demand import PodDemand, node_constraints, read_demand
 from webhook.core.dra import ASKS_ANNOTATION
 from webhook.core.equivalents import pod_use
@@ -36,7 +36,6 @@ from webhook.core.preflight_checks import (
     topology_check,
 )
 from webhook.core.templates import pod_templates, unread_reason
-from webhook.core.translate import Untranslatable
 from webhook.core.workloads import containers, mapping_at, requested, resource_section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -246,15 +245,11 @@ def _translate(
     strict = replace(context, target=replace(context.target, fractional_policy="deny", mig_to_whole="deny"))
     first_error: list[str] = []
     for attempt, label in ((strict, ""), (context, "policy")):
-        violations = check_pod_spec(template["spec"], ("spec",), attempt.target, attempt.dialects)
-        if violations:
-            first_error = first_error or [v.message for v in violations]
+        decided = decide_template(template, attempt, templates=claims)
+        if decided.rewrite is None:
+            first_error = first_error or decided.refusals
             continue
-        try:
-            rewrite = rewrite_pod(template, attempt, templates=claims)
-        except Untranslatable as exc:
-            first_error = first_error or list(exc.messages)
-            continue
+        rewrite = decided.rewrite
         return jsonpatch.apply_patch(template, rewrite.patch), [], label, rewrite.claim_templates
     return None, first_error, "", []
 

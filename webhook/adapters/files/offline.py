@@ -22,12 +22,10 @@ from webhook.adapters.files.yamledit import (
     set_units,
     split_documents,
 )
-from webhook.core.admission import Context, rewrite_pod
-from webhook.core.checks import check_pod_spec
+from webhook.core.admission import Context, decide_template
 from webhook.core.claims import DEVICE_CLASS
 from webhook.core.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.templates import pod_templates, unread_reason
-from webhook.core.translate import Untranslatable
 
 
 class ManifestError(ValueError):
@@ -121,19 +119,13 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         for path, template in list(pod_templates(doc)):
             plain = json.loads(json.dumps(template, default=str))
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
-            violations = check_pod_spec(plain["spec"], ("spec",), context.target, context.dialects)
-            if violations:
+            decided = decide_template(plain, context, hints=False, templates=beside.lookup(namespace_of(doc)))
+            if decided.rewrite is None:
                 result.allowed = False
-                result.messages = [v.message for v in violations]
+                result.messages = decided.refusals
             else:
-                try:
-                    result.patch, result.warnings, result.claim_templates = rewrite_pod(
-                        plain, context, hints=False, templates=beside.lookup(namespace_of(doc))
-                    )
-                    _keep_templates(manifest, doc, result.claim_templates)
-                except Untranslatable as exc:
-                    result.allowed = False
-                    result.messages = list(exc.messages)
+                result.patch, result.warnings, result.claim_templates = decided.rewrite
+                _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:
                     if template.get("metadata") is None and hasattr(template, "insert"):
                         template.insert(0, "metadata", {})  # where a reader expects it: before the spec
