@@ -125,7 +125,8 @@ def main() -> int:
             cert_dir,
             workers=args.workers,
             threads=args.threads,
-            extra_env={"GPUPORT_BENCH_BASELINE": "1", "GPUPORT_INVENTORY": str(inventory)},
+            extra_env={"GPUPORT_INVENTORY": str(inventory)},
+            baselines=True,
         )
         try:
             results = {c: measure(server, args, c) for c in args.connections}

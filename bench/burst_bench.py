@@ -114,7 +114,6 @@ def main() -> int:
             env = {
                 "GPUPORT_CLUSTER": str(kubeconfig(api, work / "kubeconfig")),
                 "GPUPORT_NAMESPACE": "gpuport-system",
-                "GPUPORT_BENCH_BASELINE": "1",
             }
             servers = [
                 RunningServer(
@@ -122,6 +121,7 @@ def main() -> int:
                     workers=args.workers,
                     threads=args.threads,
                     extra_env=env,
+                    baselines=True,
                     log_path=work / f"gpuport-{n}.log",
                 )
                 for n in range(args.replicas)

@@ -142,9 +142,10 @@ def main() -> int:
             env = {
                 "GPUPORT_CLUSTER": str(kubeconfig(api, work / "kubeconfig")),
                 "GPUPORT_NAMESPACE": "gpuport-system",
-                "GPUPORT_BENCH_BASELINE": "1",
             }
-            server = RunningServer(work / "tls", workers=args.workers, threads=args.threads, extra_env=env)
+            server = RunningServer(
+                work / "tls", workers=args.workers, threads=args.threads, extra_env=env, baselines=True
+            )
             url, ca = f"https://127.0.0.1:{server.port}", (work / "tls" / "ca.crt").read_bytes()
             admission = client.AdmissionregistrationV1Api(api.client())
             creator = Creator(api)

@@ -14,6 +14,7 @@ from certs.files import write_bundle
 from certs.issue import issue_bundle, service_dns_names
 
 SERVICE_NAME = "gpuport.gpuport-system.svc"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -37,6 +38,7 @@ class RunningServer:
         log_path: Path | None = None,
         extra_env: dict | None = None,
         cloudmap_dir: Path | None = None,
+        baselines: bool = False,
     ):
         self.cert_dir = cert_dir
         self.port = free_port()
@@ -49,8 +51,8 @@ class RunningServer:
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "webhook",
+                # The benches' baselines beside the admission routes (bench/baseline_app.py).
+                *([str(REPO / "bench" / "baseline_app.py")] if baselines else ["-m", "webhook"]),
                 "serve",
                 "--bind",
                 f"127.0.0.1:{self.port}",

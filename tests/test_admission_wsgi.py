@@ -131,15 +131,6 @@ def test_other_paths_and_methods_are_the_fallbacks(app):
     assert text(400, "x") == Answer(400, b"x\n", "text/plain; charset=utf-8")
 
 
-def test_the_flask_baseline_route_exists_only_when_asked_for(generic_context):
-    state = ServerState(context=generic_context)
-    assert create_app(state).test_client().post("/bench/allow-all-flask", data=REVIEW).status_code == 404
-    bench = create_app(state, bench_baseline=True).test_client()
-    response = bench.post("/bench/allow-all-flask", data=REVIEW)
-    assert response.status_code == 200
-    assert response.get_json()["response"] == {"uid": json.loads(REVIEW)["request"]["uid"], "allowed": True}
-
-
 def test_flask_and_the_admission_path_answer_errors_in_one_format(generic_context):
     # Readiness (Flask) and a malformed review (plain WSGI): one line, the same content type.
     state = ServerState(context=generic_context)

@@ -1,7 +1,6 @@
 """Composition root: build the decision context and the Flask app around it."""
 
 import logging
-import os
 from collections.abc import Callable
 
 from flask import Flask
@@ -110,6 +109,6 @@ def build_app(settings: Settings) -> Flask:
         from webhook.adapters.kube.kubeclient import api_client
 
         state.events = PodEvents(api_client(settings.cluster))
-    app = create_app(state, bench_baseline=os.environ.get("GPUPORT_BENCH_BASELINE") == "1")
+    app = create_app(state)
     app.extensions["gpuport"] = state
     return app

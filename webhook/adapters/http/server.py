@@ -76,7 +76,7 @@ class ServerState:
         return True, "ok"
 
 
-def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
+def create_app(state: ServerState) -> Flask:
     app = Flask("gpuport")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # for any body Flask itself would read
 
@@ -138,18 +138,6 @@ def create_app(state: ServerState, *, bench_baseline: bool = False) -> Flask:
             lambda: deny("internal-error", "gpuport could not check this object (internal error); retry"),
         ),
     }
-    if bench_baseline:
-        # bench/ only: the same server, TLS connection and path as the admission routes, but no decision;
-        # what /mutate is measured against.
-        routes["/bench/allow-all"] = _allow_all
-        routes["/bench/label-once"] = _label_once
-
-    if bench_baseline:
-
-        @app.post("/bench/allow-all-flask")
-        def allow_all_on_flask() -> Response:
-            # bench/ only: allow-all as an ordinary Flask route, what a bare Flask webhook costs.
-            return Response(_allow_all(request.get_data(cache=False)).body, mimetype="application/json")
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -190,30 +178,6 @@ def _record_rewrites(events: Any, review: AdmissionRequest) -> None:
     said = annotations.get(REWRITES) if isinstance(annotations, dict) else None
     if isinstance(said, str) and said and review.name and isinstance(metadata, dict):
         events.rewritten(review.namespace, review.name, str(metadata.get("uid") or ""), said)
-
-
-def _allow_all(body: bytes) -> Answer:
-    # The same JSON codec as the admission routes: the baseline differs only by the decision.
-    uid = orjson.loads(body)["request"]["uid"]
-    return Answer(200, orjson.dumps(build_response(uid, allow())))
-
-
-def _label_once(body: bytes) -> Answer:
-    # Allow, adding one label the first time the pod is seen (the mutating call) and nothing after it
-    # (the validating call): what the API server's own work on any mutating webhook's patch costs,
-    # read apart from the decision.
-    request_part = orjson.loads(body)["request"]
-    labels = request_part["object"]["metadata"].get("labels")
-    if labels is None:
-        patch = [{"op": "add", "path": "/metadata/labels", "value": {_BENCH_LABEL: "1"}}]
-    elif _BENCH_LABEL not in labels:
-        patch = [{"op": "add", "path": "/metadata/labels/bench.gpuport.io~1seen", "value": "1"}]
-    else:
-        patch = []
-    return Answer(200, orjson.dumps(build_response(request_part["uid"], allow(patch=patch))))
-
-
-_BENCH_LABEL = "bench.gpuport.io/seen"
 
 
 def _text(status: int, message: str) -> Response:
