@@ -306,3 +306,46 @@ def test_a_mutation_that_says_nothing_of_what_it_reads_keys_every_label():
     assert decision_key(request_for(pod), WITH_HINTS.metadata_keys) == decision_key(
         request_for(other), WITH_HINTS.metadata_keys
     )
+
+
+def reduced_to_its_key(pod, keys):
+    """The pod with nothing but what decision_key reads: if a decision reads anything else, the pod and
+    this reduction decide differently, and a replica differing there would get a wrong decision."""
+    from webhook.core.decision_key import CONTAINER_FIELDS, POD_FIELDS
+    from webhook.core.workloads import CONTAINER_LISTS
+
+    metadata, spec = pod["metadata"], pod["spec"]
+    reduced_metadata = {k: metadata[k] for k in ("name", "namespace") if k in metadata}
+    for field, wanted in (("labels", keys.labels), ("annotations", keys.annotations)):
+        if field in metadata:
+            values = metadata[field]
+            reduced_metadata[field] = (
+                {k: v for k, v in values.items() if k in wanted} if isinstance(values, dict) else values
+            )
+    reduced_spec = {k: spec[k] for k in POD_FIELDS if k in spec}
+    for list_name in CONTAINER_LISTS:
+        if list_name in spec:
+            items = spec[list_name]
+            reduced_spec[list_name] = (
+                [{f: c[f] for f in CONTAINER_FIELDS if f in c} if isinstance(c, dict) else c for c in items]
+                if isinstance(items, list)
+                else items
+            )
+    return {
+        "apiVersion": pod.get("apiVersion"),
+        "kind": pod.get("kind"),
+        "metadata": reduced_metadata,
+        "spec": reduced_spec,
+    }
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod=ANY_POD, noise=NOISE, target=st.sampled_from([*TARGETS, "with hints"]))
+def test_a_pod_and_the_pod_reduced_to_its_key_decide_the_same(pod, noise, target):
+    # Not an allow-list of fields that may vary: everything outside the key is taken away, so a
+    # decision that starts reading a field the key leaves out fails here.
+    ctx = WITH_HINTS if target == "with hints" else context(target)
+    full = request_for(with_noise(pod, noise))
+    reduced = request_for(reduced_to_its_key(with_noise(pod, noise), ctx.metadata_keys))
+    assert decision_key(full, ctx.metadata_keys) == decision_key(reduced, ctx.metadata_keys)
+    assert decide_mutation(full, ctx) == decide_mutation(reduced, ctx)
