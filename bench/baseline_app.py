@@ -21,8 +21,8 @@ import orjson  # noqa: E402
 from flask import Flask, Response, request  # noqa: E402
 
 from webhook.adapters.http.admission_wsgi import Answer  # noqa: E402
-from webhook.core.decision import allow  # noqa: E402
-from webhook.core.review import build_response  # noqa: E402
+from webhook.core.deciding.decision import allow  # noqa: E402
+from webhook.core.deciding.review import build_response  # noqa: E402
 
 BENCH_LABEL = "bench.gpuport.io/seen"
 

@@ -29,8 +29,8 @@ from tests.test_placement import mixed_cluster  # noqa: E402
 from webhook.adapters.http.memo import DecisionMemo  # noqa: E402
 from webhook.config.cloudmap import default_directory  # noqa: E402
 from webhook.config.loading import build_context  # noqa: E402
-from webhook.core import pipeline  # noqa: E402
-from webhook.core.review import parse_review  # noqa: E402
+from webhook.core.deciding import pipeline  # noqa: E402
+from webhook.core.deciding.review import parse_review  # noqa: E402
 
 
 def translated_review() -> dict:

@@ -25,7 +25,7 @@ from tests.integration.conftest import ApiServer  # noqa: E402
 from tests.translation_cases import pod  # noqa: E402
 from webhook.adapters.kube.ledger import LeaseLedger  # noqa: E402
 from webhook.adapters.kube.quota_gate import QuotaGate  # noqa: E402
-from webhook.core.quota import Quota  # noqa: E402
+from webhook.core.budget.quota import Quota  # noqa: E402
 
 
 class StaticView:

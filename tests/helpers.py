@@ -10,7 +10,7 @@ from pathlib import Path
 
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
-from webhook.core.review import parse_review
+from webhook.core.deciding.review import parse_review
 
 FIXTURES = Path(__file__).parent / "fixtures" / "admission"
 REPO = Path(__file__).resolve().parent.parent

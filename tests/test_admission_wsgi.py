@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import fixture
 from webhook.adapters.http.admission_wsgi import AdmissionWSGI, Answer, text
 from webhook.adapters.http.server import ServerState, create_app
-from webhook.core.review import MAX_BODY_BYTES
+from webhook.core.deciding.review import MAX_BODY_BYTES
 
 
 def call(app, environ):

@@ -3,7 +3,7 @@
 import pytest
 
 from webhook.config.cloudmap import default_directory, load_directory
-from webhook.core.catalogue import MigProfile, ProfileError, smallest_model_fit
+from webhook.core.vocabulary.catalogue import MigProfile, ProfileError, smallest_model_fit
 
 CATALOGUE = load_directory(default_directory()).catalogue
 

@@ -3,8 +3,8 @@ import copy
 import pytest
 
 from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
-from webhook.core.admission import decide_mutation, decide_validation
-from webhook.core.checks import is_extended_resource
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.deciding.admission import decide_mutation, decide_validation
 
 
 def mutate(obj, ctx, **kw):

@@ -11,11 +11,11 @@ import pytest
 
 from tests.helpers import context, parsed, review_of
 from webhook.adapters.kube.quota_gate import QuotaGate
-from webhook.core.claims import class_key, devices_key, read_claim_requests
-from webhook.core.demand import read_demand
-from webhook.core.equivalents import pod_use
-from webhook.core.pod_claims import read_pod_claims
-from webhook.core.quota import Quota
+from webhook.core.asks.claims import class_key, devices_key, read_claim_requests
+from webhook.core.asks.demand import read_demand
+from webhook.core.asks.pod_claims import read_pod_claims
+from webhook.core.budget.equivalents import pod_use
+from webhook.core.budget.quota import Quota
 
 DRA = context("dra-nvidia")
 GENERIC = context("generic")

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, summarize
-from webhook.core.admission import decide_mutation, rewrite_pod
-from webhook.core.catalogue import MigProfile
-from webhook.core.claims import UnreadableClaim, read_claim, read_claim_requests
-from webhook.core.decision_key import decision_key
-from webhook.core.demand import read_demand
-from webhook.core.translate import Untranslatable
+from webhook.core.asks.claims import UnreadableClaim, read_claim, read_claim_requests
+from webhook.core.asks.demand import read_demand
+from webhook.core.deciding.admission import decide_mutation, rewrite_pod
+from webhook.core.deciding.decision_key import decision_key
+from webhook.core.rewriting.translate import Untranslatable
+from webhook.core.vocabulary.catalogue import MigProfile
 
 DRA = context("dra-nvidia")
 MAPS, CATALOGUE = DRA.dialects.maps, DRA.dialects.catalogue
@@ -241,7 +241,7 @@ def canonical(pod, target):
     models=st.sets(st.sampled_from(sorted(DRA.target.dra.product_names)), min_size=0, max_size=3),
 )
 def test_every_template_gpuport_writes_reads_back_to_its_ask(count, models):
-    from webhook.core.dra import claim_template, whole_request
+    from webhook.core.rewriting.dra import claim_template, whole_request
 
     form = DRA.target.dra
     template = claim_template(form, whole_request(form, count, tuple(sorted(models))))
@@ -261,7 +261,7 @@ def test_an_unreadable_claim_is_refused_on_a_device_plugin_target_and_runs_as_wr
 
 
 def test_the_preflight_reads_a_dra_workload_beside_its_template_and_scores_both_directions():
-    from webhook.core.preflight import preflight
+    from webhook.core.migration.preflight import preflight
 
     template = template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'", count=4), name="four")
     template["metadata"]["namespace"] = "ml"
@@ -344,7 +344,7 @@ def test_what_gpuport_writes_for_amd_selects_by_product_name():
 
 
 def test_gpu_limits_count_a_pod_s_claimed_devices_in_gpu_equivalents():
-    from webhook.core.limits import from_annotation, violations
+    from webhook.core.budget.limits import from_annotation, violations
 
     lookup = {"two": template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'", count=2))}.get
     demand = read_demand(dra_pod(), DRA.dialects, lookup)
@@ -420,8 +420,8 @@ def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template
 
 
 def test_translate_and_preflight_read_claims_made_ahead_beside_the_workload_alike():
-    from webhook.core.pod_claims import ClaimsBeside
-    from webhook.core.preflight import preflight
+    from webhook.core.asks.pod_claims import ClaimsBeside
+    from webhook.core.migration.preflight import preflight
 
     made_ahead = {
         "apiVersion": "resource.k8s.io/v1beta1",

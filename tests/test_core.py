@@ -1,7 +1,7 @@
 from dataclasses import replace
 
 from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
-from webhook.core.admission import decide_mutation, decide_validation
+from webhook.core.deciding.admission import decide_mutation, decide_validation
 
 
 def test_kinds_gpuport_does_not_look_at_are_allowed_unchanged(generic_context):
@@ -77,7 +77,7 @@ def test_decisions_are_deterministic(generic_context):
 
 def test_a_workload_is_told_how_its_pods_will_be_rewritten_and_its_template_stays_as_written():
     from tests.helpers import context, parsed, review_of
-    from webhook.core.admission import decide_mutation
+    from webhook.core.deciding.admission import decide_mutation
 
     def deployment(resources, selector):
         return {
@@ -111,7 +111,8 @@ def test_a_translated_pod_says_what_was_changed_on_itself():
 
     from tests.helpers import context, parsed, review_of
     from tests.translation_cases import pod
-    from webhook.core.admission import REWRITES, decide_mutation
+    from webhook.core.deciding.admission import decide_mutation
+    from webhook.core.deciding.context import REWRITES
 
     gke = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
     decision = decide_mutation(parsed(review_of(gke)), context("eks"))
@@ -129,7 +130,8 @@ def test_a_pod_cannot_bring_gpuport_s_record_of_rewrites_itself():
 
     from tests.helpers import context, parsed, review_of
     from tests.translation_cases import pod
-    from webhook.core.admission import REWRITES, decide_mutation
+    from webhook.core.deciding.admission import decide_mutation
+    from webhook.core.deciding.context import REWRITES
 
     # A native pod, and one gpuport translates, each claiming a rewrite gpuport did not make: the
     # claim would become an Event in gpuport's name.

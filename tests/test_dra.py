@@ -14,10 +14,10 @@ from tests.helpers import context, parsed, pod_with_resources, review_of
 from tests.translation_cases import pod
 from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
 from webhook.config.cloudmap import CloudMapError, default_directory, load_directory, parse_cloud_map
-from webhook.core import pipeline
-from webhook.core.admission import decide_mutation
-from webhook.core.demand import read_demand
-from webhook.core.dra import claim_name, claim_template, whole_request
+from webhook.core.asks.demand import read_demand
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.admission import decide_mutation
+from webhook.core.rewriting.dra import claim_name, claim_template, whole_request
 
 DRA = context("dra-nvidia")
 FORM = DRA.target.dra
@@ -421,7 +421,7 @@ def test_a_template_read_as_missing_is_still_created_when_a_pod_needs_it():
 
 def test_quota_refuses_a_pod_whose_claims_it_cannot_read_but_not_its_dry_run_of_gpuport_s_own():
     from webhook.adapters.kube.quota_gate import QuotaGate
-    from webhook.core.quota import Quota
+    from webhook.core.budget.quota import Quota
 
     class View:
         def has_synced(self, *names):
@@ -495,7 +495,7 @@ def test_init_containers_and_the_app_hold_what_a_device_plugin_gives_never_the_s
     # Read back for a device-plugin cluster: every container asks for what it is given (the init
     # containers the whole claim: 4); the pod still holds at most 4 at once.
     templates = {t["metadata"]["name"]: t for t in decision.claim_templates}
-    from webhook.core.admission import rewrite_pod
+    from webhook.core.deciding.admission import rewrite_pod
 
     back = jsonpatch.apply_patch(
         result, rewrite_pod(result, context("generic"), templates=templates.get).patch

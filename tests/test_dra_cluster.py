@@ -12,10 +12,10 @@ from webhook.adapters.kube.claim_templates import ClaimTemplateStore, newest_ser
 from webhook.commands.cli import main
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import ClusterDra, build_context
-from webhook.core.admission import decide_mutation
-from webhook.core.claims import class_key, devices_key
-from webhook.core.demand import read_demand
-from webhook.core.equivalents import pod_use
+from webhook.core.asks.claims import class_key, devices_key
+from webhook.core.asks.demand import read_demand
+from webhook.core.budget.equivalents import pod_use
+from webhook.core.deciding.admission import decide_mutation
 
 NV = "gpu.nvidia.com"
 ATTR = f"device.attributes['{NV}']"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from webhook.commands.cli import main
-from webhook.core.templates import pod_templates
+from webhook.core.vocabulary.templates import pod_templates
 
 SHAPES = Path(__file__).parent / "manifests" / "dra"
 TARGETS = ["gke", "eks", "generic"]
@@ -139,7 +139,7 @@ def test_a_class_no_map_names_is_read_from_its_device_class_or_refused_naming_it
 
 def test_the_preflight_lists_a_claim_it_cannot_count_among_what_it_did_not_look_into():
     from tests.helpers import context
-    from webhook.core.preflight import preflight
+    from webhook.core.migration.preflight import preflight
 
     documents = [d for d in yaml.safe_load_all((SHAPES / "nvidia-mig-class.yaml").read_text()) if d][1:]
     report = preflight(documents, context("dra-nvidia").target, context("eks"), None)

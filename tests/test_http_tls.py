@@ -12,7 +12,7 @@ from certs.files import write_bundle
 from certs.issue import issue_bundle, service_dns_names
 from tests.helpers import VerifyingHTTPSConnection, all_fixtures, fixture, post
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs
-from webhook.core.review import MAX_BODY_BYTES
+from webhook.core.deciding.review import MAX_BODY_BYTES
 
 
 @pytest.fixture(scope="module")

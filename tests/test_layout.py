@@ -43,6 +43,27 @@ def test_the_node_agent_contract_forbids_every_core_module_but_catalogue_and_top
         for c in config["tool"]["importlinter"]["contracts"]
         if c.get("source_modules") == ["webhook.nodeagent"]
     )
-    core = {f"webhook.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__"}
-    allowed = {"webhook.core.catalogue", "webhook.core.topology"}
-    assert core - allowed == {m for m in contract["forbidden_modules"] if m.startswith("webhook.core.")}
+    forbidden = set(contract["forbidden_modules"])
+    parts = {p.parent.name for p in (PACKAGE / "core").glob("*/__init__.py")}
+    # Every part of the core but the vocabulary, whole; of the vocabulary, all but two modules.
+    assert {f"webhook.core.{part}" for part in parts - {"vocabulary"}} <= forbidden
+    vocabulary = {
+        f"webhook.core.vocabulary.{p.stem}"
+        for p in (PACKAGE / "core" / "vocabulary").glob("*.py")
+        if p.stem != "__init__"
+    }
+    allowed = {"webhook.core.vocabulary.catalogue", "webhook.core.vocabulary.topology"}
+    assert vocabulary - allowed == {m for m in forbidden if m.startswith("webhook.core.vocabulary.")}
+
+
+def test_the_core_is_a_handful_of_parts_each_in_the_layers_contract():
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(
+        c for c in config["tool"]["importlinter"]["contracts"] if c.get("containers") == ["webhook.core"]
+    )
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    parts = {p.parent.name for p in (PACKAGE / "core").glob("*/__init__.py")}
+    assert parts == layered
+    assert [p.name for p in (PACKAGE / "core").glob("*.py")] == ["__init__.py"]  # no module outside a part

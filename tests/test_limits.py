@@ -9,8 +9,8 @@ from tests.helpers import context, parsed, review_of
 from tests.test_quota import FakeView
 from tests.translation_cases import pod
 from webhook.adapters.kube.limit_gate import LimitGate
-from webhook.core.demand import read_demand
-from webhook.core.limits import LimitsError, from_annotation, from_limitrange, injected, violations
+from webhook.core.asks.demand import read_demand
+from webhook.core.budget.limits import LimitsError, from_annotation, from_limitrange, injected, violations
 
 CTX = context("generic")
 

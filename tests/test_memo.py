@@ -16,10 +16,10 @@ from tests.translation_cases import SOURCES, TARGETS
 from webhook.adapters.http.memo import DecisionMemo
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
-from webhook.core import pipeline
-from webhook.core.admission import decide_mutation
-from webhook.core.decision_key import decision_key
-from webhook.core.demand import read_demand
+from webhook.core.asks.demand import read_demand
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding.decision_key import decision_key
 
 
 class TemplatesExist:
@@ -311,8 +311,8 @@ def test_a_mutation_that_says_nothing_of_what_it_reads_keys_every_label():
 def reduced_to_its_key(pod, keys):
     """The pod with nothing but what decision_key reads: if a decision reads anything else, the pod and
     this reduction decide differently, and a replica differing there would get a wrong decision."""
-    from webhook.core.decision_key import CONTAINER_FIELDS, POD_FIELDS
-    from webhook.core.workloads import CONTAINER_LISTS
+    from webhook.core.deciding.decision_key import CONTAINER_FIELDS, POD_FIELDS
+    from webhook.core.vocabulary.workloads import CONTAINER_LISTS
 
     metadata, spec = pod["metadata"], pod["spec"]
     reduced_metadata = {k: metadata[k] for k in ("name", "namespace") if k in metadata}

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
-from webhook.core.topology import best_cost
+from webhook.core.vocabulary.topology import best_cost
 from webhook.nodeagent.agent import NodeAgent
 from webhook.nodeagent.gather import gather
 from webhook.nodeagent.labels import (

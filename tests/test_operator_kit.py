@@ -87,7 +87,7 @@ def test_the_bash_completion_script_completes_commands_flags_and_cloud_names():
 
 
 def test_translate_s_help_lists_every_kind_the_table_reads():
-    from webhook.core.templates import TEMPLATE_PATHS
+    from webhook.core.vocabulary.templates import TEMPLATE_PATHS
 
     help_text = subprocess.run(
         [sys.executable, "-m", "webhook", "translate", "--help"],

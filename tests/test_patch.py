@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from tests.helpers import context, fixture, parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
-from webhook.core import patch as patching
-from webhook.core.admission import decide_mutation
-from webhook.core.patch import PatchError, apply, diff_mutation
+from webhook.core.deciding.admission import decide_mutation
+from webhook.core.rewriting import patch as patching
+from webhook.core.rewriting.patch import PatchError, apply, diff_mutation
 
 
 def pod(name="pod-create-gpu-limit-1.json"):

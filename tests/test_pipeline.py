@@ -2,8 +2,8 @@
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import pod
-from webhook.core import pipeline
-from webhook.core.decision import deny
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.decision import deny
 
 CTX = context("generic")
 

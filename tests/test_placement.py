@@ -18,9 +18,9 @@ from tests.test_properties import pods as random_pods
 from tests.translation_cases import SOURCES, pod
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
-from webhook.core.admission import decide_mutation
-from webhook.core.inventory import parse_inventory
-from webhook.core.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
+from webhook.core.deciding.admission import decide_mutation
+from webhook.core.rewriting.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
+from webhook.core.vocabulary.inventory import parse_inventory
 from webhook.nodeagent.gather import gather
 
 CATALOGUE = context().dialects.catalogue
@@ -169,7 +169,7 @@ def test_hints_fill_fields_that_are_null_as_if_absent(tmp_path, policy):
 
 
 def test_a_required_term_that_is_not_a_map_is_named_not_edited(tmp_path):
-    from webhook.core.workloads import MalformedField
+    from webhook.core.vocabulary.workloads import MalformedField
 
     inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
     hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)
@@ -441,8 +441,8 @@ class AlwaysWanted:
 @pytest.mark.parametrize("target", sorted(HINTED))
 def test_what_a_pod_says_in_foreign_words_is_the_same_for_the_map_as_declared_and_as_narrowed(target):
     # rewrite_pod reads it once on the declared map and hands it to translation on the narrowed one.
-    from webhook.core.demand import read_demand
-    from webhook.core.translate import read_foreign
+    from webhook.core.asks.demand import read_demand
+    from webhook.core.rewriting.translate import read_foreign
 
     ctx = HINTED[target]
     assert ctx.target is not ctx.as_declared, "the inventory narrows the map"
@@ -479,7 +479,7 @@ def test_explain_decides_as_the_webhook_does_checks_first(tmp_path, capsys):
 
 def template_of_every_kind(spec, metadata):
     """A document of every kind the table reads, each template holding `spec` (and `metadata`)."""
-    from webhook.core.templates import TEMPLATE_PATHS
+    from webhook.core.vocabulary.templates import TEMPLATE_PATHS
 
     template = {"spec": spec} if metadata is None else {"metadata": metadata, "spec": spec}
     docs = []

@@ -11,11 +11,11 @@ import yaml
 
 from tests.helpers import REPO, context
 from tests.translation_cases import pod
-from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for
-from webhook.core.dialects import Dialects
-from webhook.core.inventory import Inventory, NamespaceQuota, Node, parse_inventory
-from webhook.core.packing import Replica, pack
-from webhook.core.preflight import DEFAULT_WEIGHTS, preflight
+from webhook.core.migration.packing import Replica, pack
+from webhook.core.migration.preflight import DEFAULT_WEIGHTS, preflight
+from webhook.core.vocabulary.cuda import container_cuda, driver_runs, max_cuda_for
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.inventory import Inventory, NamespaceQuota, Node, parse_inventory
 
 EXAMPLE = REPO / "examples" / "manifests" / "gke-training.yaml"
 
@@ -373,7 +373,7 @@ def test_every_sample_inventory_parses_and_names_models_its_map_knows(path):
 
 
 def test_bad_inventory_is_a_clear_error(tmp_path):
-    from webhook.core.inventory import InventoryError
+    from webhook.core.vocabulary.inventory import InventoryError
 
     with pytest.raises(InventoryError, match="no Node objects"):
         parse_inventory([{"kind": "ConfigMap"}])
@@ -486,7 +486,7 @@ def test_the_model_check_agrees_with_the_inventory():
 
 def test_a_native_pod_pinned_to_an_instance_type_too_small_for_it_is_said():
     from tests.helpers import parsed, review_of
-    from webhook.core.admission import decide_mutation
+    from webhook.core.deciding.admission import decide_mutation
 
     small = pod({"nvidia.com/gpu": "4"}, {"node.kubernetes.io/instance-type": "g5.xlarge"})
     decision = decide_mutation(parsed(review_of(small)), context("eks"))

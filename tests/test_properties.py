@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tests.helpers import parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
 from webhook.adapters.http.server import ServerState, create_app
-from webhook.core.admission import decide_mutation, decide_validation
-from webhook.core.checks import is_extended_resource
-from webhook.core.review import build_response
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.deciding.admission import decide_mutation, decide_validation
+from webhook.core.deciding.review import build_response
 
 RESOURCES = st.sampled_from(
     [

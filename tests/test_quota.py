@@ -11,9 +11,9 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, pod
 from webhook.adapters.kube.ledger import LeaseLedger, MemoryLedger, Reservation, decode, encode
 from webhook.adapters.kube.quota_gate import QuotaGate
-from webhook.core.demand import read_demand
-from webhook.core.equivalents import pod_use, show
-from webhook.core.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
+from webhook.core.asks.demand import read_demand
+from webhook.core.budget.equivalents import pod_use, show
+from webhook.core.budget.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
 
 
 def use(obj, cloud="generic"):

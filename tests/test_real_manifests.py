@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from webhook.commands.cli import main
-from webhook.core.templates import pod_templates
+from webhook.core.vocabulary.templates import pod_templates
 
 MANIFESTS = Path(__file__).parent / "manifests"
 A100_40GB_PRODUCTS = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"]
@@ -455,8 +455,8 @@ def test_a_share_by_memory_becomes_a_kai_annotation(capsys):
 
 def test_a_kai_share_counts_in_gpu_quota():
     from tests.helpers import context
-    from webhook.core.demand import read_demand
-    from webhook.core.equivalents import pod_use
+    from webhook.core.asks.demand import read_demand
+    from webhook.core.budget.equivalents import pod_use
 
     pod = yaml.safe_load(corpus("kai-fraction.yaml"))
     ctx = context("kai")

@@ -6,8 +6,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import all_fixtures, fixture
-from webhook.core.decision import allow, clean_warning, deny
-from webhook.core.review import ReviewError, build_response, parse_review
+from webhook.core.deciding.decision import allow, clean_warning, deny
+from webhook.core.deciding.review import ReviewError, build_response, parse_review
 
 
 @pytest.mark.parametrize("name", all_fixtures())

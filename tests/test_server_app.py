@@ -7,8 +7,8 @@ import pytest
 
 from tests.helpers import fixture
 from webhook.adapters.http.server import ServerState, create_app
-from webhook.core import pipeline
-from webhook.core.review import MAX_BODY_BYTES
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.review import MAX_BODY_BYTES
 
 
 @pytest.fixture

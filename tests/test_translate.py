@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
-from webhook.core.admission import decide_mutation
-from webhook.core.demand import read_demand, read_selection
-from webhook.core.translate import TRANSLATED_FROM, compact_json
+from webhook.core.asks.demand import read_demand, read_selection
+from webhook.core.deciding.admission import decide_mutation
+from webhook.core.rewriting.translate import TRANSLATED_FROM, compact_json
 
 CONTEXTS = {name: context(name) for name in TARGETS}
 
@@ -233,7 +233,7 @@ def test_affinity_that_only_named_the_gpu_is_removed_whole():
 @pytest.mark.parametrize(("source", "target"), MATRIX, ids=[f"{s}->{t}" for s, t in MATRIX])
 def test_fields_written_as_null_are_read_as_absent(source, target):
     # YAML's `tolerations:` with nothing under it; the API server itself omits empty fields.
-    from webhook.core.patch import EDITABLE_FIELDS
+    from webhook.core.rewriting.patch import EDITABLE_FIELDS
 
     plain = copy.deepcopy(SOURCES[source][1])
     nulled = copy.deepcopy(plain)
@@ -364,7 +364,7 @@ def test_a_resource_asked_as_zero_beside_the_ask_agrees_in_requests_and_limits()
 
 
 def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_meanings():
-    from webhook.core.dialects import MEANINGS_KEPT, Dialects
+    from webhook.core.vocabulary.dialects import MEANINGS_KEPT, Dialects
 
     shipped = context("generic").dialects
     dialects = Dialects(shipped.maps, shipped.catalogue)  # a fresh context's, not the shared one's
@@ -384,7 +384,7 @@ def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_mean
 def test_a_remembered_selection_is_the_one_read_afresh():
     # Every platform's selectors, as written and as translated to every target: the shared contexts
     # have remembered each; a new Dialects works each out again.
-    from webhook.core.dialects import Dialects
+    from webhook.core.vocabulary.dialects import Dialects
 
     for source, target in MATRIX:
         decision, ctx = admit(SOURCES[source][1], target)

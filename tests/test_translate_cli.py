@@ -14,7 +14,7 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
 from webhook.commands.cli import main
 from webhook.config.cloudmap import default_directory
-from webhook.core.admission import decide_mutation
+from webhook.core.deciding.admission import decide_mutation
 
 GKE_DEPLOYMENT = """\
 # Training job written for GKE

@@ -16,9 +16,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from tests.helpers import context
 from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
 from webhook.adapters.files.yamledit import BOM, _entry_span, plain, round_trip, split_documents, units
-from webhook.core.admission import rewrite_pod
-from webhook.core.checks import check_pod_spec
-from webhook.core.templates import pod_templates
+from webhook.core.asks.checks import check_pod_spec
+from webhook.core.deciding.admission import rewrite_pod
+from webhook.core.vocabulary.templates import pod_templates
 
 CORPUS = sorted((Path(__file__).parent / "manifests").glob("*.yaml"))
 TARGETS = ["generic", "generic-mig-single", "gke", "eks", "aks", "hami"]

@@ -62,8 +62,8 @@ def registrar_for(settings: Settings, state: ServerState, gate):
     from webhook.adapters.kube.kubeclient import api_client
     from webhook.adapters.kube.registrar import Registrar
     from webhook.config.registration import Endpoint, registered_objects
-    from webhook.core.limits import from_limitrange
-    from webhook.core.quota import gpu_quotas
+    from webhook.core.budget.limits import from_limitrange
+    from webhook.core.budget.quota import gpu_quotas
 
     endpoint = Endpoint(settings.service, settings.namespace, settings.webhook_url)
 

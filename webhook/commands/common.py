@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.core.platform import DRA_API_VERSIONS
+from webhook.core.vocabulary.platform import DRA_API_VERSIONS
 
 # argparse's subparser registry has no public type name.
 Subcommands = Any
@@ -49,7 +49,7 @@ def add_dra_api_version(parser: argparse.ArgumentParser) -> None:
 
 def kinds_read() -> str:
     """The kinds whose pod templates the offline commands read, from the table that reads them."""
-    from webhook.core.templates import TEMPLATE_PATHS
+    from webhook.core.vocabulary.templates import TEMPLATE_PATHS
 
     keys = sorted(TEMPLATE_PATHS, key=lambda key: (key[0] not in ("apps", "batch"), key))
     kinds = [kind for _, kind in keys]

@@ -27,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
 
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import StartupError, build_context, load_inventory
-    from webhook.core.admission import decide_template
-    from webhook.core.placement import cost_table, node_classes, whole_gpus
-    from webhook.core.templates import pod_templates
-    from webhook.core.topology import CAPABILITY_ANNOTATION
-    from webhook.core.workloads import mapping_at
+    from webhook.core.deciding.admission import decide_template
+    from webhook.core.rewriting.placement import cost_table, node_classes, whole_gpus
+    from webhook.core.vocabulary.templates import pod_templates
+    from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
+    from webhook.core.vocabulary.workloads import mapping_at
 
     try:
         inventory = load_inventory(args.inventory)

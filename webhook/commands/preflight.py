@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from webhook.commands.preflight_report import as_json, as_markdown, as_text
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import ClusterDra, StartupError, build_context, load_inventory
-    from webhook.core.preflight import preflight
+    from webhook.core.migration.preflight import preflight
 
     try:
         context = build_context(
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
         from webhook.adapters.kube.inventory_reader import inventory_from_cluster
         from webhook.adapters.kube.kubeclient import api_client
-        from webhook.core.inventory import InventoryError
+        from webhook.core.vocabulary.inventory import InventoryError
 
         try:
             inventory = inventory_from_cluster(client.CoreV1Api(api_client(args.kubeconfig)))

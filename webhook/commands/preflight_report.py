@@ -2,7 +2,7 @@
 
 import json
 
-from webhook.core.preflight import Report
+from webhook.core.migration.preflight import Report
 
 
 def as_json(report: Report) -> str:

@@ -16,8 +16,8 @@ import jsonschema
 import yaml
 
 from webhook.config.yamlsource import duplicate_keys, error_line, line_of
-from webhook.core.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
-from webhook.core.platform import (
+from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
+from webhook.core.vocabulary.platform import (
     CloudMap,
     DraForm,
     MigForm,

@@ -15,8 +15,8 @@ from webhook.config.cloudmap import (
     parse_catalogue_text,
 )
 from webhook.config.yamlsource import error_line, line_of
-from webhook.core.catalogue import Catalogue
-from webhook.core.checks import is_extended_resource
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.vocabulary.catalogue import Catalogue
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from typing import Any
 import yaml
 
 from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
-from webhook.core.admission import Context
-from webhook.core.claims import read_device_class
-from webhook.core.dialects import Dialects
-from webhook.core.inventory import Inventory, InventoryError, models_present, parse_inventory
-from webhook.core.placement import PlacementHints
-from webhook.core.platform import CloudMap
+from webhook.core.asks.claims import read_device_class
+from webhook.core.deciding.context import Context
+from webhook.core.rewriting.placement import PlacementHints
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.inventory import Inventory, InventoryError, models_present, parse_inventory
+from webhook.core.vocabulary.platform import CloudMap
 
 AUTO = "auto"
 # What `api_version: auto` writes where no API server can be asked (translate, preflight): the version

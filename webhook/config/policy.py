@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.platform import CloudMap
+from webhook.core.vocabulary.platform import CloudMap
 
 POLICY_NAME = "gpuport-gpu-names"
 

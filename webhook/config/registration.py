@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from webhook.config.policy import policy_objects
-from webhook.core.platform import CloudMap
+from webhook.core.vocabulary.platform import CloudMap
 
 NAME = "gpuport"  # both webhook configurations
 FAIL_CLOSED = "pods.validate.gpuport.io"  # quota and limits: refuses while gpuport is down

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from webhook.core.catalogue import Catalogue
+from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.nodeagent.gather import gather
 from webhook.nodeagent.labels import desired_metadata
 

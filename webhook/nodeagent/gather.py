@@ -8,8 +8,8 @@ The NVML module is a parameter, so tests drive the real code with recorded machi
 from collections.abc import Callable
 from typing import Any
 
-from webhook.core.catalogue import Catalogue
-from webhook.core.topology import nvlink_domains
+from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.topology import nvlink_domains
 
 UNKNOWN = None
 FAMILIES = {

@@ -4,7 +4,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.topology import CAPABILITY_ANNOTATION
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 MANAGED_ANNOTATION = "gpuport.io/managed-labels"
 # GPU Feature Discovery stamps its runs; where it runs, its nvidia.com/* labels are left to it.

@@ -22,10 +22,11 @@ from webhook.adapters.files.yamledit import (
     set_units,
     split_documents,
 )
-from webhook.core.admission import Context, decide_template
-from webhook.core.claims import DEVICE_CLASS
-from webhook.core.pod_claims import ClaimsBeside, claim_object_key, namespace_of
-from webhook.core.templates import pod_templates, unread_reason
+from webhook.core.asks.claims import DEVICE_CLASS
+from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
+from webhook.core.deciding.admission import decide_template
+from webhook.core.deciding.context import Context
+from webhook.core.vocabulary.templates import pod_templates, unread_reason
 
 
 class ManifestError(ValueError):

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from webhook.core.review import MAX_BODY_BYTES
+from webhook.core.deciding.review import MAX_BODY_BYTES
 
 log = logging.getLogger("gpuport.server")
 

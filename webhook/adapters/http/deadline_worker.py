@@ -27,7 +27,7 @@ from concurrent import futures
 
 from gunicorn.workers import gthread
 
-from webhook.core.review import MAX_BODY_BYTES
+from webhook.core.deciding.review import MAX_BODY_BYTES
 
 READERS = 64  # threads that may be reading a request at once, per worker
 READ_DEADLINE = 1.0

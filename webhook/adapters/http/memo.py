@@ -1,13 +1,13 @@
-"""The worker's memo of recent pod-create decisions (core.pipeline.Memo): bounded, thread-safe, and
+"""The worker's memo of recent pod-create decisions (core.deciding.pipeline.Memo): bounded, thread-safe, and
 emptied whenever the context changes (a cloud-map reload or a node change builds a new one)."""
 
 import threading
 from collections import OrderedDict
 
 from webhook.adapters.http import metrics
-from webhook.core.admission import Context
-from webhook.core.decision import Decision
-from webhook.core.demand import PodDemand
+from webhook.core.asks.demand import PodDemand
+from webhook.core.deciding.context import Context
+from webhook.core.deciding.decision import Decision
 
 Entry = tuple[PodDemand | None, Decision]  # None: the checks refused the pod
 

@@ -17,11 +17,17 @@ from webhook.adapters.http import metrics
 from webhook.adapters.http.admission_wsgi import AdmissionWSGI, Answer, Route, text
 from webhook.adapters.http.memo import DecisionMemo
 from webhook.config.loading import ClusterDra
-from webhook.core import pipeline
-from webhook.core.admission import REWRITES, Context
-from webhook.core.decision import Decision, allow, deny
-from webhook.core.pipeline import Gate
-from webhook.core.review import MAX_BODY_BYTES, AdmissionRequest, ReviewError, build_response, parse_review
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.context import REWRITES, Context
+from webhook.core.deciding.decision import Decision, allow, deny
+from webhook.core.deciding.pipeline import Gate
+from webhook.core.deciding.review import (
+    MAX_BODY_BYTES,
+    AdmissionRequest,
+    ReviewError,
+    build_response,
+    parse_review,
+)
 
 log = logging.getLogger("gpuport.server")
 

@@ -4,7 +4,7 @@ translates back; ResourceSlices counted for `allocationMode: All`; and the newes
 version the API server serves.
 
 Creating: before the API server stores a translated pod (a pod whose template is missing never gets
-its claim). Templates gpuport writes are content-addressed (webhook.core.dra), so creating one that
+its claim). Templates gpuport writes are content-addressed (webhook.core.rewriting.dra), so creating one that
 exists is success, and one made by this process a moment ago needs no second call. A template of
 that name with other content (made by hand) is refused, never overwritten.
 
@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.claims import (
+from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
     DEVICES_PER_NODE,
     EXTENDED_RESOURCES,
@@ -33,8 +33,8 @@ from webhook.core.claims import (
     class_key,
     devices_key,
 )
-from webhook.core.platform import DRA_API_VERSIONS
-from webhook.core.pod_claims import TemplateLookup, claim_sources
+from webhook.core.asks.pod_claims import TemplateLookup, claim_sources
+from webhook.core.vocabulary.platform import DRA_API_VERSIONS
 
 log = logging.getLogger("gpuport.dra")
 

@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.checks import is_extended_resource
-from webhook.core.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.limits import LIMITS_ANNOTATION
-from webhook.core.quota import Quota
-from webhook.core.topology import CAPABILITY_ANNOTATION
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
+from webhook.core.budget.limits import LIMITS_ANNOTATION
+from webhook.core.budget.quota import Quota
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 log = logging.getLogger("gpuport.clusterview")
 TERMINAL = ("Succeeded", "Failed")
@@ -304,7 +304,7 @@ class ClusterView:
 
     def inventory(self):
         """The nodes as an Inventory (labels, allocatable, taints, node-agent capability), or None."""
-        from webhook.core.inventory import InventoryError, parse_inventory
+        from webhook.core.vocabulary.inventory import InventoryError, parse_inventory
 
         with self._lock:
             nodes = self._stores["nodes"].in_group("")

@@ -3,7 +3,7 @@ the same parser as an inventory file, so a live read and `kubectl get -o yaml` g
 
 from typing import Any
 
-from webhook.core.inventory import Inventory, parse_inventory
+from webhook.core.vocabulary.inventory import Inventory, parse_inventory
 
 
 def inventory_from_cluster(core_api: Any) -> Inventory:

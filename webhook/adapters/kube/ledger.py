@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
-from webhook.core.quota import Usage
+from webhook.core.budget.quota import Usage
 
 TTL_SECONDS = 30.0
 MAX_ATTEMPTS = 20

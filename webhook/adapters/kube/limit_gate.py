@@ -4,10 +4,8 @@ message before the built-in one) and again on /validate (which fails closed)."""
 
 import logging
 
-from webhook.core.admission import Context
-from webhook.core.decision import Decision, deny
-from webhook.core.demand import PodDemand
-from webhook.core.limits import (
+from webhook.core.asks.demand import PodDemand
+from webhook.core.budget.limits import (
     LIMITS_ANNOTATION,
     OPT_IN_LABEL,
     LimitsError,
@@ -17,7 +15,9 @@ from webhook.core.limits import (
     trap_message,
     violations,
 )
-from webhook.core.review import AdmissionRequest
+from webhook.core.deciding.context import Context
+from webhook.core.deciding.decision import Decision, deny
+from webhook.core.deciding.review import AdmissionRequest
 
 log = logging.getLogger("gpuport.limits")
 

@@ -1,8 +1,8 @@
 """The quota step of /validate: GPU-equivalents against the namespace's quotas, with a reservation.
 
 An adapter: it reads the cluster view and writes the reservation store; the arithmetic and the
-message are the pure functions in webhook.core.quota and webhook.core.equivalents. Only pods that
-ask for a GPU in a namespace with a GPU quota pay the store's round trip.
+message are the pure functions in webhook.core.budget (quota, equivalents). Only pods that ask for
+a GPU in a namespace with a GPU quota pay the store's round trip.
 
 When the store cannot be reached it denies (fail closed): quota is a promise to the namespace's
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
@@ -23,13 +23,13 @@ from webhook.adapters.kube.ledger import (
     ViewBehind,
     ViewMark,
 )
-from webhook.core.admission import Context
-from webhook.core.decision import Decision, deny
-from webhook.core.demand import PodDemand
-from webhook.core.equivalents import PodGpuUse, pod_use
-from webhook.core.pipeline import ClaimTemplates, read_pod_demand
-from webhook.core.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
-from webhook.core.review import AdmissionRequest
+from webhook.core.asks.demand import PodDemand
+from webhook.core.budget.equivalents import PodGpuUse, pod_use
+from webhook.core.budget.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
+from webhook.core.deciding.context import Context
+from webhook.core.deciding.decision import Decision, deny
+from webhook.core.deciding.pipeline import ClaimTemplates, read_pod_demand
+from webhook.core.deciding.review import AdmissionRequest
 
 log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;

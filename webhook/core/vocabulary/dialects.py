@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
-from webhook.core.platform import CloudMap, SharedForm
+from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.vocabulary.platform import CloudMap, SharedForm
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, ProfileError
-from webhook.core.platform import DraForm
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, ProfileError
+from webhook.core.vocabulary.platform import DraForm
 
 _STRING = r"""(?:"([^"\\]*)"|'([^'\\]*)')"""
 _DOMAIN = rf"""\[\s*{_STRING}\s*\]"""

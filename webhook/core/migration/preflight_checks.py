@@ -6,14 +6,14 @@ checks that need every workload at once (capacity, quota) stay in preflight.py.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.catalogue import Catalogue
-from webhook.core.checks import is_extended_resource
-from webhook.core.cuda import container_cuda, driver_runs, max_cuda_for, parse_version
-from webhook.core.demand import ContainerAsk
-from webhook.core.inventory import Inventory, Node
-from webhook.core.platform import CloudMap
-from webhook.core.workloads import mapping_at, resource_entries
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.demand import ContainerAsk
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.cuda import container_cuda, driver_runs, max_cuda_for, parse_version
+from webhook.core.vocabulary.inventory import Inventory, Node
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.workloads import mapping_at, resource_entries
 
 
 def model_check(
@@ -104,7 +104,7 @@ def mode_check(asks: list[ContainerAsk], target: CloudMap) -> tuple[float, str]:
 
 def node_cuda(node: Node) -> tuple[tuple[int, ...] | None, str, str]:
     """(version, "runtime" or "driver", the label text): GFD's runtime labels give the newest CUDA the
-    driver runs; without them the driver version goes through the table in webhook/core/cuda.py."""
+    driver runs; without them the driver version goes through the table in webhook/core/vocabulary/cuda.py."""
     labels = node.labels
     major, minor = (
         labels.get("nvidia.com/cuda.runtime-version.major"),

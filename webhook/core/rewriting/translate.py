@@ -17,19 +17,19 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from webhook.core.demand import PodDemand
-from webhook.core.dialects import Dialects
-from webhook.core.dra import ClaimPlan, add_claim, plan_claims, remove_claim
-from webhook.core.platform import CloudMap, ModelLabel
-from webhook.core.podedits import (
+from webhook.core.asks.demand import PodDemand
+from webhook.core.rewriting.dra import ClaimPlan, add_claim, plan_claims, remove_claim
+from webhook.core.rewriting.podedits import (
     add_tolerations,
     remove_selectors,
     require_expression,
     require_label,
     rewrite_resources,
 )
-from webhook.core.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
-from webhook.core.workloads import editable
+from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.platform import CloudMap, ModelLabel
+from webhook.core.vocabulary.workloads import editable
 
 __all__ = [
     "TRANSLATED_FROM",

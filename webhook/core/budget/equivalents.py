@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from webhook.core.catalogue import Catalogue, GpuModel
-from webhook.core.demand import ContainerAsk, PodDemand
-from webhook.core.platform import CloudMap
+from webhook.core.asks.demand import ContainerAsk, PodDemand
+from webhook.core.vocabulary.catalogue import Catalogue, GpuModel
+from webhook.core.vocabulary.platform import CloudMap
 
 
 @dataclass(frozen=True)

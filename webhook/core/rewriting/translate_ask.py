@@ -14,11 +14,11 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import NamedTuple
 
-from webhook.core.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
-from webhook.core.demand import ContainerAsk, SharedAsk
-from webhook.core.dra import DeviceRequest, mig_request, whole_request
-from webhook.core.platform import CloudMap
-from webhook.core.quantity import MIB
+from webhook.core.asks.demand import ContainerAsk, SharedAsk
+from webhook.core.rewriting.dra import DeviceRequest, mig_request, whole_request
+from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.quantity import MIB
 
 
 class Untranslatable(Exception):

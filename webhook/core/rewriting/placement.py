@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.demand import PodDemand
-from webhook.core.inventory import Inventory
-from webhook.core.platform import CloudMap
-from webhook.core.podedits import require_expression
-from webhook.core.topology import best_cost
-from webhook.core.workloads import (
+from webhook.core.asks.demand import PodDemand
+from webhook.core.rewriting.podedits import require_expression
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.inventory import Inventory
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.topology import best_cost
+from webhook.core.vocabulary.workloads import (
     container_specs,
     editable,
     mapping_at,
@@ -152,7 +152,8 @@ def whole_gpus(spec: Mapping[str, Any], target: CloudMap) -> int:
 
 
 class PlacementHints:
-    """A mutation (see core.admission.Mutation) adding the hints; `wants` lets the core skip the copy."""
+    """A mutation (see core.deciding.context.Mutation) adding the hints; `wants` lets the core skip
+    the copy."""
 
     # The pod labels and annotations the hints read or write, whatever the map: the memo keys on these.
     label_keys = _JOB_LABEL_KEYS

@@ -8,8 +8,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.core.demand import ContainerAsk
-from webhook.core.workloads import editable, terms_to_edit
+from webhook.core.asks.demand import ContainerAsk
+from webhook.core.vocabulary.workloads import editable, terms_to_edit
 
 
 def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:

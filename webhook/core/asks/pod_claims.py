@@ -15,9 +15,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.catalogue import Catalogue
-from webhook.core.claims import (
+from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
     DEVICE_CLASS,
     EXTENDED_RESOURCES,
@@ -29,13 +27,17 @@ from webhook.core.claims import (
     extended_request,
     read_claim_requests,
 )
-from webhook.core.dra import TEMPLATE_PREFIX
-from webhook.core.platform import CloudMap
-from webhook.core.workloads import ContainerRef, containers, is_map, mapping_at, resource_section
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.workloads import ContainerRef, containers, is_map, mapping_at, resource_section
 
 # Kept for the callers that name the lookup by what it mostly answers: templates by name.
 TemplateLookup = ClaimObjects
 __all__ = ["STANDALONE", "TemplateLookup"]
+
+# The names gpuport gives the claims and templates it makes (rewriting.dra writes them, budgets read them).
+TEMPLATE_PREFIX = "gpuport-"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from webhook.core.workloads import is_map
+from webhook.core.vocabulary.workloads import is_map
 
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
 EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (

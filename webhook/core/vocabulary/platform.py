@@ -4,7 +4,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from webhook.core.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
 
 
 @dataclass(frozen=True)

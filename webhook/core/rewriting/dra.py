@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.core.platform import DraForm
-from webhook.core.workloads import editable
+from webhook.core.asks.pod_claims import TEMPLATE_PREFIX
+from webhook.core.vocabulary.platform import DraForm
+from webhook.core.vocabulary.workloads import editable
 
-TEMPLATE_PREFIX = "gpuport-"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuport"}
 ASKS_ANNOTATION = "gpuport.io/asks"  # what the template asks for, in words, for `kubectl describe`
 

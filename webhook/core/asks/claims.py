@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from webhook.core.catalogue import Catalogue, MigProfile
-from webhook.core.cel_selectors import DRIVER, SelectorReading, literal_text
-from webhook.core.platform import CloudMap, DraForm
+from webhook.core.asks.cel_selectors import DRIVER, SelectorReading, literal_text
+from webhook.core.vocabulary.catalogue import Catalogue, MigProfile
+from webhook.core.vocabulary.platform import CloudMap, DraForm
 
 # The objects claims are read from, by key: a ResourceClaimTemplate by its name, and the keys below.
 ClaimObjects = Callable[[str], Mapping[str, Any] | None]

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.catalogue import Catalogue
-from webhook.core.demand import PodDemand
-from webhook.core.dialects import Dialects
-from webhook.core.equivalents import ask_equivalents, pod_use, show
-from webhook.core.platform import CloudMap
+from webhook.core.asks.demand import PodDemand
+from webhook.core.budget.equivalents import ask_equivalents, pod_use, show
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.platform import CloudMap
 
 LIMITS_ANNOTATION = "gpuport.io/gpu-limits"
 OPT_IN_LABEL = "gpuport.io/allow-gpu-defaults"

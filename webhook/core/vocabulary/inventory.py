@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.dialects import Dialects
-from webhook.core.topology import CAPABILITY_ANNOTATION
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 
@@ -29,7 +29,7 @@ class Node:
 @dataclass(frozen=True)
 class NamespaceQuota:
     """A namespace's ResourceQuota as an inventory lists it (preflight's input); the admission-time
-    quota with scopes is core.quota.Quota."""
+    quota with scopes is core.budget.quota.Quota."""
 
     namespace: str
     name: str

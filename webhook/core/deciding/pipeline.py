@@ -11,15 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from webhook.core.admission import Context, check_request, decide_validation, mutation_after_checks
-from webhook.core.checks import is_extended_resource
-from webhook.core.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.decision import Decision, deny
-from webhook.core.decision_key import decision_key
-from webhook.core.demand import PodDemand, read_demand
-from webhook.core.pod_claims import TemplateLookup
-from webhook.core.review import AdmissionRequest
-from webhook.core.workloads import container_specs, resource_section
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
+from webhook.core.asks.demand import PodDemand, read_demand
+from webhook.core.asks.pod_claims import TemplateLookup
+from webhook.core.deciding.admission import check_request, decide_validation, mutation_after_checks
+from webhook.core.deciding.context import Context
+from webhook.core.deciding.decision import Decision, deny
+from webhook.core.deciding.decision_key import decision_key
+from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
 class Memo(Protocol):

@@ -4,23 +4,18 @@ Pure: no I/O, no clock, no randomness. The same input always gives the same Deci
 makes the webhook idempotent under reinvocation and testable without a server.
 """
 
-import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.checks import Violation, check_pod_spec
-from webhook.core.decision import Decision, allow, deny
-from webhook.core.decision_key import MetadataKeys
-from webhook.core.demand import PodDemand, read_demand, read_selection
-from webhook.core.dialects import Dialects
-from webhook.core.patch import diff_mutation
-from webhook.core.platform import CloudMap
-from webhook.core.pod_claims import TemplateLookup
-from webhook.core.podedits import add_tolerations, missing_tolerations
-from webhook.core.review import AdmissionRequest
-from webhook.core.templates import pod_templates
-from webhook.core.translate import (
+from webhook.core.asks.checks import Violation, check_pod_spec
+from webhook.core.asks.demand import PodDemand, read_demand, read_selection
+from webhook.core.asks.pod_claims import TemplateLookup
+from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context, Mutation
+from webhook.core.deciding.decision import Decision, allow, deny
+from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.rewriting.patch import diff_mutation
+from webhook.core.rewriting.podedits import add_tolerations, missing_tolerations
+from webhook.core.rewriting.translate import (
     TRANSLATED_FROM,
     Untranslatable,
     gpus_on_one_node,
@@ -28,7 +23,9 @@ from webhook.core.translate import (
     read_foreign,
     translate_pod,
 )
-from webhook.core.workloads import (
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.templates import pod_templates
+from webhook.core.vocabulary.workloads import (
     MalformedField,
     container_specs,
     editable,
@@ -36,54 +33,6 @@ from webhook.core.workloads import (
     pod_spec_path,
     resource_section,
 )
-
-# What gpuport changed in a pod it translated, in words: an annotation on the pod (and an Event).
-REWRITES = "gpuport.io/rewrites"
-REWRITES_CHARS = 2048
-
-# A mutation edits the editable view of a Pod in place and returns one warning line per change.
-# It also receives the whole original Pod, read-only, for context it may not edit. One that says
-# which pod labels and annotations it reads or writes (`label_keys`, `annotation_keys`: frozensets)
-# lets the memo key on those alone; one that does not makes it key on all of them.
-Mutation = Callable[[dict[str, Any], Mapping[str, Any]], list[str]]
-
-
-@dataclass(frozen=True)
-class Context:
-    target: CloudMap
-    dialects: Dialects
-    # Extra rewrites after translation (placement hints plug in here).
-    mutations: tuple[Mutation, ...] = ()
-    # GPU models some node has now (from the inventory); None when gpuport has no view of the cluster.
-    present_models: frozenset[str] | None = None
-    # Extended resources some node has allocatable now; None without a view of the cluster.
-    present_resources: frozenset[str] | None = None
-    # The map as written, when `target` was narrowed to what the nodes have: whether a pod is
-    # already in this cluster's words is decided on it, never on the nodes of the moment.
-    declared: CloudMap | None = None
-
-    @property
-    def as_declared(self) -> CloudMap:
-        return self.declared or self.target
-
-    @functools.cached_property
-    def metadata_keys(self) -> MetadataKeys | None:
-        """The pod labels and annotations a mutation decision reads or writes here: every loaded
-        dialect's GPU annotations (read as asks, removed as foreign, written for the target), the
-        translated-from record, and what each mutation declares. None when a mutation declares
-        nothing (it may read any). Worked out once per context (frozen: a change builds a new one)."""
-        labels: set[str] = set()
-        annotations = {TRANSLATED_FROM, REWRITES}
-        for cloud_map in (*self.dialects.maps, self.target, self.as_declared):
-            annotations |= cloud_map.annotation_keys()
-        for mutation in self.mutations:
-            label_keys = getattr(mutation, "label_keys", None)
-            annotation_keys = getattr(mutation, "annotation_keys", None)
-            if label_keys is None or annotation_keys is None:
-                return None
-            labels |= label_keys
-            annotations |= annotation_keys
-        return MetadataKeys(frozenset(labels), frozenset(annotations))
 
 
 def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:

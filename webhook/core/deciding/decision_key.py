@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from webhook.core.review import AdmissionRequest
-from webhook.core.workloads import CONTAINER_LISTS, is_map
+from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.vocabulary.workloads import CONTAINER_LISTS, is_map
 
 POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")

@@ -8,7 +8,7 @@ table entry reaches is reported, never passed over in silence (see `unread_reaso
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from webhook.core.workloads import POD_SPEC_PATHS
+from webhook.core.vocabulary.workloads import POD_SPEC_PATHS
 
 Path = tuple[str, ...]
 

@@ -4,8 +4,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from webhook.core.checks import is_extended_resource
-from webhook.core.inventory import Node
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.vocabulary.inventory import Node
 
 
 @dataclass(frozen=True)

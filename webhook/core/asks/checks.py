@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.core import quantity
-from webhook.core.dialects import Dialects
-from webhook.core.platform import CloudMap
-from webhook.core.workloads import ContainerRef, containers, resource_section
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.workloads import ContainerRef, containers, resource_section
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from webhook.core.equivalents import PodGpuUse, show
-from webhook.core.quantity import MIB
-from webhook.core.workloads import mapping_at, resource_entries
+from webhook.core.budget.equivalents import PodGpuUse, show
+from webhook.core.vocabulary.quantity import MIB
+from webhook.core.vocabulary.workloads import mapping_at, resource_entries
 
 GPU_MEMORY = "requests.gpuport.io/gpu-memory"
 FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"

@@ -17,14 +17,14 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-from webhook.core import quantity
-from webhook.core.catalogue import MigProfile
-from webhook.core.checks import is_extended_resource
-from webhook.core.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.dialects import MEANINGS_KEPT, Dialects
-from webhook.core.platform import SharedForm
-from webhook.core.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, read_pod_claims
-from webhook.core.workloads import (
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
+from webhook.core.asks.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, read_pod_claims
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.catalogue import MigProfile
+from webhook.core.vocabulary.dialects import MEANINGS_KEPT, Dialects
+from webhook.core.vocabulary.platform import SharedForm
+from webhook.core.vocabulary.workloads import (
     ContainerRef,
     containers,
     is_map,

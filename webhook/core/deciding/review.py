@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from webhook.core.decision import Decision
+from webhook.core.deciding.decision import Decision
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

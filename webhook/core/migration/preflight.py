@@ -18,25 +18,26 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.core import quantity
-from webhook.core.admission import Context, decide_template
-from webhook.core.checks import is_extended_resource
-from webhook.core.demand import PodDemand, node_constraints, read_demand
-from webhook.core.dra import ASKS_ANNOTATION
-from webhook.core.equivalents import pod_use
-from webhook.core.inventory import Inventory, models_present
-from webhook.core.packing import Replica, pack
-from webhook.core.platform import CloudMap
-from webhook.core.pod_claims import ClaimsBeside, TemplateLookup
-from webhook.core.preflight_checks import (
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.demand import PodDemand, node_constraints, read_demand
+from webhook.core.asks.pod_claims import ClaimsBeside, TemplateLookup
+from webhook.core.budget.equivalents import pod_use
+from webhook.core.deciding.admission import decide_template
+from webhook.core.deciding.context import Context
+from webhook.core.migration.packing import Replica, pack
+from webhook.core.migration.preflight_checks import (
     driver_check,
     memory_check,
     mode_check,
     model_check,
     topology_check,
 )
-from webhook.core.templates import pod_templates, unread_reason
-from webhook.core.workloads import containers, mapping_at, requested, resource_section
+from webhook.core.rewriting.dra import ASKS_ANNOTATION
+from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary.inventory import Inventory, models_present
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.templates import pod_templates, unread_reason
+from webhook.core.vocabulary.workloads import containers, mapping_at, requested, resource_section
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "resource_names": 0.20,

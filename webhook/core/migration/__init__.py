@@ -1,0 +1,1 @@
+"""The migration preflight: per-workload checks and risk, capacity packing."""
