@@ -16,6 +16,7 @@ from webhook.core.asks.demand import read_demand
 from webhook.core.asks.pod_claims import read_pod_claims
 from webhook.core.budget.equivalents import pod_use
 from webhook.core.budget.quota import Quota
+from webhook.core.vocabulary.gpu_use import GpuUse
 
 DRA = context("dra-nvidia")
 GENERIC = context("generic")
@@ -91,7 +92,7 @@ def charged(spec, objects=None):
     claims = read_pod_claims(pod(from_template()), found.get, MAPS, CATALOGUE)
     if claims.uncountable:
         return claims.uncountable
-    return claims.own()[0]
+    return claims.own().equivalents
 
 
 H100 = f"{ATTR}.productName == 'NVIDIA H100 80GB HBM3'"
@@ -203,17 +204,17 @@ def test_a_claim_is_charged_once_however_many_containers_use_it_and_init_contain
     ]
     claims = read_pod_claims(body, {"t": template(claim_spec(request(NV, count=2)))}.get, MAPS, CATALOGUE)
     # Any model may come: the memory budget is charged as if it were the largest the driver's map names.
-    assert claims.own() == (2, 2 * CATALOGUE.models["GB200"].memory_mib)
+    assert claims.own() == GpuUse(Fraction(2), 2 * CATALOGUE.models["GB200"].memory_mib)
 
 
 def test_a_claim_made_ahead_is_charged_apart_so_pods_that_share_it_are_charged_once():
     shared = pod({"name": "gpus", "resourceClaimName": "team-gpu"})
     found = {"ResourceClaim/team-gpu": {"spec": {"spec": claim_spec(request(NV, H100))}}}
     demand = read_demand(shared, DRA.dialects, found.get)
-    assert demand.claims.shared() == {"team-gpu": (1, 81559)}
-    assert demand.claims.own() == (0, 0)
-    assert pod_use(shared, demand, DRA.target, CATALOGUE).equivalents == 1
-    assert pod_use(shared, demand, DRA.target, CATALOGUE, shared_claims=False).equivalents == 0
+    assert demand.claims.shared() == {"team-gpu": GpuUse(Fraction(1), 81559)}
+    assert demand.claims.own() == GpuUse(Fraction(0), 0)
+    assert pod_use(demand, DRA.target, CATALOGUE).equivalents == 1
+    assert pod_use(demand, DRA.target, CATALOGUE, shared_claims=False).equivalents == 0
 
 
 def test_a_pod_holds_its_containers_asks_as_the_kubelet_counts_them_plus_its_claims():
@@ -225,7 +226,7 @@ def test_a_pod_holds_its_containers_asks_as_the_kubelet_counts_them_plus_its_cla
         {"name": "side", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     )
     demand = read_demand(mixed, DRA.dialects, {"t": template(claim_spec(request(NV, count=2)))}.get)
-    assert pod_use(mixed, demand, DRA.target, CATALOGUE).equivalents == 4 + 2  # max(4, 1) + the claim
+    assert pod_use(demand, DRA.target, CATALOGUE).equivalents == 4 + 2  # max(4, 1) + the claim
 
 
 class View:
@@ -443,16 +444,16 @@ def test_a_request_outside_the_grammar_takes_every_device_of_the_driver_for_all(
         devices_key("gpu.amd.com", ""): {"count": 8},
     }
     claims = read_pod_claims(pod(from_template()), found.get, amd.dialects.maps, amd.dialects.catalogue)
-    assert claims.own()[0] == 8
+    assert claims.own().equivalents == 8
 
 
 def test_the_memory_budget_is_charged_the_largest_gpu_a_claim_may_get():
     two = claim_spec(request(NV, f"{ATTR}.productName in ['NVIDIA A100-SXM4-40GB', 'NVIDIA H200']", count=2))
     claims = read_pod_claims(pod(from_template()), {"t": template(two)}.get, MAPS, CATALOGUE)
-    assert claims.own() == (2, 2 * CATALOGUE.models["H200"].memory_mib)
+    assert claims.own() == GpuUse(Fraction(2), 2 * CATALOGUE.models["H200"].memory_mib)
     any_slice = claim_spec(request("mig.nvidia.com", count=4))
     claims = read_pod_claims(pod(from_template()), {"t": template(any_slice)}.get, MAPS, CATALOGUE)
-    assert claims.own() == (4, 4 * CATALOGUE.models["GB200"].memory_mib)
+    assert claims.own() == GpuUse(Fraction(4), 4 * CATALOGUE.models["GB200"].memory_mib)
 
 
 @pytest.mark.parametrize(
@@ -554,7 +555,7 @@ def test_a_resource_a_device_class_stands_for_is_charged_like_the_claim_the_sche
     found = {**STANDING, class_key("mig-1g-12gb.gpu.nvidia.com"): MIG_1G_12GB}
     body = extended_pod(resources, init)
     demand = read_demand(body, DRA.dialects, found.get)
-    assert pod_use(body, demand, DRA.target, CATALOGUE).equivalents == expected
+    assert pod_use(demand, DRA.target, CATALOGUE).equivalents == expected
 
 
 def test_a_resource_naming_a_class_the_cluster_lacks_cannot_be_counted():
@@ -570,4 +571,4 @@ def test_a_resource_a_map_reads_itself_is_counted_once_as_its_ask():
     found = {**STANDING, "ExtendedResources": {"resources": {"nvidia.com/gpu": NV}}}
     body = extended_pod({"nvidia.com/gpu": "2"})
     demand = read_demand(body, DRA.dialects, found.get)
-    assert pod_use(body, demand, DRA.target, CATALOGUE).equivalents == 2
+    assert pod_use(demand, DRA.target, CATALOGUE).equivalents == 2

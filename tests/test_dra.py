@@ -484,7 +484,7 @@ def test_init_containers_and_the_app_hold_what_a_device_plugin_gives_never_the_s
     claimed = read_demand(
         result, DRA.dialects, {t["metadata"]["name"]: t for t in decision.claim_templates}.get
     )
-    assert claimed.claims.own()[0] == 4
+    assert claimed.claims.own().equivalents == 4
 
     # A sidecar runs beside the others: it keeps a claim of its own.
     sidecar = copy.deepcopy(source)

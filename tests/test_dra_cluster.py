@@ -124,7 +124,7 @@ def test_a_class_standing_for_the_whole_gpu_resource_leaves_such_asks_as_written
     # Counted once: as the extended resource it asks for (the claim the scheduler makes for it is not
     # in the pod's spec).
     demand = read_demand(native, ctx.dialects, {}.get)
-    assert pod_use(native, demand, ctx.target, ctx.dialects.catalogue).equivalents == 2
+    assert pod_use(demand, ctx.target, ctx.dialects.catalogue).equivalents == 2
     # Another cloud's words are still translated: the resource name and the label go...
     gke = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
     decision = decide(gke, ctx)

@@ -13,12 +13,13 @@ from webhook.adapters.kube.ledger import LeaseLedger, MemoryLedger, Reservation,
 from webhook.adapters.kube.quota_gate import QuotaGate
 from webhook.core.asks.demand import read_demand
 from webhook.core.budget.equivalents import pod_use, show
-from webhook.core.budget.quota import GPU_MEMORY, PodFacts, Quota, Usage, applies, exceeded, pod_facts
+from webhook.core.budget.quota import GPU_MEMORY, PodFacts, Quota, applies, exceeded, pod_facts
+from webhook.core.vocabulary.gpu_use import GpuUse
 
 
 def use(obj, cloud="generic"):
     ctx = context(cloud)
-    return pod_use(obj, read_demand(obj, ctx.dialects), ctx.target, ctx.dialects.catalogue)
+    return pod_use(read_demand(obj, ctx.dialects), ctx.target, ctx.dialects.catalogue)
 
 
 @pytest.mark.parametrize(
@@ -58,9 +59,9 @@ def test_shared_slot_counts_one_over_the_maps_replicas():
     ctx = context("generic")
     target = replace(ctx.target, shared=replace(ctx.target.shared, replicas_per_gpu=4))
     obj = pod({"nvidia.com/gpu.shared": "1"})
-    assert pod_use(
-        obj, read_demand(obj, ctx.dialects), target, ctx.dialects.catalogue
-    ).equivalents == Fraction(1, 4)
+    assert pod_use(read_demand(obj, ctx.dialects), target, ctx.dialects.catalogue).equivalents == Fraction(
+        1, 4
+    )
 
 
 def test_seven_slices_make_exactly_one_gpu():
@@ -80,6 +81,27 @@ def test_pod_total_follows_the_effective_request_rule():
     assert use(obj).equivalents == 4  # max(3, 1 + 2 + 1 sidecar)
 
 
+def test_an_init_container_after_a_sidecar_runs_beside_it():
+    # KEP-753: a plain init container starting after a sidecar holds its GPUs while the sidecar's run.
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["spec"]["initContainers"] = [
+        {"name": "proxy", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+        {"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": "3"}}},
+    ]
+    assert use(obj).equivalents == 4  # max(1 sidecar + 3, 1 app + 1 sidecar)
+    obj["spec"]["initContainers"].reverse()  # the warm-up now runs before the sidecar starts
+    assert use(obj).equivalents == 3  # max(3, 1 + 1)
+
+
+def test_a_pods_compute_peak_and_memory_peak_are_each_kept():
+    # The init container holds all of a GPU's compute with 1000 MiB of its memory; the app a 1g.10gb
+    # slice: the pod's peak is the init's compute and the app's memory, neither undercounted.
+    obj = pod({"nvidia.com/mig-1g.10gb": "1"})
+    hami_share = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100", "nvidia.com/gpumem": "1000"}
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": hami_share}}]
+    assert use(obj) == GpuUse(Fraction(1), 10240)
+
+
 def test_show_prints_whole_numbers_plainly():
     assert show(Fraction(3)) == "3" and show(Fraction(3, 7)) == "0.429" and show(Fraction(1, 2)) == "0.5"
 
@@ -89,8 +111,8 @@ QUOTA = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(8)})
 
 def test_quota_message_mirrors_the_builtin_format():
     asked = use(pod({"nvidia.com/gpu": "3"}))
-    assert exceeded(QUOTA, asked, Usage(Fraction(5)), "nvidia.com/gpu") is None  # exactly at the limit
-    message = exceeded(QUOTA, asked, Usage(Fraction(6)), "nvidia.com/gpu")
+    assert exceeded(QUOTA, asked, GpuUse(Fraction(5)), "nvidia.com/gpu") is None  # exactly at the limit
+    message = exceeded(QUOTA, asked, GpuUse(Fraction(6)), "nvidia.com/gpu")
     assert message.startswith(
         "exceeded quota: gpus, requested: requests.nvidia.com/gpu=3, "
         "used: requests.nvidia.com/gpu=6, limited: requests.nvidia.com/gpu=8 "
@@ -101,8 +123,8 @@ def test_quota_message_mirrors_the_builtin_format():
 def test_gpu_memory_budget():
     quota = Quota("mem", {GPU_MEMORY: Decimal(80 * 1024**3)})
     asked = use(pod({"nvidia.com/mig-3g.40gb": "1"}))
-    assert exceeded(quota, asked, Usage(Fraction(0), 40 * 1024), "nvidia.com/gpu") is None
-    message = exceeded(quota, asked, Usage(Fraction(0), 41 * 1024), "nvidia.com/gpu")
+    assert exceeded(quota, asked, GpuUse(Fraction(0), 40 * 1024), "nvidia.com/gpu") is None
+    message = exceeded(quota, asked, GpuUse(Fraction(0), 41 * 1024), "nvidia.com/gpu")
     assert (
         "requested: requests.gpuport.io/gpu-memory=40960Mi, used: requests.gpuport.io/gpu-memory=41984Mi"
         in message
@@ -146,7 +168,7 @@ def test_pod_facts():
 
 
 def test_reservations_round_trip_exactly():
-    reservations = [Reservation("u1", Usage(Fraction(3, 7), 10240), ("gpus",), 100.0)]
+    reservations = [Reservation("u1", GpuUse(Fraction(3, 7), 10240), ("gpus",), 100.0)]
     assert decode(encode(reservations)) == reservations
 
 
@@ -345,7 +367,7 @@ def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
     api = FakeCoordination(conflicts=2)
     ledger = LeaseLedger(api, "gpuport-system")
     for key in ("a", "b"):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
         assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a", "b"]
@@ -363,7 +385,7 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
     with pytest.raises(LedgerUnavailable, match="503"):
         LeaseLedger(Down(), "gpuport-system").reserve(
             "team-a",
-            Reservation("a", Usage(Fraction(1)), ("gpus",), 1.0),
+            Reservation("a", GpuUse(Fraction(1)), ("gpus",), 1.0),
             lambda c: None,
             0.0,
             lambda u: False,
@@ -420,7 +442,7 @@ def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
     ledger = LeaseLedger(api, "gpuport-system")
     for key in ("a", "b"):
         ledger.reserve(
-            "team-a", Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0), lambda c: None, 0.0, str
+            "team-a", Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0), lambda c: None, 0.0, str
         )
     assert api.timeouts and all(t == CALL_TIMEOUT for t in api.timeouts)
     assert sum(CALL_TIMEOUT) <= DEADLINE_SECONDS < 5  # the API server's limit for a webhook call
@@ -528,7 +550,7 @@ def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_pas
     results = []
 
     def admit(n):
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
         results.append(ledger.reserve("team-a", reservation, at_most_ten, 0.0, lambda uid: False))
 
     threads = [threading.Thread(target=admit, args=(n,)) for n in range(40)]
@@ -549,7 +571,7 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
     replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
 
     def reserve(ledger, key, mark, settled=lambda uid: False, now=1000.0):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), now + 30)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30)
         return ledger.reserve("team-a", reservation, lambda current: None, now, settled, mark=mark)
 
     assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None)) is None
@@ -578,7 +600,7 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     for n in range(200):  # one admission a second, every earlier pod already in this view
         seen = {f"u{k}": 1000 + k for k in range(n)}
         mark = ViewMark(2000, seen.get)
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), n + 30.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), n + 30.0)
         decision = ledger.reserve(
             "team-a", reservation, lambda c: None, float(n), seen.__contains__, mark=mark
         )
@@ -610,7 +632,7 @@ def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
     for n in range(5):
-        reservation = Reservation(f"u{n}", Usage(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
         assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
     verbs = [verb for verb, _ in api.calls]
     assert verbs == ["read", "create", "replace", "replace", "replace", "replace"]
@@ -627,7 +649,7 @@ def two_replicas_with_quota(gpus):
         return "over" if sum(r.usage.equivalents for r in current) >= gpus else None
 
     def reserve(ledger, key):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
         return ledger.reserve("team-a", reservation, within_quota, 0.0, lambda uid: False)
 
     return api, LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system"), reserve
@@ -664,7 +686,7 @@ def ledger_holding(n):
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
     for k in range(n):
-        reservation = Reservation(f"u{k}", Usage(Fraction(1)), ("gpus",), 1000.0 + 30)
+        reservation = Reservation(f"u{k}", GpuUse(Fraction(1)), ("gpus",), 1000.0 + 30)
         ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
     return api, ledger
 
@@ -678,11 +700,11 @@ def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_noth
     def full(current):
         return "over"
 
-    dry = Reservation("dry", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    dry = Reservation("dry", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
     assert ledger.reserve("team-a", dry, full, 1010.0, bool, write=False, mark=everything_seen) == "over"
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert len(decode(annotations["gpuport.io/reservations"])) == 4  # dryRun: no side effect at all
-    late = Reservation("late", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
     assert ledger.reserve("team-a", late, full, 1010.0, bool, mark=everything_seen) == "over"
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert decode(annotations["gpuport.io/reservations"]) == []  # every pod is in the views: settled
@@ -694,7 +716,7 @@ def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_i
 
     api, ledger = ledger_holding(8)
     one_seen = ViewMark(2000, {"u0": 1500}.get)
-    late = Reservation("late", Usage(Fraction(1)), ("gpus",), 1010.0 + 30)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
     api.calls.clear()
     assert (
         ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0"}.__contains__, mark=one_seen) == "over"
@@ -736,7 +758,7 @@ def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
     ledger = LeaseLedger(api, "gpuport-system")
 
     def reserve(key):
-        reservation = Reservation(key, Usage(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
         return ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False)
 
     assert reserve("u1") is None

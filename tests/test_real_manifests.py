@@ -460,7 +460,7 @@ def test_a_kai_share_counts_in_gpu_quota():
 
     pod = yaml.safe_load(corpus("kai-fraction.yaml"))
     ctx = context("kai")
-    use = pod_use(pod, read_demand(pod, ctx.dialects), ctx.target, ctx.dialects.catalogue)
+    use = pod_use(read_demand(pod, ctx.dialects), ctx.target, ctx.dialects.catalogue)
     assert use.equivalents == Fraction(1, 2)
     pod["spec"]["schedulerName"] = "default-scheduler"  # the annotation means nothing to others
     assert read_demand(pod, ctx.dialects).asks == ()

@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
-from webhook.core.budget.quota import Usage
+from webhook.core.vocabulary.gpu_use import GpuUse
 
 TTL_SECONDS = 30.0
 MAX_ATTEMPTS = 20
@@ -50,7 +50,7 @@ class ViewBehind(LedgerUnavailable):
 @dataclass(frozen=True)
 class Reservation:
     key: str  # the pod's UID
-    usage: Usage
+    usage: GpuUse
     quotas: tuple[str, ...]
     expires: float
 
@@ -102,10 +102,10 @@ def encode(reservations: list[Reservation]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _usage(gpu: str, mib: int) -> Usage:
+def _usage(gpu: str, mib: int) -> GpuUse:
     # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
     # reading a Lease of a few hundred of them on every commit.
-    return Usage(Fraction(gpu), mib)
+    return GpuUse(Fraction(gpu), mib)
 
 
 def decode(text: str | None) -> list[Reservation]:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
 
 from webhook.adapters.kube.ledger import (
     TTL_SECONDS,
@@ -24,12 +25,13 @@ from webhook.adapters.kube.ledger import (
     ViewMark,
 )
 from webhook.core.asks.demand import PodDemand
-from webhook.core.budget.equivalents import PodGpuUse, pod_use
-from webhook.core.budget.quota import Usage, applies, exceeded, gpu_quotas, pod_facts
+from webhook.core.budget.equivalents import pod_use
+from webhook.core.budget.quota import applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import Decision, deny
 from webhook.core.deciding.pipeline import ClaimTemplates, read_pod_demand
 from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 
 log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
@@ -57,7 +59,7 @@ class QuotaGate:
         self._slots = threading.BoundedSemaphore(max_waiting)
         self.wait_for_slot = wait_for_slot
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
-        self._usage: dict[str, tuple[Usage, object, dict[str, Usage]]] = {}
+        self._usage: dict[str, tuple[GpuUse, object, dict[str, GpuUse]]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
 
@@ -94,8 +96,8 @@ class QuotaGate:
             return None
         if not self.view.has_synced("pods"):
             return _loading(request)
-        own = pod_use(pod, demand, target, catalogue, shared_claims=False)
-        shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
+        own = pod_use(demand, target, catalogue, shared_claims=False)
+        shared = demand.claims.shared()
         if not self._slots.acquire(timeout=min(self.wait_for_slot, _left(deadline))):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
@@ -144,8 +146,8 @@ class QuotaGate:
         self,
         request: AdmissionRequest,
         quotas: list,
-        own: PodGpuUse,
-        shared: dict[str, Usage],
+        own: GpuUse,
+        shared: dict[str, GpuUse],
         context: Context,
         deadline: float,
     ) -> str | None:
@@ -157,12 +159,12 @@ class QuotaGate:
         used, counted, claims_charged = self._namespace_usage(request.namespace, quotas, context)
         asked = {}
         for quota in quotas:
-            new = sum((u for n, u in shared.items() if n not in claims_charged[quota.name]), Usage())
-            asked[quota.name] = PodGpuUse(own.equivalents + new.equivalents, own.memory_mib + new.memory_mib)
+            new = sum((u for n, u in shared.items() if n not in claims_charged[quota.name]), NO_GPU)
+            asked[quota.name] = own + new
 
         def decide(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
-                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), Usage())
+                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), NO_GPU)
                 message = exceeded(quota, asked[quota.name], used[quota.name] + reserved, target.whole_gpu)
                 if message:
                     return message
@@ -173,10 +175,8 @@ class QuotaGate:
         now = self.clock()
         # Held for the others: the most this pod adds to any quota (a shared claim it is the first
         # to use may be charged again by a concurrent pod until both are in the view: never less).
-        most = max(asked.values(), key=lambda a: (a.equivalents, a.memory_mib))
-        reservation = Reservation(
-            key, Usage(most.equivalents, most.memory_mib), tuple(q.name for q in quotas), now + TTL_SECONDS
-        )
+        most = reduce(GpuUse.most, asked.values(), NO_GPU)
+        reservation = Reservation(key, most, tuple(q.name for q in quotas), now + TTL_SECONDS)
         return self.ledger.reserve(
             request.namespace,
             reservation,
@@ -213,7 +213,7 @@ class QuotaGate:
             used, new = dict(last.used), [by_uid[uid] for uid in counted - last.counted]
             claims = {name: set(charged) for name, charged in last.claims.items()}
         else:
-            used, new = {q.name: Usage() for q in quotas}, snapshot
+            used, new = {q.name: NO_GPU for q in quotas}, snapshot
             claims = {q.name: set() for q in quotas}
         for other in new:
             other_use, other_facts, other_claims = self._counted(other, context)
@@ -231,7 +231,7 @@ class QuotaGate:
         return used, counted, frozen
 
     def _counted(self, other: dict, context: Context):
-        """(Usage, PodFacts, claims made ahead → Usage) of a running pod; a pod's spec never changes,
+        """(GpuUse, PodFacts, claims made ahead → GpuUse) of a running pod; a pod's spec never changes,
         so once per context is enough."""
         if context is not self._usage_context:
             self._usage.clear()
@@ -244,9 +244,9 @@ class QuotaGate:
             if demand.claims.uncountable:  # never remembered: the next read may succeed
                 name = other["metadata"].get("name")
                 raise RunningPodUncountable(f"{name} ({'; '.join(demand.claims.uncountable)})")
-            use = pod_use(other, demand, context.target, context.dialects.catalogue, shared_claims=False)
-            shared = {name: Usage(*charge) for name, charge in demand.claims.shared().items()}
-            found = (Usage(use.equivalents, use.memory_mib), pod_facts(other), shared)
+            use = pod_use(demand, context.target, context.dialects.catalogue, shared_claims=False)
+            shared = demand.claims.shared()
+            found = (use, pod_facts(other), shared)
             self._usage[key] = found
         return found
 
@@ -268,7 +268,7 @@ class _NamespaceSum:
     pods_version: int
     quotas_key: str
     context: Context
-    used: dict[str, Usage]
+    used: dict[str, GpuUse]
     counted: frozenset[str]
     claims: dict[str, frozenset[str]]  # per quota, the claims made ahead already charged to it
 

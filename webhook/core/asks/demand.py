@@ -58,6 +58,7 @@ class ContainerAsk(NamedTuple):
     written: Mapping[str, str] = MappingProxyType({})  # the resource entries as the user wrote them
     # Asked by DRA claim: the pod's name for the claim (written is {"resourceClaims <name>": template}).
     claim: str = ""
+    sidecar: bool = False  # a restartable init container: it runs beside the app containers
 
     @property
     def label(self) -> str:
@@ -116,6 +117,7 @@ class _Site:
             share,
             fraction,
             self.written,
+            sidecar=where.sidecar,
         )
 
 

@@ -29,6 +29,7 @@ from webhook.core.asks.claims import (
 )
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.workloads import ContainerRef, containers, is_map, mapping_at, resource_section
 
@@ -60,6 +61,10 @@ class ClaimCharge:
     equivalents: Fraction
     memory_mib: int
 
+    @property
+    def use(self) -> GpuUse:
+        return GpuUse(self.equivalents, self.memory_mib)
+
 
 @dataclass(frozen=True)
 class PodClaims:
@@ -84,14 +89,13 @@ class PodClaims:
         skipped = f"claim {TEMPLATE_PREFIX}"
         return tuple(why for why in self.uncountable if not (dry_run and why.startswith(skipped)))
 
-    def own(self) -> tuple[Fraction, int]:
+    def own(self) -> GpuUse:
         """The charge of the claims made for this pod alone (from templates)."""
-        mine = [c for c in self.charges if not c.shared_as]
-        return sum((c.equivalents for c in mine), Fraction(0)), sum(c.memory_mib for c in mine)
+        return sum((c.use for c in self.charges if not c.shared_as), NO_GPU)
 
-    def shared(self) -> dict[str, tuple[Fraction, int]]:
+    def shared(self) -> dict[str, GpuUse]:
         """The charge of each claim made ahead, by its ResourceClaim name."""
-        return {c.shared_as: (c.equivalents, c.memory_mib) for c in self.charges if c.shared_as}
+        return {c.shared_as: c.use for c in self.charges if c.shared_as}
 
 
 NO_CLAIMS = PodClaims()
@@ -340,7 +344,7 @@ def _uses(
             chosen = [claim.requests[request]] if request else claim.gpu
             readings += [r for r in chosen if r.gpu]
             names.append(claim_name)
-            if container.list_name == "containers" or container.spec.get("restartPolicy") == "Always":
+            if container.runs_beside_apps:
                 for reading in chosen:
                     running.setdefault((claim_name, reading.name), []).append(container.label)
         if not readings:

@@ -14,25 +14,18 @@
 Exact fractions throughout: seven 1g slices sum to exactly one GPU.
 """
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from webhook.core.asks.demand import ContainerAsk, PodDemand
 from webhook.core.vocabulary.catalogue import Catalogue, GpuModel
+from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 from webhook.core.vocabulary.platform import CloudMap
-
-
-@dataclass(frozen=True)
-class PodGpuUse:
-    equivalents: Fraction
-    memory_mib: int  # GPU memory the pod can use, for the optional gpuport.io/gpu-memory budget
+from webhook.core.vocabulary.workloads import held_at_once
 
 
 def ask_equivalents(
     ask: ContainerAsk, models: frozenset[str] | None, target: CloudMap, catalogue: Catalogue
-) -> tuple[Fraction, int]:
+) -> GpuUse:
     pinned = [catalogue.models[m] for m in sorted(models or ()) if m in catalogue.models]
     # The memory a whole GPU may bring: the largest of the models it may land on (never undercount the
     # optional memory budget); unpinned, the largest the cluster offers.
@@ -40,12 +33,12 @@ def ask_equivalents(
         (m.memory_bytes >> 20 for m in pinned or _offered(target, catalogue, ask.vendor)), default=0
     )
     if ask.kind == "whole":
-        return Fraction(ask.count), ask.count * largest
+        return GpuUse(Fraction(ask.count), ask.count * largest)
     if ask.kind == "mig":
         slice_share = catalogue.slice_share(ask.mig_profile, models)
-        return slice_share * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count
+        return GpuUse(slice_share * ask.count, ask.mig_profile.memory_gb * 1024 * ask.count)
     if ask.kind == "fraction":
-        return ask.gpu_fraction, int(largest * ask.gpu_fraction)
+        return GpuUse(ask.gpu_fraction, int(largest * ask.gpu_fraction))
     share = ask.share
     gpu = pinned or [catalogue.models[m] for m in target.models_offered(catalogue) if m in catalogue.models]
     gpu_mib = min((m.memory_bytes >> 20 for m in gpu), default=0)
@@ -59,7 +52,7 @@ def ask_equivalents(
     if not parts:
         parts.append(Fraction(1, target.shared.replicas_per_gpu or 1))
     memory = share.memory_mib if share and share.memory_mib else int(gpu_mib * max(parts))
-    return min(max(parts), Fraction(1)) * ask.count, memory * ask.count
+    return GpuUse(min(max(parts), Fraction(1)) * ask.count, memory * ask.count)
 
 
 def _offered(target: CloudMap, catalogue: Catalogue, vendor: str) -> list[GpuModel]:
@@ -67,42 +60,16 @@ def _offered(target: CloudMap, catalogue: Catalogue, vendor: str) -> list[GpuMod
     return [m for m in found if m.vendor == vendor] or found
 
 
-def pod_use(
-    pod: Mapping[str, Any],
-    demand: PodDemand,
-    target: CloudMap,
-    catalogue: Catalogue,
-    shared_claims: bool = True,
-) -> PodGpuUse:
-    """What the pod holds: its containers' asks as the kubelet counts them, plus every DRA claim it
-    names (held for the pod's life, whichever containers use it). `shared_claims` off leaves out the
-    claims made ahead, which the caller counts once for all the pods that share them."""
-    spec = pod.get("spec") or {}
-    sidecars = {
-        i
-        for i, c in enumerate(spec.get("initContainers") or [])
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
-    }
-    app, sidecar, init = (Fraction(0), 0), (Fraction(0), 0), (Fraction(0), 0)
-    for ask in demand.asks:
-        if ask.claim:
-            continue  # counted with its claim, below
-        amount = ask_equivalents(ask, demand.selection.models, target, catalogue)
-        if ask.list_name == "containers":
-            app = (app[0] + amount[0], app[1] + amount[1])
-        elif ask.index in sidecars:
-            sidecar = (sidecar[0] + amount[0], sidecar[1] + amount[1])
-        else:
-            init = (max(init[0], amount[0]), max(init[1], amount[1]))
-    running = (app[0] + sidecar[0], app[1] + sidecar[1])
-    claimed, claimed_memory = demand.claims.own()
+def pod_use(demand: PodDemand, target: CloudMap, catalogue: Catalogue, shared_claims: bool = True) -> GpuUse:
+    """What the pod holds: its containers' asks as Kubernetes counts a pod's requests, plus every DRA
+    claim it names (held for the pod's life, whichever containers use it). `shared_claims` off leaves
+    out the claims made ahead, which the caller counts once for all the pods that share them."""
+    models = demand.selection.models
+    asked = ((a, ask_equivalents(a, models, target, catalogue)) for a in demand.asks if not a.claim)
+    use = held_at_once(asked, NO_GPU, GpuUse.most) + demand.claims.own()
     if shared_claims:
-        for equivalents, memory in demand.claims.shared().values():
-            claimed, claimed_memory = claimed + equivalents, claimed_memory + memory
-    return PodGpuUse(
-        equivalents=max(running[0], init[0]) + claimed,
-        memory_mib=max(running[1], init[1]) + claimed_memory,
-    )
+        use = sum(demand.claims.shared().values(), use)
+    return use
 
 
 def show(value: Fraction) -> str:

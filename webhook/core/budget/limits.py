@@ -102,10 +102,10 @@ def violations(
     found = []
     for limit in limits:
         if limit.type == "Pod":
-            amounts = [("Pod", pod_use(pod, demand, target, catalogue).equivalents)]
+            amounts = [("Pod", pod_use(demand, target, catalogue).equivalents)]
         else:
             amounts = [
-                ("Container", ask_equivalents(a, demand.selection.models, target, catalogue)[0])
+                ("Container", ask_equivalents(a, demand.selection.models, target, catalogue).equivalents)
                 for a in demand.asks
                 if not a.claim
             ]

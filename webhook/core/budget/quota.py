@@ -11,7 +11,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from webhook.core.budget.equivalents import PodGpuUse, show
+from webhook.core.budget.equivalents import show
+from webhook.core.vocabulary.gpu_use import GpuUse
 from webhook.core.vocabulary.quantity import MIB
 from webhook.core.vocabulary.workloads import mapping_at, resource_entries
 
@@ -32,15 +33,6 @@ class PodFacts:
     terminating: bool
     best_effort: bool
     priority_class: str
-
-
-@dataclass(frozen=True)
-class Usage:
-    equivalents: Fraction = Fraction(0)
-    memory_mib: int = 0
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.equivalents + other.equivalents, self.memory_mib + other.memory_mib)
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
@@ -87,7 +79,7 @@ def gpu_quotas(quotas: list[Quota], whole_gpu: str) -> list[Quota]:
     return [q for q in quotas if f"requests.{whole_gpu}" in q.hard or GPU_MEMORY in q.hard]
 
 
-def exceeded(quota: Quota, asked: PodGpuUse, used: Usage, whole_gpu: str) -> str | None:
+def exceeded(quota: Quota, asked: GpuUse, used: GpuUse, whole_gpu: str) -> str | None:
     """The built-in plugin's message if this pod would take `quota` past its limits, else None."""
     key = f"requests.{whole_gpu}"
     over = []

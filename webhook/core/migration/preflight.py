@@ -358,7 +358,7 @@ def _whole_gpus(template: _Template) -> int:
 
 def _gpu_equivalents(template: _Template, context: Context) -> Fraction:
     """GPU-equivalents of one pod, by the same rule the webhook's quota counts with."""
-    return pod_use(template.original, template.demand, context.target, context.dialects.catalogue).equivalents
+    return pod_use(template.demand, context.target, context.dialects.catalogue).equivalents
 
 
 def _checks(

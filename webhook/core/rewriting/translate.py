@@ -29,7 +29,7 @@ from webhook.core.rewriting.podedits import (
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
-from webhook.core.vocabulary.workloads import editable
+from webhook.core.vocabulary.workloads import editable, held_at_once
 
 __all__ = [
     "TRANSLATED_FROM",
@@ -347,10 +347,7 @@ def _plan_claims(
         for a in demand.asks
         if (there := asked_there[(a.list_name, a.index)]).device is not None
     ]
-    inits = spec.get("initContainers") or []
-    sidecars = {
-        i for i, c in enumerate(inits) if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
-    }
+    sidecars = {a.index for a in demand.asks if a.sidecar}
     # The pod's other claims keep their names; those of the asks being rewritten are given up.
     leaving = {a.claim for a in demand.asks if a.claim}
     entries = spec.get("resourceClaims")
@@ -390,15 +387,9 @@ def _carry_spot(
 
 
 def gpus_on_one_node(demand: PodDemand) -> int:
-    """GPUs (or slices, or shares) one pod needs on its node: app containers add up, init containers
-    run one at a time."""
-    app = init = 0
-    for ask in demand.asks:  # one loop, not a generator per list: this runs for every translated pod
-        if ask.list_name == "containers":
-            app += ask.count
-        elif ask.list_name == "initContainers" and ask.count > init:
-            init = ask.count
-    return max(app, init, 1)
+    """GPUs (or slices, or shares) one pod needs on its node, counted as Kubernetes counts a pod's
+    requests (app containers and sidecars add up, init containers run one at a time)."""
+    return max(held_at_once(((a, a.count) for a in demand.asks), 0, max), 1)
 
 
 def _values_holding(

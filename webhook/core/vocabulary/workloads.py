@@ -1,8 +1,8 @@
 """Where the pod spec lives in each kind gpuport looks at, and how to walk its containers."""
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 # (API group, kind) → path from the object root to its pod spec.
 POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -38,6 +38,61 @@ class ContainerRef:
     @property
     def field(self) -> str:
         return f"{self.spec_path}.{self.list_name}[{self.index}]"
+
+    @property
+    def sidecar(self) -> bool:
+        return is_sidecar(self.list_name, self.spec)
+
+    @property
+    def runs_beside_apps(self) -> bool:
+        """An app container or a sidecar: it holds what it asks for while the app containers run."""
+        return self.list_name == "containers" or self.sidecar
+
+
+def is_sidecar(list_name: str, container: Mapping[str, Any]) -> bool:
+    """A restartable init container (restartPolicy: Always, KEP-753): it starts in the init order and
+    keeps running beside the app containers."""
+    return list_name == "initContainers" and container.get("restartPolicy") == "Always"
+
+
+class ContainerPlace(Protocol):
+    """Where a container stands in the pod's start order: what `held_at_once` needs of each part."""
+
+    @property
+    def list_name(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def sidecar(self) -> bool: ...
+
+
+class Amount(Protocol):
+    def __add__(self, other: Any, /) -> Any: ...
+
+
+A = TypeVar("A", bound=Amount)
+
+
+def held_at_once(parts: Iterable[tuple[ContainerPlace, A]], zero: A, larger: Callable[[A, A], A]) -> A:
+    """The most a pod holds at one time, as the scheduler and the kubelet count requests: init
+    containers run one at a time in their order, each beside the sidecars started before it; then the
+    app containers run beside every sidecar. So the pod holds the larger of (each plain init container
+    plus the sidecars before it) and (the app containers plus all sidecars), never the sum of all.
+    `larger` is taken apart so an amount of two measures (GPUs and their memory) takes the larger of each."""
+    inits: list[tuple[int, bool, A]] = []
+    apps = zero
+    for place, amount in parts:
+        if place.list_name == "containers":
+            apps = apps + amount
+        else:
+            inits.append((place.index, place.sidecar, amount))
+    sidecars, peak = zero, zero
+    for _, sidecar, amount in sorted(inits, key=lambda i: i[0]):
+        if sidecar:
+            sidecars = sidecars + amount
+        else:
+            peak = larger(peak, sidecars + amount)
+    return larger(peak, apps + sidecars)
 
 
 def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
