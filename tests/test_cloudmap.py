@@ -135,3 +135,68 @@ def test_directory_signature_changes_on_every_edit(tmp_path: Path):
     before = directory_signature(maps)
     (maps / "gke.yaml").write_text((maps / "gke.yaml").read_text() + "\n")
     assert directory_signature(maps) != before
+
+
+# The map's words: (schema path to the property, the value and field that hold it). A new word must
+# be added on both sides, and a default changed on one side only fails here.
+def _schema_property(path):
+    import json
+    from importlib import resources
+
+    node = json.loads(resources.files("webhook.config").joinpath("schemas/cloudmap.schema.json").read_text())
+    for step in path:
+        node = node[step]
+    return node
+
+
+def _form_words(section):
+    """Every `form` a oneOf section of the schema allows."""
+    return {branch["properties"]["form"]["const"] for branch in _schema_property(section)["oneOf"]}
+
+
+def test_the_schema_lists_exactly_the_words_the_values_know_with_the_same_defaults():
+    from dataclasses import fields
+    from typing import get_args, get_type_hints
+
+    from webhook.core.vocabulary import dra_api, platform
+
+    words = {
+        ("properties", "vendor"): (platform.CloudMap, "vendor"),
+        ("properties", "policy", "properties", "fractional"): (platform.CloudMap, "fractional_policy"),
+        ("properties", "policy", "properties", "mig_to_whole"): (platform.CloudMap, "mig_to_whole"),
+        ("properties", "policy", "properties", "substitution"): (platform.CloudMap, "substitution"),
+        ("properties", "policy", "properties", "topology"): (platform.CloudMap, "topology_policy"),
+        ("properties", "numa_scheduler"): (platform.CloudMap, "numa_scheduler"),
+    }
+    for path, (cls, name) in words.items():
+        schema = _schema_property(path)
+        allowed = set(get_args(get_type_hints(cls)[name]))
+        assert set(schema["enum"]) == allowed - {""}, name  # "" is the value's "not set"
+        default = next(f.default for f in fields(cls) if f.name == name)
+        assert schema.get("default", "") == default, name
+
+    resources = ("properties", "resources", "properties")
+    assert _form_words((*resources, "mig")) == set(get_args(platform.MigFormName))
+    assert _form_words((*resources, "shared")) == set(get_args(platform.SharedFormName))
+    dra = ("properties", "dra", "properties")
+    assert set(_schema_property((*dra, "types", "additionalProperties"))["enum"]) == set(
+        get_args(platform.DeviceKind)
+    )
+    assert set(_schema_property((*dra, "api_version"))["enum"]) == {dra_api.AUTO, *dra_api.VERSIONS}
+
+
+def test_a_map_that_leaves_a_word_out_gets_the_values_default():
+    from dataclasses import fields
+
+    from webhook.core.vocabulary.platform import CloudMap
+
+    catalogue = load_directory(default_directory()).catalogue
+    lab = parse_cloud_map(GOOD, "lab.yaml", catalogue)
+    for f in fields(CloudMap):
+        if f.name in ("fractional_policy", "mig_to_whole", "substitution", "topology_policy", "vendor"):
+            assert getattr(lab, f.name) == f.default
+    assert lab.shared.form == "none" and lab.shared.core_per_gpu == 100
+    strict = parse_cloud_map(
+        GOOD + "policy:\n  topology: required\n  fractional: mig\n", "lab.yaml", catalogue
+    )
+    assert (strict.topology_policy, strict.fractional_policy) == ("required", "mig")

@@ -332,7 +332,7 @@ class FakeTemplatesApi:
 def writer_with(api, clock):
     from webhook.adapters.kube.claim_templates import ClaimTemplateStore
 
-    writer = ClaimTemplateStore(None, clock=clock)
+    writer = ClaimTemplateStore(None, "resource.k8s.io/v1beta1", clock=clock)
     writer.api = api
     return writer
 

@@ -9,8 +9,8 @@ from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
-from webhook.config.loading import OFFLINE_DRA_API_VERSION as OFFLINE
 from webhook.config.loading import ClusterDra, build_context
+from webhook.core.vocabulary import dra_api
 
 log = logging.getLogger("gpuport.app")
 
@@ -45,8 +45,10 @@ def claim_template_store(cluster: str):
     api = api_client(cluster)
     served = newest_served(client.ApisApi(api))
     if served is None:
-        log.warning("the API server serves no resource.k8s.io version gpuport writes; assuming %s", OFFLINE)
-    return ClaimTemplateStore(api, served or OFFLINE)
+        log.warning(
+            "the API server serves no %s version gpuport writes; assuming %s", dra_api.GROUP, dra_api.NEWEST
+        )
+    return ClaimTemplateStore(api, served or dra_api.NEWEST)
 
 
 def cluster_dra(store) -> Callable[[], ClusterDra]:

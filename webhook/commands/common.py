@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.core.vocabulary.platform import DRA_API_VERSIONS
+from webhook.core.vocabulary import dra_api
 
 # argparse's subparser registry has no public type name.
 Subcommands = Any
@@ -40,8 +40,8 @@ def add_dra_api_version(parser: argparse.ArgumentParser) -> None:
     """What a DRA map's `api_version: auto` writes offline, where no API server can be asked."""
     parser.add_argument(
         "--dra-api-version",
-        choices=DRA_API_VERSIONS,
-        default=DRA_API_VERSIONS[0],
+        choices=dra_api.VERSIONS,
+        default=dra_api.NEWEST,
         help="the resource.k8s.io version DRA claim templates are written in when the map says auto "
         "(default resource.k8s.io/v1: Kubernetes 1.34 and later; v1beta2 for 1.33, v1beta1 for 1.32)",
     )

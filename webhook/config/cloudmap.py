@@ -7,7 +7,8 @@ read one node tree per file; apart, each file would be parsed twice and the line
 """
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -209,61 +210,60 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         _known_model(model_id, catalogue, node, ["offered_models", index], source)
     dra = _dra_form(data.get("dra"), node, source, catalogue)
     res = data["resources"]
-    mig = res.get("mig", {"form": "none"})
-    shared = res.get("shared", {"form": "none"})
-    policy = data.get("policy", {})
+    mig, shared = res.get("mig", {}), res.get("shared", {})
     node_labels = data.get("node_labels", {})
     return CloudMap(
         name=data["name"],
-        description=data.get("description", ""),
-        vendor=data.get("vendor", "nvidia"),
         whole_gpu=res["whole"],
-        mig=MigForm(
-            form=mig["form"],
-            resource_prefix=mig.get("resource_prefix", ""),
-            product_label=mig.get("product_label", ""),
-            label=mig.get("label", ""),
-            annotations=dict(mig.get("annotations", {})),
-        ),
-        shared=SharedForm(
-            form=shared["form"],
-            resource=shared.get("resource", ""),
-            label=shared.get("label", ""),
-            values=tuple(shared.get("values", ())),
-            memory_resource=shared.get("memory_resource", ""),
-            memory_percent_resource=shared.get("memory_percent_resource", ""),
-            max_per_container=shared.get("max_per_container", 0),
-            fraction_annotation=shared.get("fraction_annotation", ""),
-            memory_annotation=shared.get("memory_annotation", ""),
-            memory_unit_bytes=shared.get("memory_unit_bytes", 0),
-            count_resource=shared.get("count_resource", ""),
-            core_resource=shared.get("core_resource", ""),
-            core_per_gpu=shared.get("core_per_gpu", 100),
-            replicas_per_gpu=shared.get("replicas_per_gpu", 0),
-            count_optional=shared.get("count_optional", False),
-        ),
+        mig=MigForm(**_given(mig, *_names(MigForm))),
+        shared=SharedForm(**_given(shared, *_names(SharedForm))),
         model_labels=tuple(model_labels),
-        model_annotations=ModelAnnotations(**data.get("model_annotations", {})),
+        model_annotations=ModelAnnotations(**_given(data.get("model_annotations", {}), "use", "avoid")),
         node_labels=NodeLabels(
-            owned=tuple(node_labels.get("owned", ())),
             spot=tuple((s["key"], s["value"]) for s in node_labels.get("spot", ())),
-            spot_tolerations=tuple(node_labels.get("spot_tolerations", ())),
+            **_given(node_labels, "owned", "spot_tolerations"),
         ),
-        offered_models=tuple(data.get("offered_models", ())),
-        offered_profiles=tuple(data.get("offered_profiles", ())),
-        tolerations=tuple(data.get("tolerations", ())),
-        topology_labels=dict(data.get("topology_labels", {})),
-        scheduler_name=data.get("scheduler_name", ""),
-        fractional_policy=policy.get("fractional", "deny"),
-        mig_to_whole=policy.get("mig_to_whole", "deny"),
-        substitution=policy.get("substitution", "same-class"),
-        driver_version=str(data.get("driver_version", "")),
-        topology_policy=policy.get("topology", "preferred"),
-        numa_scheduler=data.get("numa_scheduler", ""),
-        preflight_weights=dict(data.get("preflight_weights", {})),
         dra=dra,
         source=str(source),
+        **_given(
+            data,
+            "description",
+            "vendor",
+            "offered_models",
+            "offered_profiles",
+            "tolerations",
+            "topology_labels",
+            "scheduler_name",
+            "driver_version",
+            "numa_scheduler",
+            "preflight_weights",
+        ),
+        **_given(
+            data.get("policy", {}),
+            "mig_to_whole",
+            "substitution",
+            fractional_policy="fractional",
+            topology_policy="topology",
+        ),
     )
+
+
+def _given(section: Mapping[str, Any], *same: str, **renamed: str) -> dict[str, Any]:
+    """The fields a map section sets, by field name (`same`: the YAML key is the field's name;
+    `renamed`: field=key). A key the section leaves out is not passed, so its default is the
+    dataclass's: defaults are written once, on the values in core/vocabulary/platform.py (the schema
+    repeats them for editors, and tests/test_cloudmap.py holds the two together). YAML lists become
+    tuples, the values' immutable form."""
+    given = {}
+    for name, key in (*((n, n) for n in same), *renamed.items()):
+        if key in section:
+            value = section[key]
+            given[name] = tuple(value) if isinstance(value, list) else value
+    return given
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def _known_model(
@@ -281,19 +281,21 @@ def _dra_form(
         return None
     for model_id in section.get("product_names", {}):
         _known_model(model_id, catalogue, node, ["dra", "product_names", model_id], source)
-    attributes, capacity = section.get("attributes", {}), section.get("capacity", {})
+    classes = section["classes"]
     return DraForm(
         api_version=section["api_version"],
         driver=section["driver"],
-        whole_class=section["classes"]["whole"],
-        mig_class=section["classes"].get("mig", ""),
-        product_attribute=attributes.get("product", "productName"),
-        profile_attribute=attributes.get("profile", "profile"),
-        memory_capacity=capacity.get("memory", "memory"),
+        whole_class=classes["whole"],
         product_names={m: tuple(v) for m, v in section.get("product_names", {}).items()},
-        whole_type=section["classes"].get("whole_type", ""),
-        pci_attribute=attributes.get("pci_id", ""),
-        **({"types": dict(section["types"])} if section.get("types") else {}),
+        **_given(classes, "whole_type", mig_class="mig"),
+        **_given(
+            section.get("attributes", {}),
+            product_attribute="product",
+            profile_attribute="profile",
+            pci_attribute="pci_id",
+        ),
+        **_given(section.get("capacity", {}), memory_capacity="memory"),
+        **_given(section, "types"),
     )
 
 

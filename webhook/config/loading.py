@@ -12,14 +12,10 @@ from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.core.asks.claims import read_device_class
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.inventory import Inventory, InventoryError, models_present, parse_inventory
 from webhook.core.vocabulary.platform import CloudMap
-
-AUTO = "auto"
-# What `api_version: auto` writes where no API server can be asked (translate, preflight): the version
-# every Kubernetes from 1.34 serves by default.
-OFFLINE_DRA_API_VERSION = "resource.k8s.io/v1"
 
 
 class StartupError(RuntimeError):
@@ -32,7 +28,8 @@ class ClusterDra:
     (what `api_version: auto` becomes) and its DeviceClasses (those with an extendedResourceName let
     pods asking for that resource run as written, KEP-5004)."""
 
-    api_version: str = OFFLINE_DRA_API_VERSION
+    # Where no API server can be asked (translate, preflight): what every Kubernetes from 1.34 serves.
+    api_version: dra_api.Version = dra_api.NEWEST
     device_classes: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -89,7 +86,7 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
     form = target.dra
     if form is None:
         return target
-    version = cluster.api_version if form.api_version == AUTO else form.api_version
+    version = cluster.api_version if form.api_version == dra_api.AUTO else form.api_version
     extended: dict[str, tuple[str, str]] = {}
     maps = tuple(loaded.maps.values())
     for device_class in cluster.device_classes:

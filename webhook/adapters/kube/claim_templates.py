@@ -34,7 +34,7 @@ from webhook.core.asks.claims import (
     devices_key,
 )
 from webhook.core.asks.pod_claims import TemplateLookup, claim_sources
-from webhook.core.vocabulary.platform import DRA_API_VERSIONS
+from webhook.core.vocabulary import dra_api
 
 log = logging.getLogger("gpuport.dra")
 
@@ -53,7 +53,7 @@ class ClaimTemplateStore:
     def __init__(
         self,
         api_client: Any,
-        api_version: str = "resource.k8s.io/v1beta1",
+        api_version: str,
         clock: Callable[[], float] = time.monotonic,
     ):
         from kubernetes import client
@@ -123,7 +123,7 @@ class ClaimTemplateStore:
         remembered = self._recall("", EVERY_CLASS)
         if remembered is not None:
             return tuple(remembered)
-        group, version = self.api_version.split("/")
+        group, version = dra_api.group_and_version(self.api_version)
         try:
             listed: Any = self.api.list_cluster_custom_object(
                 group, version, CLASSES, _request_timeout=TIMEOUT
@@ -141,7 +141,7 @@ class ClaimTemplateStore:
         remembered = self._recall("", DEVICES_PER_NODE)
         if remembered is not None:
             return dict(remembered)
-        group, version = self.api_version.split("/")
+        group, version = dra_api.group_and_version(self.api_version)
         counts = _DeviceCounts()
         token = None
         try:
@@ -182,7 +182,7 @@ class ClaimTemplateStore:
             return None if remembered is ABSENT else remembered
         from kubernetes.client.exceptions import ApiException
 
-        group, version = self.api_version.split("/")
+        group, version = dra_api.group_and_version(self.api_version)
         try:
             if plural == CLASSES:
                 found = self.api.get_cluster_custom_object(
@@ -315,11 +315,7 @@ class _DeviceCounts:
         for device in spec.get("devices") or ():
             if not isinstance(device, Mapping):
                 continue
-            # v1beta1 keeps a device's attributes under `basic`; v1beta2 and v1 on the device itself.
-            basic = device.get("basic")
-            holder: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
-            found = holder.get("attributes")
-            attributes: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+            attributes = dra_api.device_attributes(device)
             kind = attributes.get("type")
             device_type = str(kind.get("string", "")) if isinstance(kind, Mapping) else ""
             for key in {(driver, device_type), (driver, "")}:
@@ -345,5 +341,5 @@ def newest_served(apis_api: Any) -> str | None:
     except Exception as exc:
         log.warning("resource.k8s.io versions not discovered: %s", getattr(exc, "reason", type(exc).__name__))
         return None
-    served = {v.group_version for g in groups if g.name == "resource.k8s.io" for v in g.versions or []}
-    return next((v for v in DRA_API_VERSIONS if v in served), None)
+    served = {v.group_version for g in groups if g.name == dra_api.GROUP for v in g.versions or []}
+    return dra_api.newest_of(served)

@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from webhook.core.asks.cel_selectors import DRIVER, SelectorReading, literal_text
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile
-from webhook.core.vocabulary.platform import CloudMap, DraForm
+from webhook.core.vocabulary.platform import CloudMap, DeviceKind, DraForm
 
 # The objects claims are read from, by key: a ResourceClaimTemplate by its name, and the keys below.
 ClaimObjects = Callable[[str], Mapping[str, Any] | None]
@@ -48,9 +49,6 @@ def devices_key(driver: str, device_type: str) -> str:
 
 class UnreadableClaim(Exception):
     """A claim gpuport cannot say in device-plugin words exactly; the message says what and why."""
-
-
-DeviceKind = Literal["whole", "mig", "partition"]
 
 
 @dataclass(frozen=True)
@@ -200,7 +198,9 @@ def read_device_class(
 def _grammar_holds(driver: str, selectors: Any, catalogue: Catalogue) -> bool:
     """Whether every selector is inside the strict grammar, read as `driver`'s: only then does a
     `device.driver ==` term pin the class to that driver."""
-    reading = SelectorReading(DraForm(api_version="", driver=driver, whole_class=""), catalogue, (), None)
+    reading = SelectorReading(
+        DraForm(api_version=dra_api.NEWEST, driver=driver, whole_class=""), catalogue, (), None
+    )
     reading.selectors(selectors, "")
     return reading.parsed
 
@@ -275,7 +275,7 @@ def _request(
             for sub, a in zip(subs, alternatives, strict=True)
         )
         return _first_available(name, options)
-    exact = request.get("exactly", request)
+    exact = dra_api.requested_devices(request)
     if not isinstance(exact, Mapping):
         raise UnreadableClaim(f"request {name!r}: exactly is not a mapping")
     return _one(name, exact, maps, catalogue, objects, name)

@@ -27,7 +27,7 @@ from webhook.core.asks.claims import (
     extended_request,
     read_claim_requests,
 )
-from webhook.core.vocabulary import quantity
+from webhook.core.vocabulary import dra_api, quantity
 from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 from webhook.core.vocabulary.platform import CloudMap
@@ -434,7 +434,7 @@ def namespace_of(doc: Any) -> str:
 def claim_object_key(doc: Any) -> tuple[str, str] | None:
     """(namespace, key as the lookup knows it) of a ResourceClaimTemplate, ResourceClaim or
     DeviceClass; None for any other document."""
-    if not is_map(doc) or not str(doc.get("apiVersion", "")).startswith("resource.k8s.io/"):
+    if not is_map(doc) or not dra_api.is_dra_api(str(doc.get("apiVersion", ""))):
         return None
     metadata = doc.get("metadata")
     name = metadata.get("name") if is_map(metadata) else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core.asks.pod_claims import TEMPLATE_PREFIX
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.platform import DraForm
 from webhook.core.vocabulary.workloads import editable
 
@@ -89,8 +90,7 @@ def claim_template(form: DraForm, *requests: DeviceRequest) -> dict[str, Any]:
         }
         if request.selectors:
             exact["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
-        name = {"name": request.request_name}
-        entries.append({**name, "exactly": exact} if form.nests_requests else {**name, **exact})
+        entries.append(dra_api.request_entry(form.api_version, request.request_name, exact))
     spec = {"spec": {"devices": {"requests": entries}}}
     digest = hashlib.sha256(json.dumps([form.api_version, spec], sort_keys=True).encode()).hexdigest()[:12]
     kind = "mig" if requests[0].device_class == form.mig_class else "gpu"

@@ -3,8 +3,22 @@
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
+
+# The words a map chooses among. The schema (config/schemas/cloudmap.schema.json) lists the same, for
+# editors; tests/test_cloudmap.py holds the two together, defaults included.
+Vendor = Literal["nvidia", "amd"]
+MigFormName = Literal["none", "mixed", "single", "partition-label", "by-memory"]
+SharedFormName = Literal["none", "resource", "label", "memory", "annotation"]
+DeviceKind = Literal["whole", "mig", "partition"]  # what a DRA device of a `type` is
+FractionalPolicy = Literal["deny", "mig", "shared"]  # what a fractional whole-GPU ask becomes
+MigToWhole = Literal["deny", "allow"]  # whether a MIG slice may become a whole GPU
+Substitution = Literal["same-class", "any"]  # which models may replace one the map lacks
+TopologyPolicy = Literal["preferred", "required"]  # how hard NVLink affinity is
+NumaScheduler = Literal["", "volcano", "koordinator"]  # which NUMA annotation to write ("": none)
 
 
 @dataclass(frozen=True)
@@ -25,7 +39,7 @@ class ModelLabel:
 
 @dataclass(frozen=True)
 class MigForm:
-    form: str = "none"  # none | mixed | single | partition-label | by-memory
+    form: MigFormName = "none"
     resource_prefix: str = ""
     product_label: str = ""
     label: str = ""
@@ -51,7 +65,7 @@ class MigForm:
 
 @dataclass(frozen=True)
 class SharedForm:
-    form: str = "none"  # none | resource | label | memory | annotation
+    form: SharedFormName = "none"
     resource: str = ""
     label: str = ""
     values: tuple[str, ...] = ()
@@ -107,12 +121,7 @@ class NodeLabels:
         return (key, value) in self.spot
 
 
-DEFAULT_TYPES = {"gpu": "whole", "mig": "mig"}
-DRA_API_VERSIONS = (
-    "resource.k8s.io/v1",
-    "resource.k8s.io/v1beta2",
-    "resource.k8s.io/v1beta1",
-)  # newest first
+DEFAULT_TYPES: Mapping[str, DeviceKind] = {"gpu": "whole", "mig": "mig"}
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ class DraForm:
     classes for whole GPUs and MIG slices, and the driver's attribute names that say which model or
     profile a device is. A map with this form gets ResourceClaims, never extended resources."""
 
-    api_version: str  # "auto" (resolved from the API server), or resource.k8s.io/v1beta1 | v1beta2 | v1
+    api_version: dra_api.MapVersion  # auto is resolved from the API server before a decision
     driver: str  # the attribute domain: device.attributes["<driver>"]
     whole_class: str
     mig_class: str = ""
@@ -134,16 +143,11 @@ class DraForm:
     whole_type: str = ""
     # The `type` attribute's values and what each device is (whole | mig | partition): how a device
     # class gpuport reads from the cluster is understood.
-    types: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TYPES))
+    types: Mapping[str, DeviceKind] = field(default_factory=lambda: dict(DEFAULT_TYPES))
     pci_attribute: str = ""  # an attribute holding the PCI device id, read back (AMD's deviceID)
     # KEP-5004: extended resource name → (device kind, MIG profile name or "") of the cluster's device
     # classes that carry one; a pod asking for such a resource runs on DRA as written.
     extended_resources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-
-    @property
-    def nests_requests(self) -> bool:
-        """v1beta2 and v1 put class, count and selectors under `exactly`; v1beta1 does not."""
-        return self.api_version != "resource.k8s.io/v1beta1"
 
     def extended_resource(self, kind: str, profile: str) -> str:
         """The extended resource a device class of this cluster gives devices of this kind (and MIG
@@ -160,7 +164,7 @@ class CloudMap:
     name: str
     whole_gpu: str
     description: str = ""
-    vendor: str = "nvidia"
+    vendor: Vendor = "nvidia"
     mig: MigForm = field(default_factory=MigForm)
     shared: SharedForm = field(default_factory=SharedForm)
     model_labels: tuple[ModelLabel, ...] = ()
@@ -171,11 +175,11 @@ class CloudMap:
     tolerations: tuple[Mapping[str, str], ...] = ()
     topology_labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str = ""
-    fractional_policy: str = "deny"  # deny | mig | shared
-    mig_to_whole: str = "deny"
-    substitution: str = "same-class"  # same-class | any: which models may replace one the map lacks
-    topology_policy: str = "preferred"  # preferred | required: how hard NVLink affinity is
-    numa_scheduler: str = ""  # volcano | koordinator: which NUMA annotation to write
+    fractional_policy: FractionalPolicy = "deny"
+    mig_to_whole: MigToWhole = "deny"
+    substitution: Substitution = "same-class"
+    topology_policy: TopologyPolicy = "preferred"
+    numa_scheduler: NumaScheduler = ""
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
     dra: DraForm | None = None  # set: this cluster asks for GPUs by ResourceClaim
