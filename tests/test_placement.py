@@ -367,17 +367,29 @@ def test_an_inventory_edit_reloads_the_context(tmp_path):
     assert state.context.target.offered_models == ("H100-80GB",)
 
 
-def test_topology_plans_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path):
+def test_topology_plans_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_path, monkeypatch):
     # The plan per k is worked out once per context; a pod naming an absurd count must not grow it.
+    from webhook.core.rewriting import placement
+
+    planned: list[int] = []
+    plans: list = []
+
+    def topology_plan(table, k, target):
+        planned.append(k)
+        plans.append(original(table, k, target))
+        return plans[-1]
+
+    original = placement.topology_plan
+    monkeypatch.setattr(placement, "topology_plan", topology_plan)
     ctx = build_context(default_directory(), "generic", mixed_cluster(tmp_path))
-    hints = next(m for m in ctx.mutations if isinstance(m, PlacementHints))
     admit(pod({"nvidia.com/gpu": "8"}), ctx)
-    decision = decide_mutation(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
-    assert any("no node has 100000 healthy GPUs" in w for w in decision.warnings)
-    assert set(hints._plans) == {8}
-    first = hints._plans[8]
+    first = plans[0]
+    for _ in range(2):
+        decision = decide_mutation(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
+        assert any("no node has 100000 healthy GPUs" in w for w in decision.warnings)
+    assert planned == [8, 100000, 100000]  # past the largest node: worked out each time, never kept
     _, second = admit(pod({"nvidia.com/gpu": "8"}), ctx)
-    assert hints._plans[8] is first  # the second 8-GPU pod read the kept plan
+    assert planned == [8, 100000, 100000]  # the second 8-GPU pod read the kept plan
     # ...and got an expression of its own: an edit of one pod's patch can never reach another's.
     _, third = admit(pod({"nvidia.com/gpu": "8"}), ctx)
     ours, theirs = (_expressions(op["value"] for op in d.patch) for d in (second, third))

@@ -373,7 +373,7 @@ def test_made_up_label_values_and_resource_names_cannot_grow_the_remembered_mean
         assert dialects.label_meaning(key, f"made-up-{n}").models == frozenset()
         assert not dialects.resource_meaning(f"example.com/made-up-{n}").accelerator
         assert read_selection({"nodeSelector": {key: f"made-up-{n}"}}, dialects).unknown
-    assert len(dialects._label_meanings) == len(dialects._resource_meanings) == MEANINGS_KEPT
+    assert dialects.meanings_remembered() == 2 * MEANINGS_KEPT  # as many labels as resource names
     assert len(dialects.selections) == MEANINGS_KEPT
     # Past the bound, answers are still worked out, and still right.
     assert dialects.label_meaning(key, "nvidia-tesla-a100").models == {"A100-40GB"}

@@ -216,7 +216,7 @@ class QuotaGate:
             used, new = {q.name: NO_GPU for q in quotas}, snapshot
             claims = {q.name: set() for q in quotas}
         for other in new:
-            other_use, other_facts, other_claims = self._counted(other, context)
+            other_use, other_facts, other_claims = self.running_pod_use(other, context)
             for quota in quotas:
                 if applies(quota, other_facts):
                     used[quota.name] = used[quota.name] + other_use
@@ -230,9 +230,9 @@ class QuotaGate:
         self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, counted, frozen)
         return used, counted, frozen
 
-    def _counted(self, other: dict, context: Context):
-        """(GpuUse, PodFacts, claims made ahead → GpuUse) of a running pod; a pod's spec never changes,
-        so once per context is enough."""
+    def running_pod_use(self, other: dict, context: Context):
+        """(GpuUse, PodFacts, claims made ahead → GpuUse) of a running pod, as its namespace's sum adds
+        it; a pod's spec never changes, so it is read once per context."""
         if context is not self._usage_context:
             self._usage.clear()
             self._usage_context = context

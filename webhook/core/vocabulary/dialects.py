@@ -67,6 +67,11 @@ class Dialects:
     def _resource_meanings(self) -> dict[str, ResourceMeaning]:
         return {}
 
+    def meanings_remembered(self) -> int:
+        """How many label and resource meanings this vocabulary keeps: at most MEANINGS_KEPT of each,
+        whatever pods name."""
+        return len(self._label_meanings) + len(self._resource_meanings)
+
     @functools.cached_property
     def selections(self) -> dict[Any, Any]:
         """demand.read_selection's answers by the GPU-label requirements they came from, kept like the

@@ -1,0 +1,249 @@
+"""The reservations ledger: exact round trips, one Lease per namespace written in groups, conflicts, kept
+copies and deadlines (a fake coordination API that answers as the API server does)."""
+
+import threading
+from fractions import Fraction
+
+import pytest
+
+from tests.quota_fakes import FakeCoordination
+from webhook.adapters.kube.ledger import LeaseLedger, Reservation, decode, encode
+from webhook.core.vocabulary.gpu_use import GpuUse
+
+
+def test_reservations_round_trip_exactly():
+    reservations = [Reservation("u1", GpuUse(Fraction(3, 7), 10240), ("gpus",), 100.0)]
+    assert decode(encode(reservations)) == reservations
+
+
+def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
+    api = FakeCoordination(conflicts=2)
+    ledger = LeaseLedger(api, "gpuport-system")
+    for key in ("a", "b"):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a", "b"]
+
+
+def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
+    from webhook.adapters.kube.lease_store import CALL_TIMEOUT
+    from webhook.adapters.kube.ledger import DEADLINE_SECONDS
+
+    api = FakeCoordination(conflicts=1)
+    ledger = LeaseLedger(api, "gpuport-system")
+    for key in ("a", "b"):
+        ledger.reserve(
+            "team-a", Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0), lambda c: None, 0.0, str
+        )
+    assert api.timeouts and all(t == CALL_TIMEOUT for t in api.timeouts)
+    assert sum(CALL_TIMEOUT) <= DEADLINE_SECONDS < 5  # the API server's limit for a webhook call
+
+
+def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_passes():
+    import time
+
+    api = FakeCoordination()
+    writes = []
+    original_replace, original_create = api.replace_namespaced_lease, api.create_namespaced_lease
+
+    def counting_replace(*args, **kwargs):
+        writes.append("replace")
+        return original_replace(*args, **kwargs)
+
+    def counting_create(*args, **kwargs):
+        writes.append("create")
+        return original_create(*args, **kwargs)
+
+    original_read = api.read_namespaced_lease
+
+    def slow_read(*args, **kwargs):
+        time.sleep(0.02)  # a real round trip: admissions arriving meanwhile wait for the next group
+        return original_read(*args, **kwargs)
+
+    api.replace_namespaced_lease, api.create_namespaced_lease = counting_replace, counting_create
+    api.read_namespaced_lease = slow_read
+    ledger = LeaseLedger(api, "gpuport-system")
+
+    def at_most_ten(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= 10 else None
+
+    results = []
+
+    def admit(n):
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
+        results.append(ledger.reserve("team-a", reservation, at_most_ten, 0.0, lambda uid: False))
+
+    threads = [threading.Thread(target=admit, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(None) == 10 and results.count("over") == 30
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 10
+    assert len(writes) < 10  # groups, not one write per admission
+
+
+def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key, mark, settled=lambda uid: False, now=1000.0):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30)
+        return ledger.reserve("team-a", reservation, lambda current: None, now, settled, mark=mark)
+
+    assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None)) is None
+    # Replica A's view now holds u1's pod (first seen at version 100) and has read to 120.
+    a_sees_u1 = ViewMark(120, {"u1": 100}.get)
+    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1", now=1001.0) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 2  # seen, but only a second ago
+    assert reserve(replica_a, "u2", a_sees_u1, settled=lambda uid: uid == "u1", now=1005.0) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
+    assert annotations[SETTLED_THROUGH] == "100"
+    # Replica B has read only to 90: it might not count u1's pod, so it must not decide.
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", ViewMark(90, lambda uid: None))
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", None)
+    assert reserve(replica_b, "u3", ViewMark(130, lambda uid: None)) is None  # caught up: decides
+
+
+def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
+    from webhook.adapters.kube.ledger import ViewMark
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(200):  # one admission a second, every earlier pod already in this view
+        seen = {f"u{k}": 1000 + k for k in range(n)}
+        mark = ViewMark(2000, seen.get)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), n + 30.0)
+        decision = ledger.reserve(
+            "team-a", reservation, lambda c: None, float(n), seen.__contains__, mark=mark
+        )
+        assert decision is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(annotations["gpuport.io/reservations"]) < 16 * 1024
+    # What stays: the reservations younger than SETTLE_AFTER, whatever the view holds.
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u198", "u199"]
+
+
+def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for n in range(5):
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
+        assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    verbs = [verb for verb, _ in api.calls]
+    assert verbs == ["read", "create", "replace", "replace", "replace", "replace"]
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(5)]
+
+
+def two_replicas_with_quota(gpus):
+    """A shared fake API server, two replicas' ledgers, and a reserve(ledger, key) of one GPU under a
+    quota of `gpus`."""
+    api = FakeCoordination()
+
+    def within_quota(current):
+        return "over" if sum(r.usage.equivalents for r in current) >= gpus else None
+
+    def reserve(ledger, key):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, within_quota, 0.0, lambda uid: False)
+
+    return api, LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system"), reserve
+
+
+def test_a_kept_copy_another_replica_changed_is_decided_again_on_a_fresh_read():
+    api, replica_a, replica_b, reserve = two_replicas_with_quota(2)
+
+    assert reserve(replica_a, "a1") is None  # A keeps the Lease holding a1
+    assert reserve(replica_b, "b1") is None  # B writes meanwhile: A's copy is now stale
+    api.calls.clear()
+    assert reserve(replica_a, "a2") == "over"  # on its stale copy A would have admitted a2 ...
+    assert [verb for verb, _ in api.calls] == ["replace", "read"]  # ... but the server refused that write
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert sorted(r.key for r in decode(annotations["gpuport.io/reservations"])) == ["a1", "b1"]
+    api.calls.clear()
+    assert reserve(replica_b, "b2") == "over"  # a denial writes nothing: it is only decided on a fresh read
+    assert [verb for verb, _ in api.calls] == ["read"]
+
+
+def test_an_admission_on_a_stale_kept_copy_is_refused_by_the_server_and_redecided():
+    api, replica_a, replica_b, reserve = two_replicas_with_quota(3)
+
+    assert reserve(replica_a, "a1") is None
+    assert reserve(replica_b, "b1") is None
+    api.calls.clear()
+    assert reserve(replica_a, "a2") is None  # 3rd of 3: the stale write fails, the fresh one passes
+    assert [verb for verb, _ in api.calls] == ["replace", "read", "replace"]
+    assert reserve(replica_b, "b2") == "over"
+
+
+def ledger_holding(n):
+    """A fake API server and a ledger that reserved u0..u<n-1> (1 GPU each) at t=1000."""
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    for k in range(n):
+        reservation = Reservation(f"u{k}", GpuUse(Fraction(1)), ("gpus",), 1000.0 + 30)
+        ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
+    return api, ledger
+
+
+def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_nothing():
+    from webhook.adapters.kube.ledger import ViewMark
+
+    api, ledger = ledger_holding(4)
+    everything_seen = ViewMark(2000, lambda uid: 1500)
+
+    def full(current):
+        return "over"
+
+    dry = Reservation("dry", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    assert ledger.reserve("team-a", dry, full, 1010.0, bool, write=False, mark=everything_seen) == "over"
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert len(decode(annotations["gpuport.io/reservations"])) == 4  # dryRun: no side effect at all
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    assert ledger.reserve("team-a", late, full, 1010.0, bool, mark=everything_seen) == "over"
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert decode(annotations["gpuport.io/reservations"]) == []  # every pod is in the views: settled
+    assert annotations["gpuport.io/settled-through"] == "1500"
+
+
+def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_it():
+    from webhook.adapters.kube.ledger import ViewMark
+
+    api, ledger = ledger_holding(8)
+    one_seen = ViewMark(2000, {"u0": 1500}.get)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    api.calls.clear()
+    assert (
+        ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0"}.__contains__, mark=one_seen) == "over"
+    )
+    assert [verb for verb, _ in api.calls] == ["read"]  # 1 of 8 settled: not worth a write
+    two_seen = ViewMark(2000, {"u0": 1500, "u1": 1501}.get)
+    assert ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0", "u1"}.__contains__, mark=two_seen)
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(2, 8)]
+
+
+def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+
+    def reserve(key):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        return ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False)
+
+    assert reserve("u1") is None
+    del api.leases["gpuport-quota-team-a"]  # an admin cleaned up gpuport's namespace
+    api.calls.clear()
+    assert reserve("u2") is None
+    assert [verb for verb, _ in api.calls] == ["replace", "read", "create"]
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
