@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.helpers import VerifyingHTTPSConnection, fixture  # noqa: E402
+from tests.inventories import mixed_cluster  # noqa: E402
 from tests.server_process import SERVICE_NAME, RunningServer, make_certs  # noqa: E402
-from tests.test_placement import mixed_cluster  # noqa: E402
 from webhook.adapters.http.settings import Settings  # noqa: E402
 
 CASES = [

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.helpers import fixture  # noqa: E402
-from tests.test_placement import mixed_cluster  # noqa: E402
+from tests.inventories import mixed_cluster  # noqa: E402
 from webhook.adapters.http.memo import DecisionMemo  # noqa: E402
 from webhook.config.cloudmap import default_directory  # noqa: E402
 from webhook.config.loading import build_context  # noqa: E402

@@ -4,7 +4,7 @@ with a GPU quota, a pod whose claim has a shape gpuport cannot translate is stil
 saying why), never admitted uncounted beside a pod that fills the quota; a claim two pods share is
 charged once; and an init container asking 4 GPUs before an app asking 2 holds 4 devices, as the
 real scheduler's allocation shows. (firstAvailable needs resource.k8s.io v1beta2, 1.33+: this API
-server, 1.32, does not serve it; tests/test_claim_budget.py counts it.)"""
+server, 1.32, does not serve it; tests/core/test_claim_budget.py counts it.)"""
 
 import uuid
 
@@ -296,7 +296,7 @@ def test_a_running_pod_stays_charged_what_its_claim_holds_after_its_template_is_
     # A pod of 1 GPU does not fit: the running pod is charged its claim's 8. (A dry run stores nothing,
     # so the probe can be repeated until gpuport's view has the pod's claim status. gpuport remembers
     # a template it read for a minute, so this cannot tell the claim's 8 from the old template's: the
-    # unit tests in tests/test_claim_budget.py do.)
+    # unit tests in tests/core/test_claim_budget.py do.)
 
     def refused():
         try:

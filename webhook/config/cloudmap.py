@@ -252,7 +252,7 @@ def _given(section: Mapping[str, Any], *same: str, **renamed: str) -> dict[str, 
     """The fields a map section sets, by field name (`same`: the YAML key is the field's name;
     `renamed`: field=key). A key the section leaves out is not passed, so its default is the
     dataclass's: defaults are written once, on the values in core/vocabulary/platform.py (the schema
-    repeats them for editors, and tests/test_cloudmap.py holds the two together). YAML lists become
+    repeats them for editors, and tests/config/test_cloudmap.py holds the two together). YAML lists become
     tuples, the values' immutable form."""
     given = {}
     for name, key in (*((n, n) for n in same), *renamed.items()):

@@ -8,7 +8,7 @@ scheduler name (a pod with resourceClaims is never memoized: its templates are r
 of an indexed Job arrive unnamed too (generateName) and differ in labels and annotations of their own
 (the completion index) that no decision reads, so they share a key. A StatefulSet's pods arrive
 named (web-0, web-1): the name keeps their keys apart. Two reviews with the same key get the
-same Decision from the same context (tests/test_memo.py checks that on random pods, varying every
+same Decision from the same context (tests/core/test_memo.py checks that on random pods, varying every
 field outside the key). A field the decision starts to read must be added here.
 """
 

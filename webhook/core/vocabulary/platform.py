@@ -9,7 +9,7 @@ from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
 
 # The words a map chooses among. The schema (config/schemas/cloudmap.schema.json) lists the same, for
-# editors; tests/test_cloudmap.py holds the two together, defaults included.
+# editors; tests/config/test_cloudmap.py holds the two together, defaults included.
 Vendor = Literal["nvidia", "amd"]
 MigFormName = Literal["none", "mixed", "single", "partition-label", "by-memory"]
 SharedFormName = Literal["none", "resource", "label", "memory", "annotation"]

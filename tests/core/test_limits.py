@@ -6,7 +6,7 @@ from fractions import Fraction
 import pytest
 
 from tests.helpers import context, parsed, review_of
-from tests.test_quota import FakeView
+from tests.quota_fakes import FakeView
 from tests.translation_cases import pod
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.core.asks.demand import read_demand

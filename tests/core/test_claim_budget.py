@@ -2,7 +2,7 @@
 GPU-equivalents, or the pod's claim is listed as uncountable with why; nothing is counted as nothing.
 A claim made ahead and shared by pods is charged once; a claim is charged once however many of the
 pod's containers use it. The shapes are those NVIDIA's and AMD's DRA drivers publish in their demo
-specs and chart (see tests/test_dra_published_shapes.py for the specs themselves)."""
+specs and chart (see tests/core/test_dra_published_shapes.py for the specs themselves)."""
 
 from decimal import Decimal
 from fractions import Fraction

@@ -12,7 +12,7 @@ import yaml
 from webhook.commands.cli import main
 from webhook.core.vocabulary.templates import pod_templates
 
-MANIFESTS = Path(__file__).parent / "manifests"
+MANIFESTS = Path(__file__).parents[1] / "manifests"
 A100_40GB_PRODUCTS = ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"]
 GKE_WHOLE_ONLY = [
     {"key": "cloud.google.com/gke-gpu-partition-size", "operator": "DoesNotExist"},

@@ -3,7 +3,7 @@
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "webhook"
+PACKAGE = Path(__file__).resolve().parents[2] / "webhook"
 LONG = 300
 
 

@@ -1,7 +1,6 @@
 """Topology and NUMA hints from node-agent records, inventory-aware translation, and `gpuport explain`."""
 
 import copy
-import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -12,48 +11,17 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fakenvml import FakeNVML
+from tests.core.test_properties import pods as random_pods
 from tests.helpers import context, parsed, review_of
-from tests.test_properties import pods as random_pods
+from tests.inventories import agent_node, mixed_cluster, write_inventory
 from tests.translation_cases import SOURCES, pod
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
 from webhook.core.deciding.admission import decide_mutation
 from webhook.core.rewriting.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
 from webhook.core.vocabulary.inventory import parse_inventory
-from webhook.nodeagent.gather import gather
 
 CATALOGUE = context().dialects.catalogue
-
-
-def agent_node(name, record_name, labels=None):
-    record = gather(FakeNVML.load(record_name), CATALOGUE)
-    gpus = str(record["healthy_gpu_count"])
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"gpuport.io/nvlink-domain-size": str(record["nvlink_domain_size"]), **(labels or {})},
-            "annotations": {"gpuport.io/capability": json.dumps(record)},
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": gpus}},
-    }
-
-
-def write_inventory(tmp_path, *nodes):
-    path = tmp_path / "nodes.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(nodes)}))
-    return path
-
-
-def mixed_cluster(tmp_path):
-    return write_inventory(
-        tmp_path,
-        agent_node("h100-a", "h100-sxm-8-nvswitch"),
-        agent_node("h100-b", "h100-sxm-8-nvswitch"),
-        agent_node("a100-a", "a100-pcie-8-two-numa"),
-    )
 
 
 def admit(obj, ctx):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.server_process import free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*command, cwd, timeout=300):

@@ -12,7 +12,7 @@ import yaml
 from webhook.commands.cli import main
 from webhook.core.vocabulary.templates import pod_templates
 
-SHAPES = Path(__file__).parent / "manifests" / "dra"
+SHAPES = Path(__file__).parents[1] / "manifests" / "dra"
 TARGETS = ["gke", "eks", "generic"]
 
 # What each shape becomes on a device-plugin cluster: the resources its containers ask for, or the

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.core.test_properties import pods
 from tests.helpers import context, parsed, review_of
-from tests.test_placement import agent_node, write_inventory
-from tests.test_properties import pods
+from tests.inventories import agent_node, write_inventory
 from tests.translation_cases import SOURCES, TARGETS
 from webhook.adapters.http.memo import DecisionMemo
 from webhook.config.cloudmap import default_directory

@@ -20,7 +20,7 @@ from webhook.core.asks.checks import check_pod_spec
 from webhook.core.deciding.admission import rewrite_pod
 from webhook.core.vocabulary.templates import pod_templates
 
-CORPUS = sorted((Path(__file__).parent / "manifests").glob("*.yaml"))
+CORPUS = sorted((Path(__file__).parents[1] / "manifests").glob("*.yaml"))
 TARGETS = ["generic", "generic-mig-single", "gke", "eks", "aks", "hami"]
 CONTEXTS = {name: context(name) for name in TARGETS}
 
@@ -138,7 +138,7 @@ def test_the_corpus_has_forty_manifests_in_varied_styles():
 
 
 def test_a_template_placeholder_secret_comes_back_as_written():
-    text = (Path(__file__).parent / "manifests" / "secret-and-deployment.yaml").read_text()
+    text = (Path(__file__).parents[1] / "manifests" / "secret-and-deployment.yaml").read_text()
     output = translate_text(text, "eks")
     assert "HF_TOKEN: {{HF_TOKEN}}\n" in output
     assert output.split("---")[1] == text.split("---")[1]
@@ -148,7 +148,7 @@ def test_diff_shows_only_the_changed_lines(tmp_path, capsys):
     from webhook.commands.cli import main
 
     path = tmp_path / "pod.yaml"
-    path.write_text((Path(__file__).parent / "manifests" / "comments-everywhere.yaml").read_text())
+    path.write_text((Path(__file__).parents[1] / "manifests" / "comments-everywhere.yaml").read_text())
     assert main(["translate", "--to", "eks", "--diff", str(path)]) == 0
     diff = capsys.readouterr().out
     changes = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
@@ -284,7 +284,7 @@ def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsy
 
     monkeypatch.setattr(webhook.adapters.files.yamledit, "_parses_to", lambda text, edited: False)
     path = tmp_path / "pod.yaml"
-    path.write_text((Path(__file__).parent / "manifests" / "eks-p5-pod.yaml").read_text())
+    path.write_text((Path(__file__).parents[1] / "manifests" / "eks-p5-pod.yaml").read_text())
     assert main(["translate", "--to", "gke", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == ""

@@ -32,7 +32,7 @@ ALLOWED_IMPORTS = {
     "kubernetes.utils",  # parse_quantity only; see webhook/core/vocabulary/quantity.py
     "webhook",
 }
-CORE = Path(__file__).resolve().parent.parent / "webhook" / "core"
+CORE = Path(__file__).resolve().parents[2] / "webhook" / "core"
 # "part/module", for every module of every part of the core.
 CORE_MODULES = sorted(
     str(path.relative_to(CORE).with_suffix("")) for path in CORE.rglob("*.py") if path.stem != "__init__"
