@@ -71,5 +71,5 @@ def test_the_checks_answer_before_any_gate_on_both_routes():
 def test_the_limits_run_on_mutate_and_both_gates_on_validate_limits_first():
     limits, quota = Recording(), Recording()
     gates = pipeline.Gates(limits, quota)
-    assert gates.on_mutate() == (limits,) and gates.on_validate() == (limits, quota)
-    assert pipeline.Gates(quota=quota).on_mutate() == ()
+    assert gates.on_mutate == (limits,) and gates.on_validate == (limits, quota)
+    assert pipeline.Gates(quota=quota).on_mutate == ()

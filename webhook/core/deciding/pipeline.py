@@ -7,6 +7,7 @@ built with: they satisfy `Gate` and may read the cluster, but which runs on whic
 order, and the rule that the first refusal wins are decided here (`Gates`), not in the HTTP adapter.
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,10 +85,13 @@ class Gates:
     limits: Gate | None = None
     quota: Gate | None = None
 
+    # Worked out once per server, not per review: every admission asks for its route's order.
+    @functools.cached_property
     def on_mutate(self) -> tuple[Gate, ...]:
         # Before the translation: a LimitRange default would change what is translated.
         return tuple(gate for gate in (self.limits,) if gate is not None)
 
+    @functools.cached_property
     def on_validate(self) -> tuple[Gate, ...]:
         # Limits before quota: a pod the limits refuse must not hold a quota reservation.
         return tuple(gate for gate in (self.limits, self.quota) if gate is not None)
@@ -153,7 +157,7 @@ def _decide(
             else None
         )
     if demand is not None:
-        for gate in gates.on_mutate():
+        for gate in gates.on_mutate:
             refused = gate.admit(review, context, demand)
             if refused:
                 return refused
@@ -173,7 +177,7 @@ def validate(
     """/validate: the checks, then each gate in order until one refuses. The gates see the devices
     the pod's DRA claims ask for as well: one budget for both worlds."""
     decision = decide_validation(review, context)
-    order = gates.on_validate()
+    order = gates.on_validate
     if not (decision.allowed and order and review.is_pod_create):
         return decision
     demand = read_pod_demand(review.object or {}, review.namespace, context, claims)

@@ -389,7 +389,7 @@ def _carry_spot(
 def gpus_on_one_node(demand: PodDemand) -> int:
     """GPUs (or slices, or shares) one pod needs on its node, counted as Kubernetes counts a pod's
     requests (app containers and sidecars add up, init containers run one at a time)."""
-    return max(held_at_once(((a, a.count) for a in demand.asks), 0, max), 1)
+    return max(held_at_once([(a, a.count) for a in demand.asks], 0, max), 1)
 
 
 def _values_holding(

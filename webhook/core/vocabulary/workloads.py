@@ -79,20 +79,28 @@ def held_at_once(parts: Iterable[tuple[ContainerPlace, A]], zero: A, larger: Cal
     app containers run beside every sidecar. So the pod holds the larger of (each plain init container
     plus the sidecars before it) and (the app containers plus all sidecars), never the sum of all.
     `larger` is taken apart so an amount of two measures (GPUs and their memory) takes the larger of each."""
-    inits: list[tuple[int, bool, A]] = []
     apps = zero
+    inits: list[tuple[int, bool, A]] | None = None  # most pods have none: nothing to sort
     for place, amount in parts:
         if place.list_name == "containers":
             apps = apps + amount
+        elif inits is None:
+            inits = [(place.index, place.sidecar, amount)]
         else:
             inits.append((place.index, place.sidecar, amount))
+    if inits is None:
+        return apps
     sidecars, peak = zero, zero
-    for _, sidecar, amount in sorted(inits, key=lambda i: i[0]):
+    for _, sidecar, amount in sorted(inits, key=_first):
         if sidecar:
             sidecars = sidecars + amount
         else:
             peak = larger(peak, sidecars + amount)
     return larger(peak, apps + sidecars)
+
+
+def _first(item: tuple[int, bool, Any]) -> int:
+    return item[0]
 
 
 def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
