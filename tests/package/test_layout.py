@@ -34,7 +34,7 @@ def test_no_two_modules_define_one_public_name_for_different_things():
     assert {n: where for n, where in owners.items() if len(where) > 1 and n not in by_protocol} == {}
 
 
-def test_the_node_agent_contract_forbids_every_core_module_but_catalogue_and_topology():
+def test_the_node_agent_contract_forbids_every_core_module_but_catalogue_topology_and_errors():
     import tomllib
 
     config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
@@ -45,14 +45,15 @@ def test_the_node_agent_contract_forbids_every_core_module_but_catalogue_and_top
     )
     forbidden = set(contract["forbidden_modules"])
     parts = {p.parent.name for p in (PACKAGE / "core").glob("*/__init__.py")}
-    # Every part of the core but the vocabulary, whole; of the vocabulary, all but two modules.
+    # Every part of the core but the vocabulary, whole; of the vocabulary, all but the catalogue, the
+    # topology arithmetic and the error kinds the catalogue raises.
     assert {f"webhook.core.{part}" for part in parts - {"vocabulary"}} <= forbidden
     vocabulary = {
         f"webhook.core.vocabulary.{p.stem}"
         for p in (PACKAGE / "core" / "vocabulary").glob("*.py")
         if p.stem != "__init__"
     }
-    allowed = {"webhook.core.vocabulary.catalogue", "webhook.core.vocabulary.topology"}
+    allowed = {f"webhook.core.vocabulary.{m}" for m in ("catalogue", "topology", "errors")}
     assert vocabulary - allowed == {m for m in forbidden if m.startswith("webhook.core.vocabulary.")}
 
 
@@ -67,3 +68,25 @@ def test_the_core_is_a_handful_of_parts_each_in_the_layers_contract():
     parts = {p.parent.name for p in (PACKAGE / "core").glob("*/__init__.py")}
     assert parts == layered
     assert [p.name for p in (PACKAGE / "core").glob("*.py")] == ["__init__.py"]  # no module outside a part
+
+
+def test_every_error_the_core_raises_is_one_of_its_three_kinds():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import webhook.core
+    from webhook.core.vocabulary.errors import BadInput, Broken, CannotSay
+
+    unkinded = []
+    for info in pkgutil.walk_packages(webhook.core.__path__, "webhook.core."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not issubclass(value, BadInput | CannotSay | Broken)
+            ):
+                unkinded.append(f"{info.name}.{name}")
+    assert unkinded == []

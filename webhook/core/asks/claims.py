@@ -23,6 +23,7 @@ from typing import Any, Literal
 from webhook.core.asks.cel_selectors import DRIVER, SelectorReading, literal_text
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile
+from webhook.core.vocabulary.errors import CannotSay
 from webhook.core.vocabulary.platform import CloudMap, DeviceKind, DraForm
 
 # The objects claims are read from, by key: a ResourceClaimTemplate by its name, and the keys below.
@@ -47,7 +48,7 @@ def devices_key(driver: str, device_type: str) -> str:
     return f"{DEVICES_PER_NODE}{driver}/{device_type}"
 
 
-class UnreadableClaim(Exception):
+class UnreadableClaim(CannotSay):
     """A claim gpuport cannot say in device-plugin words exactly; the message says what and why."""
 
 

@@ -25,6 +25,7 @@ from webhook.core.budget.equivalents import ask_equivalents, pod_use, show
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.platform import CloudMap
 
 LIMITS_ANNOTATION = "gpuport.io/gpu-limits"
@@ -33,7 +34,7 @@ LIMIT_RANGER = "kubernetes.io/limit-ranger"
 _INJECTED = re.compile(r"(\S+) (?:request|limit) for (?:init )?container (\S+)")
 
 
-class LimitsError(ValueError):
+class LimitsError(BadInput):
     pass
 
 

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from webhook.core.deciding.decision import Decision
+from webhook.core.vocabulary.errors import BadInput
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -23,7 +24,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 MAX_DEPTH = 100
 
 
-class ReviewError(ValueError):
+class ReviewError(BadInput):
     """The body is not a usable AdmissionReview request; the message is the one-line reason."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from webhook.core.vocabulary.errors import Broken
 from webhook.core.vocabulary.workloads import is_map
 
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
@@ -34,7 +35,7 @@ _EDITABLE = {parent: {k for p, k in EDITABLE_FIELDS if p == parent} for parent, 
 Mutator = Callable[[dict[str, Any]], None]
 
 
-class PatchError(RuntimeError):
+class PatchError(Broken):
     """The mutation edited a part of the Pod the core may not edit."""
 
 

@@ -17,11 +17,12 @@ from typing import NamedTuple
 from webhook.core.asks.demand import ContainerAsk, SharedAsk
 from webhook.core.rewriting.dra import DeviceRequest, mig_request, whole_request
 from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
+from webhook.core.vocabulary.errors import CannotSay
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.quantity import MIB
 
 
-class Untranslatable(Exception):
+class Untranslatable(CannotSay):
     """The pod asks for something the target cannot give; the messages say what it offers instead."""
 
     def __init__(self, messages: list[str]):

@@ -6,13 +6,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.core.vocabulary.errors import BadInput
+
 PROFILE_PATTERN = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
 )
 MEDIA_SUFFIXES = ("+me", "+me.all")
 
 
-class ProfileError(ValueError):
+class ProfileError(BadInput):
     pass
 
 

@@ -8,12 +8,13 @@ from typing import Any
 
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 
 
-class InventoryError(ValueError):
+class InventoryError(BadInput):
     pass
 
 

@@ -5,10 +5,12 @@ from decimal import Decimal
 
 from kubernetes.utils import parse_quantity
 
+from webhook.core.vocabulary.errors import BadInput
+
 MIB = 1024 * 1024
 
 
-class QuantityError(ValueError):
+class QuantityError(BadInput):
     pass
 
 

@@ -4,6 +4,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, TypeVar
 
+from webhook.core.vocabulary.errors import BadInput
+
 # (API group, kind) → path from the object root to its pod spec.
 POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Pod"): ("spec",),
@@ -110,7 +112,7 @@ def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
-class MalformedField(ValueError):
+class MalformedField(BadInput):
     """A field gpuport must edit holds the wrong kind of value (a map where Kubernetes reads a list):
     the API server would refuse the pod too, and no edit can be made into it."""
 
