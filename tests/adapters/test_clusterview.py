@@ -113,7 +113,7 @@ def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     state = ServerState(
         context=context(),
         maps_signature=(directory_signature(maps), 0),
-        quota_gate=SimpleNamespace(view=cache),
+        view=cache,
     )
     reloader = CloudMapReloader(state, maps, "generic")
     assert reloader.check_once() is False

@@ -33,13 +33,9 @@ class SyncedView:
     synced = True
 
 
-class Gate:
-    view = SyncedView()
-
-
 def test_readyz_waits_for_the_other_workers_too(tmp_path):
     readiness = WorkerReadiness(tmp_path, workers=2)
-    state = ServerState(context=context(), quota_gate=Gate(), all_workers_ready=readiness.ready)
+    state = ServerState(context=context(), view=SyncedView(), all_workers_ready=readiness.ready)
     readiness.mark(os.getpid())
     assert state.readiness() == (False, "cluster view synced in 1 of 2 workers")
     readiness.mark(os.getppid())

@@ -10,6 +10,7 @@ from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import ClusterDra, build_context
+from webhook.core.deciding.pipeline import NO_GATES, Gates
 from webhook.core.vocabulary import dra_api
 
 log = logging.getLogger("gpuport.app")
@@ -99,8 +100,8 @@ def build_app(settings: Settings) -> Flask:
     state = ServerState(
         context=context,
         maps_signature=signature,
-        quota_gate=gate,
-        limit_gate=LimitGate(gate.view) if gate else None,
+        gates=Gates(limits=LimitGate(gate.view), quota=gate) if gate else NO_GATES,
+        view=gate.view if gate else None,
         claim_templates=templates,
         cluster_dra=dra,
     )

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from flask import Flask, Response, request
@@ -20,7 +20,6 @@ from webhook.config.loading import ClusterDra
 from webhook.core.deciding import pipeline
 from webhook.core.deciding.context import REWRITES, Context
 from webhook.core.deciding.decision import Decision, allow, deny
-from webhook.core.deciding.pipeline import Gate
 from webhook.core.deciding.review import (
     MAX_BODY_BYTES,
     AdmissionRequest,
@@ -34,12 +33,6 @@ log = logging.getLogger("gpuport.server")
 DecideReview = Callable[[AdmissionRequest, Context], Decision]
 
 
-class WatchingGate(Gate, Protocol):
-    """The quota gate: a Gate whose cluster view the server starts and reports ready."""
-
-    view: Any
-
-
 @dataclass
 class ServerState:
     """What the routes read. `context` is replaced whole (never edited) when cloud maps reload."""
@@ -48,8 +41,10 @@ class ServerState:
     draining: threading.Event = field(default_factory=threading.Event)
     reload_error: str = ""  # the last failed cloud-map reload; the previous maps are still serving
     maps_signature: tuple = ()  # the cloud-map files the context was built from
-    quota_gate: "WatchingGate | None" = None  # when gpuport has a cluster to watch (adapters.kube)
-    limit_gate: Gate | None = None  # likewise
+    # The gates pod creates pass (the pipeline decides which runs where), and the cluster view they
+    # read, which the server starts and reports ready; both from adapters.kube when there is a cluster.
+    gates: pipeline.Gates = pipeline.NO_GATES
+    view: Any = None
     # Every worker's view, not only this one's (readiness.WorkerReadiness.ready); None: one process.
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
     # Decisions of recent pod creates: the replicas of one workload pay for one translation.
@@ -62,10 +57,6 @@ class ServerState:
     registrar: Any = None
     # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
     events: Any = None
-
-    @property
-    def view(self):
-        return self.quota_gate.view if self.quota_gate is not None else None
 
     def readiness(self) -> tuple[bool, str]:
         if self.draining.is_set():
@@ -120,13 +111,11 @@ def create_app(state: ServerState) -> Flask:
 
         return answer
 
-    gates = pipeline.Gates(limits=state.limit_gate, quota=state.quota_gate)
-
     def mutate_with_limits(review: AdmissionRequest, context: Context) -> Decision:
-        return pipeline.mutate(review, context, gates, state.memo, state.claim_templates)
+        return pipeline.mutate(review, context, state.gates, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        decision = pipeline.validate(review, context, gates, state.claim_templates)
+        decision = pipeline.validate(review, context, state.gates, state.claim_templates)
         if state.events is not None and decision.allowed and review.is_pod_create and not review.dry_run:
             _record_rewrites(state.events, review)
         return decision
