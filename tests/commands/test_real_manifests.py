@@ -91,6 +91,51 @@ def test_a_whole_gpu_sent_to_gke_stays_off_partitions_and_time_shared_gpus(capsy
     assert "whole GPUs only: nodes without cloud.google.com/gke-gpu-partition-size" in err
 
 
+def test_a_native_whole_gpu_pod_is_kept_off_slice_nodes_as_far_as_the_nodes_say(capsys, tmp_path):
+    # GKE's serving samples ask nvidia.com/gpu: 1 with no partition or sharing selector: whole GPUs.
+    accelerator, partition, sharing = (
+        "cloud.google.com/gke-accelerator",
+        "cloud.google.com/gke-gpu-partition-size",
+        "cloud.google.com/gke-gpu-sharing-strategy",
+    )
+    whole = node("l4", {accelerator: "nvidia-l4"}, {"nvidia.com/gpu": "1"})
+    partitioned = node(
+        "h100-mig", {accelerator: "nvidia-h100-80gb", partition: "1g.10gb"}, {"nvidia.com/gpu": "7"}
+    )
+    shared = node("l4-shared", {accelerator: "nvidia-l4", sharing: "time-sharing"}, {"nvidia.com/gpu": "4"})
+
+    def spec_of(*nodes):
+        extra = ["--inventory", write_inventory(tmp_path, *nodes)] if nodes else []
+        code, [deployment], err = translate(capsys, "gke-l4-vllm-spot.yaml", "gke", *extra)
+        assert code == 0
+        return deployment["spec"]["template"]["spec"], err
+
+    spec, err = spec_of()  # no view: the map says both kinds of slice nodes may exist
+    assert required(spec) == GKE_WHOLE_ONLY
+    assert f"whole GPUs only: nodes without {partition} (gke: they give MIG partitions)" in err
+    assert f"whole GPUs only: nodes without {sharing} (gke: they give shared GPUs)" in err
+    spec, err = spec_of(whole, partitioned)  # off the partitioned nodes; no time-sharing pool here
+    assert required(spec) == [{"key": partition, "operator": "DoesNotExist"}]
+    assert f"nodes without {partition} (some here give MIG partitions)" in err and sharing not in err
+    spec, err = spec_of(shared)  # every node gives shares: requiring a whole GPU would never schedule
+    assert "affinity" not in spec
+    assert f"every nvidia.com/gpu node here has {sharing}: the pod gets a shared GPU" in err
+    spec, err = spec_of(whole)  # no slice nodes: nothing to keep the pod off
+    assert "affinity" not in spec and "whole GPUs" not in err
+
+
+def test_the_device_plugins_own_sample_on_a_mig_single_cluster_gets_a_whole_gpu(capsys):
+    code, [pod], err = translate(capsys, "cuda-vectoradd.yaml", "generic-mig-single")
+    assert code == 0
+    [product] = required(pod["spec"])
+    assert product["key"] == "nvidia.com/gpu.product" and product["operator"] == "In"
+    assert "NVIDIA-H100-80GB-HBM3" in product["values"] and "Tesla-T4" in product["values"]
+    assert not any("-MIG-" in v or v.startswith("AMD") for v in product["values"])  # NVIDIA, whole
+    assert "whole GPUs only: nvidia.com/gpu.product a whole-GPU name (-MIG- nodes give MIG instances)" in err
+    code, [pod], err = translate(capsys, "cuda-vectoradd.yaml", "generic")  # no slices under that name
+    assert code == 0 and "affinity" not in pod["spec"] and not err
+
+
 def test_an_exclusive_hami_card_on_a_mig_single_cluster_is_pinned_to_an_unsliced_product(capsys):
     code, [pod], _err = translate(capsys, "hami-exclusive.yaml", "generic-mig-single")
     assert code == 0
@@ -319,7 +364,6 @@ def test_a_native_aks_pod_without_the_gpu_toleration_gets_it(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("name", "target"),
     [
-        ("gke-l4-vllm-spot.yaml", "gke"),
         ("eks-karpenter-l4-spot.yaml", "eks"),
         ("eks-p5-pod.yaml", "eks"),
         ("aks-a100-spot.yaml", "aks"),

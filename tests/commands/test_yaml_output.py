@@ -42,7 +42,7 @@ def webhook_result(document, target):
             patch = rewrite_pod(copy.deepcopy(template), ctx, hints=False).patch
         except Exception:  # denied: the document is printed as it was
             continue
-        if patch:
+        if any(op["path"].startswith("/metadata") for op in patch):
             template.setdefault("metadata", {})  # a Pod made from the template always has metadata
         translated = jsonpatch.apply_patch(template, patch)
         if path:

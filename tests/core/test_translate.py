@@ -32,6 +32,14 @@ def translated(obj, target, **map_overrides):
 
 
 MATRIX = [(source, target) for source in SOURCES for target in TARGETS]
+# What a native whole-GPU pod gains where the whole-GPU resource also names slices (GKE's partition
+# and time-sharing pools), with no view of the nodes: the map says such nodes may exist.
+WHOLE_ONLY = {
+    "gke": [
+        {"key": "cloud.google.com/gke-gpu-partition-size", "operator": "DoesNotExist"},
+        {"key": "cloud.google.com/gke-gpu-sharing-strategy", "operator": "DoesNotExist"},
+    ]
+}
 
 
 @pytest.mark.parametrize(("source", "target"), MATRIX, ids=[f"{s}->{t}" for s, t in MATRIX])
@@ -42,12 +50,22 @@ def test_dialect_to_target(source, target):
     if target in native_on:
         assert decision.allowed
         tolerations = [dict(t) for t in CONTEXTS[target].target.tolerations]
-        if not tolerations:
+        whole_only = WHOLE_ONLY.get(target) if ask_class.startswith("W") else None
+        if not tolerations and not whole_only:
             assert decision.patch == (), "a native pod must be left byte-for-byte alone"
             return
-        # Only what it needs to schedule at all: the map's tolerations for its GPU nodes' taints.
+        # Only what it needs to schedule at all (the map's tolerations for its GPU nodes' taints), and
+        # to get the whole GPUs it asks for where the same resource also names slices.
         expected = copy.deepcopy(source_pod)
-        expected["spec"]["tolerations"] = tolerations
+        if tolerations:
+            expected["spec"]["tolerations"] = tolerations
+        if whole_only:
+            terms = [{"matchExpressions": whole_only}]
+            expected["spec"]["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+                }
+            }
         assert jsonpatch.apply_patch(source_pod, list(decision.patch)) == expected
         return
     if "denied" in expected:

@@ -12,6 +12,7 @@ from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.core.asks.claims import read_device_class
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
+from webhook.core.rewriting.whole_gpus import slice_nodes
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.inventory import Inventory, InventoryError, models_present, parse_inventory
@@ -77,6 +78,7 @@ def build_context(
         present_models=frozenset(present),
         present_resources=resources_present(inventory),
         declared=declared,
+        slice_nodes=slice_nodes(((n.labels, n.allocatable) for n in inventory.nodes), declared),
     )
 
 

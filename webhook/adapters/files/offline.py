@@ -128,7 +128,8 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                 result.patch, result.warnings, result.claim_templates = decided.rewrite
                 _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:
-                    if template.get("metadata") is None and hasattr(template, "insert"):
+                    edits_metadata = any(op["path"].startswith("/metadata") for op in result.patch)
+                    if edits_metadata and template.get("metadata") is None and hasattr(template, "insert"):
                         template.insert(0, "metadata", {})  # where a reader expects it: before the spec
                     _apply(template, plain, result.patch)
                     document.changed.append(path)

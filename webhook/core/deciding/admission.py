@@ -23,6 +23,7 @@ from webhook.core.rewriting.translate import (
     read_foreign,
     translate_pod,
 )
+from webhook.core.rewriting.whole_gpus import SliceMarker, keep_whole, slices_only, whole_only
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import pod_templates
 from webhook.core.vocabulary.workloads import (
@@ -112,14 +113,17 @@ def rewrite_pod(
         f"gpuport: {why}; a namespace with a GPU quota or GPU limits refuses this pod"
         for why in demand.claims.uncountable
     ]
+    off: tuple[SliceMarker, ...] = ()
     if native and demand.asks:
         uncounted += _too_small(demand, context.as_declared)
+        off, only = whole_only(demand, context.target, context.slice_nodes)
+        uncounted += slices_only(only, context.target)
     # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
     # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod
     # gpuport translated keeps both when it is reviewed again (reinvocation, a replayed manifest).
     annotations = _annotations(pod)
     forged = record and REWRITES in annotations and TRANSLATED_FROM not in annotations
-    if native and not wanted and not tolerate and not forged:
+    if native and not wanted and not tolerate and not forged and not off:
         # No copy, no diff; the pod's models and resource names are the ones read with its demand.
         absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
         return Rewrite([], uncounted + absent, [])
@@ -129,6 +133,8 @@ def rewrite_pod(
     def mutate(view: dict[str, Any]) -> None:
         if native:
             warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
+            seen = context.slice_nodes is not None
+            warnings.extend(keep_whole(view["spec"], demand, context.target, context.dialects, off, seen))
         else:
             translation = translate_pod(
                 view, demand, context.target, context.dialects, context.as_declared, foreign

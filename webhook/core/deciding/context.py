@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.core.deciding.decision_key import MetadataKeys
 from webhook.core.rewriting.translate import TRANSLATED_FROM
+from webhook.core.rewriting.whole_gpus import SliceNodes
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
@@ -35,6 +36,9 @@ class Context:
     # The map as written, when `target` was narrowed to what the nodes have: whether a pod is
     # already in this cluster's words is decided on it, never on the nodes of the moment.
     declared: CloudMap | None = None
+    # Whether the nodes offering the whole-GPU resource give slices of it (GKE partition and sharing
+    # pools, MIG-single); None without a view of the cluster.
+    slice_nodes: SliceNodes | None = None
 
     @property
     def as_declared(self) -> CloudMap:
