@@ -450,6 +450,8 @@ def test_a_slice_no_node_offers_is_said(capsys, tmp_path):
         ("tfjob-gke.yaml", "aks", 1),
         ("volcano-vgpu-job.yaml", "generic", 1),
         ("hyperpod-pytorchjob.yaml", "generic", 1),
+        ("trainer-runtime-gke.yaml", "eks", 1),
+        ("kubeflow-notebook-eks.yaml", "gke", 1),
     ],
 )
 def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, name, target, translated):
@@ -465,6 +467,9 @@ def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, 
     [
         ("kserve-gke.yaml", "KServe writes the pods"),
         ("notebook-crd.yaml", "gpuport does not know where this kind keeps its pod templates"),
+        ("trainjob-gke.yaml", "it asks for GPUs in spec.trainer.resourcesPerNode"),
+        ("spark-gpu-eks.yaml", "a gpu field of the Spark operator's own"),
+        ("argo-workflow-gpu.yaml", "each step's container stands beside its own nodeSelector"),
     ],
 )
 def test_a_kind_carrying_gpus_that_is_not_read_is_said_on_stderr(capsys, name, reason):
@@ -472,6 +477,17 @@ def test_a_kind_carrying_gpus_that_is_not_read_is_said_on_stderr(capsys, name, r
     assert code == 0
     assert "not looked into: " in err
     assert reason in err
+    assert ") are left as written" in err  # with the GPU resources it names
+
+
+def test_a_trainer_runtime_s_node_job_is_translated_where_trainjobs_take_it(capsys):
+    code, [runtime], err = translate(capsys, "trainer-runtime-gke.yaml", "eks")
+    assert code == 0
+    [job] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    spec = job["template"]["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5.48xlarge"}  # 8 H100s a node
+    assert limits(spec) == {"nvidia.com/gpu": 8}
+    assert "ClusterTrainingRuntime/torch-distributed-h100" in err
 
 
 # The KAI scheduler's annotation shares are a dialect like any other.

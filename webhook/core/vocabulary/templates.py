@@ -21,6 +21,10 @@ def _ray(*cluster: str) -> tuple[Path, ...]:
     return ((*cluster, "headGroupSpec", "template"), (*cluster, "workerGroupSpecs", "*", "template"))
 
 
+def _trainer_runtime() -> tuple[Path, ...]:
+    return (("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template"),)
+
+
 TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     **{key: (path[:-1],) for key, path in POD_SPEC_PATHS.items() if key != ("", "Pod")},
     ("kubeflow.org", "PyTorchJob"): _replica_specs("pytorchReplicaSpecs"),
@@ -38,14 +42,42 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
         ("spec", "leaderWorkerTemplate", "workerTemplate"),
     ),
     ("batch.volcano.sh", "Job"): (("spec", "tasks", "*", "template"),),
+    # Kubeflow Trainer v2: a runtime is a JobSet template (spec.template is the JobSet's).
+    ("trainer.kubeflow.org", "TrainingRuntime"): _trainer_runtime(),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
+    ("kubeflow.org", "Notebook"): (("spec", "template"),),  # the controller makes a StatefulSet of it
 }
 
 # Kinds whose pods are not written as pod templates: said plainly instead of guessed at.
+# Each says where the kind asks for GPUs and why that is not a pod template gpuport can rewrite; the
+# webhook still translates the pods each makes, when they are created.
+_PODS = "the webhook translates its pods when they are created"
+_KSERVE_RUNTIME = f"its spec is a pod spec KServe completes per model; {_PODS}"
+_ARGO = f"each step's container stands beside its own nodeSelector and affinity; {_PODS}"
+_SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark operator's own; {_PODS}"
 UNREAD_KINDS: dict[tuple[str, str], str] = {
     ("serving.kserve.io", "InferenceService"): (
         "its predictor mixes pod fields with KServe's own (model, minReplicas) and KServe writes the "
-        "pods; the webhook translates those pods when they are created"
+        f"pods; {_PODS}"
     ),
+    ("serving.kserve.io", "ServingRuntime"): _KSERVE_RUNTIME,
+    ("serving.kserve.io", "ClusterServingRuntime"): _KSERVE_RUNTIME,
+    ("trainer.kubeflow.org", "TrainJob"): (
+        "it asks for GPUs in spec.trainer.resourcesPerNode and places pods through spec.podSpecOverrides, "
+        f"which its runtime's templates complete (those runtimes are translated); {_PODS}"
+    ),
+    ("argoproj.io", "Workflow"): _ARGO,
+    ("argoproj.io", "WorkflowTemplate"): _ARGO,
+    ("argoproj.io", "ClusterWorkflowTemplate"): _ARGO,
+    ("argoproj.io", "CronWorkflow"): _ARGO,
+    ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
+    ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
+    ("serving.knative.dev", "Service"): (
+        "Knative admits node selectors, affinity and tolerations in a Service only with its "
+        f"kubernetes.podspec-* feature flags on; {_PODS}"
+    ),
+    ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
+    ("apps.nvidia.com", "NIMService"): f"the NIM operator writes the pod from its spec.resources; {_PODS}",
 }
 
 
@@ -105,10 +137,15 @@ def unread_reason(doc: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]
 
 
 def _gpu_resources(node: Any, is_gpu_resource: Callable[[str], bool]) -> Iterator[str]:
+    """GPU resources named anywhere in a document: in resources' limits and requests, and in the shapes
+    operators use instead (the Spark operator's gpu: {name, quantity}; a plain "gpu" resource, which no
+    Kubernetes resource is, in Dynamo's)."""
     if isinstance(node, Mapping):
         for key, value in node.items():
             if key in ("limits", "requests") and isinstance(value, Mapping):
-                yield from (str(name) for name in value if is_gpu_resource(str(name)))
+                yield from (str(n) for n in value if is_gpu_resource(str(n)) or str(n) == "gpu")
+            elif key == "gpu" and isinstance(value, Mapping) and is_gpu_resource(str(value.get("name"))):
+                yield str(value["name"])
             else:
                 yield from _gpu_resources(value, is_gpu_resource)
     elif isinstance(node, list):
