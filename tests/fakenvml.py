@@ -11,6 +11,18 @@ import pynvml
 RECORDS = Path(__file__).parent / "fixtures" / "nvml"
 
 
+class Handle:
+    """A device handle as pynvml gives it: a ctypes pointer, new on every call and equal only to
+    itself (ctypes compares pointers by identity), so code that compares handles finds no match here
+    either. It knows its GPU (and MIG instance) only for the fake's own lookups."""
+
+    __slots__ = ("gpu", "mig")
+
+    def __init__(self, gpu: int, mig: int | None = None):
+        self.gpu = gpu
+        self.mig = mig
+
+
 class FakeNVML:
     def __init__(self, record: dict):
         self.record = record
@@ -24,7 +36,12 @@ class FakeNVML:
         return cls(json.loads((RECORDS / f"{name}.json").read_text()))
 
     def _gpu(self, handle):
-        return self.record["gpus"][handle]
+        if not isinstance(handle, Handle):  # pynvml refuses anything but a device pointer
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self.record["gpus"][handle.gpu]
+
+    def _instance(self, handle):
+        return self._gpu(handle)["mig"]["instances"][handle.mig]
 
     def _need(self, gpu, key):
         if gpu.get(key) is None:
@@ -48,19 +65,23 @@ class FakeNVML:
         return len(self.record["gpus"])
 
     def nvmlDeviceGetHandleByIndex(self, index):
-        return index
+        if not 0 <= index < len(self.record["gpus"]):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return Handle(index)
 
     def nvmlDeviceGetName(self, handle):
         return self._gpu(handle)["name"]
 
     def nvmlDeviceGetMemoryInfo(self, handle):
-        if isinstance(handle, tuple):  # a MIG device
-            return SimpleNamespace(total=self._gpu(handle[0])["mig"]["instances"][handle[1]]["memory_bytes"])
+        self._gpu(handle)  # refuses what is not a device pointer
+        if handle.mig is not None:  # a MIG device
+            return SimpleNamespace(total=self._instance(handle)["memory_bytes"])
         return SimpleNamespace(total=self._gpu(handle)["memory_bytes"])
 
     def nvmlDeviceGetUUID(self, handle):
-        if isinstance(handle, tuple):
-            return self._gpu(handle[0])["mig"]["instances"][handle[1]]["uuid"]
+        self._gpu(handle)  # refuses what is not a device pointer
+        if handle.mig is not None:
+            return self._instance(handle)["uuid"]
         return self._gpu(handle)["uuid"]
 
     def nvmlDeviceGetPciInfo(self, handle):
@@ -100,21 +121,26 @@ class FakeNVML:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
-        return len(self._gpu(handle)["mig"].get("instances", []))
+        # The most MIG devices the GPU can hold (7 on an A100 or H100: its 1-slice profile's count),
+        # not how many exist now: the slots between are NOT_FOUND, as on a real host.
+        mig = self._need(self._gpu(handle), "mig")
+        return max((p["instances"] for p in mig.get("profiles", [])), default=0)
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, index):
-        return (handle, index)
+        if not 0 <= index < len(self._gpu(handle)["mig"].get("instances", [])):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return Handle(handle.gpu, index)
 
     def nvmlDeviceGetGpuInstanceId(self, handle):
-        return self._gpu(handle[0])["mig"]["instances"][handle[1]]["gpu_instance_id"]
+        return self._instance(handle)["gpu_instance_id"]
 
     def nvmlDeviceGetP2PStatus(self, a, b, capability):
         nvlink = self.record.get("nvlink_groups", [])
-        together = any(a in group and b in group for group in nvlink)
+        together = any(a.gpu in group and b.gpu in group for group in nvlink)
         return pynvml.NVML_P2P_STATUS_OK if together else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
-        if any(a in s and b in s for s in self.record.get("pcie_switches", [])):
+        if any(a.gpu in s and b.gpu in s for s in self.record.get("pcie_switches", [])):
             return pynvml.NVML_TOPOLOGY_MULTIPLE
         numa_a, numa_b = self._gpu(a).get("numa_node"), self._gpu(b).get("numa_node")
         if numa_a is not None and numa_a == numa_b:
@@ -131,4 +157,5 @@ class FakeNVML:
         if not self.events:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
         index, xid = self.events.pop(0)
-        return SimpleNamespace(device=index, eventData=xid, eventType=pynvml.nvmlEventTypeXidCriticalError)
+        critical = pynvml.nvmlEventTypeXidCriticalError
+        return SimpleNamespace(device=Handle(index), eventData=xid, eventType=critical)

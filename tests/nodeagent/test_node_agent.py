@@ -167,6 +167,26 @@ def test_a_critical_xid_marks_the_gpu_unhealthy_and_application_xids_do_not():
     assert record["gpus"][3]["health"]["reasons"] == ["critical XID 79"]
 
 
+def test_the_gpu_of_an_xid_is_found_by_uuid_and_an_unnamed_one_marks_every_gpu():
+    from types import SimpleNamespace
+
+    import pynvml
+
+    fake = FakeNVML.load("a100-sxm-4-one-ecc-failing")
+    # pynvml hands out a new pointer per call: the event's handle is never the one an index gives.
+    assert fake.nvmlDeviceGetHandleByIndex(1) != fake.nvmlDeviceGetHandleByIndex(1)
+    fake.events = [(1, 48)]  # XID 48: a double-bit ECC error
+    agent = NodeAgent(fake, CATALOGUE, FakeCore(), "n1", sleep=lambda s: None)
+    agent.wait_for_xid_or(5)
+    assert agent.unhealthy == {1: "critical XID 48"}
+
+    unnamed = SimpleNamespace(device=None, eventData=79, eventType=pynvml.nvmlEventTypeXidCriticalError)
+    fake.nvmlEventSetWait = lambda events, timeout_ms: unnamed
+    agent = NodeAgent(fake, CATALOGUE, FakeCore(), "n1", sleep=lambda s: None)
+    agent.wait_for_xid_or(5)
+    assert agent.unhealthy == {i: "critical XID 79" for i in range(4)}  # never dropped
+
+
 def test_cli_once_print_needs_no_api(capsys, monkeypatch):
     import pynvml
 

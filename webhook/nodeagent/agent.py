@@ -93,9 +93,10 @@ class NodeAgent:
                 xid = event.eventData
                 if xid in APPLICATION_XIDS:
                     continue
-                index = self._index_of(event.device)
-                self.unhealthy[index] = f"critical XID {xid}"
-                log.error("GPU %s reported critical XID %s: marked unhealthy", index, xid)
+                indexes = self._indexes_of(event.device)
+                for index in indexes:
+                    self.unhealthy[index] = f"critical XID {xid}"
+                log.error("GPU %s reported critical XID %s: marked unhealthy", indexes, xid)
                 return
         except nvml.NVMLError as exc:
             # The device plugin marks every GPU unhealthy when event waiting fails; we only log and
@@ -106,11 +107,21 @@ class NodeAgent:
             with contextlib.suppress(nvml.NVMLError):
                 nvml.nvmlShutdown()
 
-    def _index_of(self, device) -> int:
-        for index in range(self.nvml.nvmlDeviceGetCount()):
-            if self.nvml.nvmlDeviceGetHandleByIndex(index) == device:
-                return index
-        return -1
+    def _indexes_of(self, device) -> list[int]:
+        """The index of the GPU an event came from, found by UUID: pynvml hands out a new pointer for
+        every handle, and pointers compare by identity, so handles never match. An event whose
+        device cannot be named marks every GPU, as the device plugin does: a critical XID is never
+        dropped."""
+        nvml = self.nvml
+        count = nvml.nvmlDeviceGetCount()
+        try:
+            uuid = nvml.nvmlDeviceGetUUID(device)
+            for index in range(count):
+                if nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)) == uuid:
+                    return [index]
+        except nvml.NVMLError as exc:
+            log.warning("the GPU of an XID event could not be named (%s)", exc)
+        return list(range(count))
 
 
 def node_name_from_env() -> str:
