@@ -237,7 +237,7 @@ EXPECTED = {
                 GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"],
             },
         ),
-        "eks": ok({"nvidia.com/mig-1g.10gb": "1"}, {INSTANCE: ["p5.48xlarge"]}),
+        "eks": ok({"nvidia.com/mig-1g.10gb": "1"}, {INSTANCE: ["p5.48xlarge", "p5.4xlarge"]}),
         "aks": ok(
             {"nvidia.com/mig-1g.10gb": "1"},
             {INSTANCE: ["Standard_ND96isr_H100_v5"]},

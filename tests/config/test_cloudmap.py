@@ -71,6 +71,14 @@ def test_unknown_gpu_model_points_at_its_line(catalogue):
     assert info.value.problem == "unknown GPU model 'H100-81GB' (models are the keys of gpus.yaml)"
 
 
+def test_a_mig_profile_a_model_lacks_points_at_its_line(catalogue):
+    sizes = "    resource_prefix: nvidia.com/mig-\n    profiles:\n      A100-40GB: [1g.5gb, 1g.20gb]\n"
+    with pytest.raises(CloudMapError) as info:
+        parse(GOOD.replace("    resource_prefix: nvidia.com/mig-\n", sizes), catalogue)
+    assert info.value.line == 8
+    assert info.value.problem.startswith("A100-40GB has no MIG profile '1g.20gb' (it has: 1g.5gb, ")
+
+
 def test_duplicate_model_points_at_the_second_one(catalogue):
     with pytest.raises(CloudMapError) as info:
         parse(GOOD + "      H100-80GB: h100b\n", catalogue)

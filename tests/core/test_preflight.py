@@ -92,7 +92,7 @@ def test_model_not_offered_gets_partial_credit_and_names_the_equivalent():
 
 
 def test_model_with_no_equivalent_scores_zero_and_translation_fails():
-    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})["spec"]
+    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-b200"})["spec"]
     result = checks(run([deployment("d", spec)], target="aks"))
     assert result["gpu_model"][0] == 0.0
     assert result["resource_names"][0] == 0.0

@@ -188,12 +188,25 @@ def test_a_model_the_target_lacks_is_replaced_by_one_with_as_much_memory():
     assert "gpuport: no T4 here: using A10G" in decision.warnings
 
 
+def test_a_slice_goes_only_to_partition_sizes_the_platform_sells():
+    # GKE partitions an A100 40GB as 1g.5gb, 2g.10gb, 3g.20gb and 7g.40gb: never 1g.10gb.
+    translated_pod, decision, _ = translated(pod({"nvidia.com/mig-1g.10gb": "1"}), "gke")
+    assert translated_pod["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-gpu-partition-size": "1g.10gb",
+        "cloud.google.com/gke-accelerator": "nvidia-a100-80gb",
+    }
+    pinned = pod({"nvidia.com/mig-1g.10gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    translated_pod, decision, _ = translated(pinned, "gke")
+    assert translated_pod["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "2g.10gb"
+    assert any("(A100-40GB has no 1g.10gb; more compute)" in w for w in decision.warnings)
+
+
 def test_a_model_with_no_equivalent_is_denied_listing_the_offer():
-    source = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})
+    source = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-b200"})
     decision, _ = admit(source, "aks")
     assert decision.message == (
-        'Pod "work" cannot run on this cluster (aks): asks for H200; aks offers no GPU of the same class '
-        "with as much memory (it offers A100-40GB, A100-80GB, H100-80GB, T4)"
+        'Pod "work" cannot run on this cluster (aks): asks for B200; aks offers no GPU of the same class '
+        "with as much memory (it offers A100-40GB, A100-80GB, H100-80GB, H100-94GB, H200, A10, T4)"
     )
 
 

@@ -211,6 +211,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
     dra = _dra_form(data.get("dra"), node, source, catalogue)
     res = data["resources"]
     mig, shared = res.get("mig", {}), res.get("shared", {})
+    if "profiles" in mig:
+        mig = {**mig, "profiles": _profiles_by_model(mig["profiles"], catalogue, node, source)}
     node_labels = data.get("node_labels", {})
     return CloudMap(
         name=data["name"],
@@ -264,6 +266,24 @@ def _given(section: Mapping[str, Any], *same: str, **renamed: str) -> dict[str, 
 
 def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
+
+
+def _profiles_by_model(
+    section: Mapping[str, list[str]], catalogue: Catalogue, node: yaml.Node | None, source: Path | str
+) -> dict[str, tuple[str, ...]]:
+    """resources.mig.profiles, each model known and each profile one that model has."""
+    found = {}
+    for model_id, names in section.items():
+        where = ["resources", "mig", "profiles", model_id]
+        _known_model(model_id, catalogue, node, where, source)
+        model = catalogue.models[model_id]
+        for index, name in enumerate(names):
+            if name not in model.profiles:
+                has = ", ".join(p.name for p in model.mig_profiles()) or "none"
+                problem = f"{model_id} has no MIG profile {name!r} (it has: {has})"
+                raise CloudMapError(source, line_of(node, [*where, index]), problem)
+        found[model_id] = tuple(names)
+    return found
 
 
 def _known_model(

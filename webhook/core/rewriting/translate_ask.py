@@ -71,11 +71,18 @@ def translate_ask(
 
 
 def mig_candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalogue) -> list[GpuModel]:
-    """MIG-capable models to place a slice on, each limited to the profiles the cluster has set up
-    (`offered_profiles`, from the map or the inventory) when it has any of them."""
+    """MIG-capable models to place a slice on, each limited to the profiles the platform offers for
+    it (the map's `mig.profiles`: a model it does not list has none there) and to those the cluster
+    has set up (`offered_profiles`, from the map or the inventory) when it has any of them."""
     ids = models or target.models_offered(catalogue)
+    by_model = target.mig.profiles
     found = []
     for model in (catalogue.models[m] for m in ids if catalogue.models[m].mig_capable):
+        if by_model:
+            sold = by_model.get(model.id, ())
+            if not sold:
+                continue
+            model = replace(model, profiles={p: n for p, n in model.profiles.items() if p in sold})
         if target.offered_profiles:
             present = {p: n for p, n in model.profiles.items() if p in target.offered_profiles}
             model = replace(model, profiles=present) if present else model

@@ -44,6 +44,9 @@ class MigForm:
     product_label: str = ""
     label: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)  # by-memory: "cut a MIG instance"
+    # The profiles the platform offers per model (GKE partitions an A100 40GB only as 1g.5gb, 2g.10gb,
+    # 3g.20gb and 7g.40gb); a model not listed gets no MIG there. Empty: every profile of every model.
+    profiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def resource_for(self, profile: MigProfile) -> str:
         return self.resource_prefix + profile.name.replace("+", ".")
