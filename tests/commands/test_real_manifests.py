@@ -136,6 +136,16 @@ def test_the_device_plugins_own_sample_on_a_mig_single_cluster_gets_a_whole_gpu(
     assert code == 0 and "affinity" not in pod["spec"] and not err
 
 
+def test_a_shared_name_that_depends_on_the_device_plugin_s_settings_is_said(capsys):
+    # nvidia.com/gpu.shared exists only where time-slicing or MPS renames its replicas.
+    for target in ("eks", "generic"):
+        code, [pod], err = translate(capsys, "hami-percentage.yaml", target)
+        assert code == 0 and "nvidia.com/gpu.shared" in limits(pod["spec"])
+        assert "nvidia.com/gpu.shared exists only with the device plugin's time-slicing or MPS" in err
+    code, _, err = translate(capsys, "eks-p5-pod.yaml", "generic")  # whole GPUs: no shared name
+    assert code == 0 and "exists only with" not in err
+
+
 def test_an_exclusive_hami_card_on_a_mig_single_cluster_is_pinned_to_an_unsliced_product(capsys):
     code, [pod], _err = translate(capsys, "hami-exclusive.yaml", "generic-mig-single")
     assert code == 0

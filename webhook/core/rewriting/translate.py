@@ -253,6 +253,9 @@ def translate_pod(
             warnings.append(
                 f"gpuport: {ask.label} {ask.describe()} → {_describe(there.resources)}{there.note}"
             )
+    shared = target.shared
+    if shared.requires and any(shared.resource in t.resources for t in asked_there.values()):
+        warnings.append(f"gpuport: {shared.resource} exists only with {shared.requires}")
     # Foreign GPU keys go, and so do our own keys that are about to be written anew.
     leaving = foreign.node_labels
     stale = foreign.keys | set(leaving) | (demand.selection.keys & set(node_labels))

@@ -83,6 +83,9 @@ class SharedForm:
     max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
     fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
     memory_annotation: str = ""  # annotation form: GPU memory in MiB
+    # What must be configured for `resource` to exist at all, said whenever it is written: a name that
+    # depends on the device plugin's settings is never written as if certain.
+    requires: str = ""
 
     def annotation_names(self) -> tuple[str, ...]:
         return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
