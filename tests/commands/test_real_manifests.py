@@ -500,6 +500,23 @@ def test_a_trainer_runtime_s_node_job_is_translated_where_trainjobs_take_it(caps
     assert "ClusterTrainingRuntime/torch-distributed-h100" in err
 
 
+def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys):
+    code, docs, err = translate(capsys, "kueue-queue-gke.yaml", "eks")
+    assert code == 0
+    assert limits(docs[-1]["spec"]["template"]["spec"]) == {"nvidia.com/gpu.shared": "1"}
+    assert (
+        "ClusterQueue cluster-queue does not cover nvidia.com/gpu.shared, which the translated pods ask "
+        "for: Kueue admits none of them until a resourceGroup covers it"
+    ) in err
+    assert (
+        "ResourceFlavor t4-shared puts cloud.google.com/gke-accelerator=nvidia-tesla-t4 on the pods it "
+        "admits, which no eks node carries"
+    ) in err
+    assert docs[:3] == list(yaml.safe_load_all(corpus("kueue-queue-gke.yaml")))[:3]  # said, not changed
+    code, _, err = translate(capsys, "kueue-queue-gke.yaml", "gke")  # at home: nothing to say
+    assert code == 0 and "ClusterQueue" not in err and "ResourceFlavor" not in err
+
+
 # The KAI scheduler's annotation shares are a dialect like any other.
 
 

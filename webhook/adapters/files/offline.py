@@ -26,7 +26,9 @@ from webhook.core.asks.claims import DEVICE_CLASS
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
+from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
 from webhook.core.vocabulary.templates import pod_templates, unread_reason
+from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
 class ManifestError(ValueError):
@@ -144,6 +146,40 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             why = f"gpuport: left out: its workloads ask for {context.target.name}'s GPU resources now"
             results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
     results += _leave_out_classes(manifest, context.target.name)
+    results += _kueue_gaps(manifest, context)
+    return results
+
+
+def _kueue_gaps(manifest: Manifest, context: Context) -> list[TemplateResult]:
+    """What the file's Kueue queues and flavors no longer cover of its translated workloads."""
+    asked: set[str] = set()
+    for document in manifest.documents:
+        doc = document.edited
+        for _, template in pod_templates(doc) if hasattr(doc, "get") else ():
+            spec = template.get("spec")
+            for container in container_specs(spec if hasattr(spec, "get") else {}):
+                for section in ("limits", "requests"):
+                    asked |= {
+                        n for n in resource_section(container, section) if context.target.is_accelerator(n)
+                    }
+    results = []
+    for number, document in enumerate(manifest.documents):
+        doc = document.edited
+        if not hasattr(doc, "get") or not (is_kueue(doc, "ClusterQueue") or is_kueue(doc, "ResourceFlavor")):
+            continue
+        try:
+            plain = json.loads(json.dumps(doc, default=str))
+        except (TypeError, ValueError):
+            continue  # a document JSON cannot hold (a {{template}} key): not Kueue's to read
+        name = str((plain.get("metadata") or {}).get("name", ""))
+        if is_kueue(plain, "ClusterQueue"):
+            said = queue_gaps(plain, asked, context.target, context.dialects)
+        elif is_kueue(plain, "ResourceFlavor"):
+            said = flavor_gaps(plain, context.target, context.dialects)
+        else:
+            continue
+        if said:
+            results.append(TemplateResult(number, str(plain["kind"]), name, "/", True, warnings=said))
     return results
 
 

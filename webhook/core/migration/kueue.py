@@ -1,0 +1,68 @@
+"""Kueue's queue objects beside translated workloads: what they no longer cover, said exactly.
+
+A ClusterQueue admits a workload only when its resourceGroups cover every resource the pods ask for;
+a ResourceFlavor's nodeLabels become the admitted pods' node selector. Moved to another cloud with
+their workloads, a queue still covering `nvidia.com/gpu` while the pods now ask for a MIG or shared
+name admits nothing, and a flavor naming the old cloud's GPU labels sends every pod where no node is.
+gpuport does not rewrite the queues (quotas per flavor are the admin's choice); it says what to change.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.platform import CloudMap
+
+GROUP = "kueue.x-k8s.io"
+
+
+def is_kueue(doc: Mapping[str, Any], kind: str) -> bool:
+    return str(doc.get("apiVersion", "")).startswith(GROUP + "/") and doc.get("kind") == kind
+
+
+def queue_gaps(
+    queue: Mapping[str, Any], asked: Iterable[str], target: CloudMap, dialects: Dialects
+) -> list[str]:
+    """What a ClusterQueue does not cover of the GPU resources the translated pods ask for, and the
+    GPU resources it covers that no node of the target offers."""
+    groups = _list(_map(queue.get("spec")).get("resourceGroups"))
+    covered = {str(n) for group in groups for n in _list(_map(group).get("coveredResources"))}
+    name = _map(queue.get("metadata")).get("name", "?")
+    said = []
+    missing = sorted(r for r in set(asked) if r not in covered)
+    if missing:
+        said.append(
+            f"gpuport: ClusterQueue {name} does not cover {', '.join(missing)}, which the translated pods "
+            "ask for: Kueue admits none of them until a resourceGroup covers it"
+        )
+    foreign = sorted(
+        r for r in covered if dialects.resource_meaning(r).accelerator and not target.is_accelerator(r)
+    )
+    if foreign:
+        offers = f"which no {target.name} node offers"
+        said.append(f"gpuport: ClusterQueue {name} covers {', '.join(foreign)}, {offers}")
+    return said
+
+
+def flavor_gaps(flavor: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> list[str]:
+    """The GPU node labels of a ResourceFlavor that only another platform's nodes carry."""
+    labels = _map(_map(flavor.get("spec")).get("nodeLabels"))
+    name = _map(flavor.get("metadata")).get("name", "?")
+    theirs = {k for m in dialects.maps if m.name != target.name for k in m.selector_keys()}
+    foreign = sorted(k for k in labels if k in theirs and k not in target.selector_keys())
+    if not foreign:
+        return []
+    written = ", ".join(f"{k}={labels[k]}" for k in foreign)
+    ours = target.model_labels[0].label if target.model_labels else "this cluster's GPU labels"
+    return [
+        f"gpuport: ResourceFlavor {name} puts {written} on the pods it admits, which no {target.name} node "
+        f"carries: they would stay Pending (use {ours})"
+    ]
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
