@@ -500,6 +500,26 @@ def test_a_trainer_runtime_s_node_job_is_translated_where_trainjobs_take_it(caps
     assert "ClusterTrainingRuntime/torch-distributed-h100" in err
 
 
+def test_a_hami_dynamic_mig_ask_keeps_its_isolation_where_the_target_offers_mig(capsys):
+    for target, resources in (
+        ("generic", {"nvidia.com/mig-1g.10gb": "2"}),
+        ("eks", {"nvidia.com/mig-1g.10gb": "2"}),
+    ):
+        code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", target)
+        assert code == 0 and {k: str(v) for k, v in limits(pod["spec"]).items()} == resources
+        assert "(MIG, as asked: memory isolated)" in err
+    code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "generic-mig-single")
+    [product] = required(pod["spec"])  # a MIG instance there is a product name ending in -MIG-<profile>
+    assert limits(pod["spec"]) == {"nvidia.com/gpu": 2}  # the author's line, kept
+    assert all("-MIG-1g.10gb" in v for v in product["values"])
+    # No MIG there: the platform's own memory share.
+    code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "koordinator")
+    assert code == 0 and limits(pod["spec"])["koordinator.sh/gpu-memory"] == "8000Mi"
+    assert "memory isolated" not in err
+    code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "hami")  # at home: as written
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 8000}
+
+
 def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys):
     code, docs, err = translate(capsys, "kueue-queue-gke.yaml", "eks")
     assert code == 0

@@ -37,6 +37,9 @@ class SharedAsk(NamedTuple):
     memory_mib: int | None = None
     core_percent: int | None = None
     memory_percent: int | None = None  # of one card's memory, when asked that way
+    # Asked as a MIG instance cut to this memory (HAMi's dynamic MIG, by the map's mig annotations):
+    # isolated memory, which a target offering MIG keeps by giving a MIG slice.
+    isolated: bool = False
 
 
 AskKind = Literal["whole", "mig", "shared", "fraction"]
@@ -198,6 +201,7 @@ def read_demand(
         if avoid:
             kept = None if selection.models is None else selection.models - avoid
             selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
+    asks = _dynamic_mig(asks, annotations, dialects)
     shared, problem = _annotation_share(spec, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
@@ -444,6 +448,27 @@ def _read_share(
         memory_percent=int(percent) if percent is not None else None,
     )
     return site.ask("shared", int(count), vendor, share=share), ""
+
+
+def _dynamic_mig(
+    asks: list[ContainerAsk], annotations: Mapping[str, Any], dialects: Dialects
+) -> list[ContainerAsk]:
+    """Memory shares a pod asks to have cut as MIG instances (the annotations of a map whose MIG form
+    is by-memory, HAMi's nvidia.com/vgpu-mode: mig), marked isolated."""
+    for cloud_map in dialects.maps:
+        wanted = cloud_map.mig.annotations
+        if cloud_map.mig.form != "by-memory" or not wanted:
+            continue
+        if any(str(annotations.get(k)) != v for k, v in wanted.items()):
+            continue
+        memory = cloud_map.shared.memory_resource
+        asks = [
+            a._replace(share=a.share._replace(isolated=True))
+            if a.kind == "shared" and a.share is not None and memory in a.written
+            else a
+            for a in asks
+        ]
+    return asks
 
 
 def _whole(amount: Decimal, vendor: str, selection: Selection, site: _Site) -> ContainerAsk:

@@ -148,6 +148,12 @@ def _place_mig(
     )
 
 
+def _offers_mig(target: CloudMap) -> bool:
+    if target.dra is not None:
+        return bool(target.dra.mig_class)
+    return target.mig.form in ("mixed", "single", "partition-label")
+
+
 def _place_mig_by_memory(ask: ContainerAsk, wanted: MigProfile, target: CloudMap) -> TargetAsk:
     """HAMi's dynamic MIG: the layer cuts a MIG instance with at least the memory asked for, so the
     slice is written as a share of that memory (and of the compute, where the layer takes cores)."""
@@ -164,6 +170,12 @@ def _place_shared(
 ) -> TargetAsk:
     share = ask.gpu_share
     form = target.shared
+    if share.isolated and share.memory_mib and _offers_mig(target):
+        # The pod asked for a MIG instance cut to its memory: a slice keeps the memory isolated, which
+        # a software share would not.
+        wanted = MigProfile(1, math.ceil(share.memory_mib / 1024))
+        placed = _place_mig(ask, wanted, models, target, catalogue)
+        return placed._replace(note=" (MIG, as asked: memory isolated)")
     if target.dra is not None:
         # Sharing under DRA is one ResourceClaim that several pods reference, with the driver's
         # sharing settings on it: a choice of which pods share, which a pod's own ask cannot make.
