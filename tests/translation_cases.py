@@ -94,7 +94,7 @@ SOURCES = {
     "generic-mig": (
         "M",
         pod({"nvidia.com/mig-1g.10gb": "1"}, {PRODUCT: "NVIDIA-H100-80GB-HBM3"}),
-        {"generic", "kai"},
+        {"generic", "kai", "hami"},  # HAMi serves the mixed-strategy names as written
     ),
     "mig-single": (
         "M",

@@ -520,6 +520,16 @@ def test_a_hami_dynamic_mig_ask_keeps_its_isolation_where_the_target_offers_mig(
     assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 8000}
 
 
+def test_hami_s_own_mig_sample_is_native_on_hami(capsys, tmp_path):
+    # HAMi serves MIG devices by their mixed-strategy names: its MIG example is already HAMi's words.
+    text = corpus("hami-dynamic-mig.yaml").replace("nvidia.com/gpumem: 8000", "nvidia.com/mig-3g.20gb: 1")
+    text = text.replace("          nvidia.com/gpu: 2 # two MIG instances\n", "")
+    text = text.replace('  annotations:\n    nvidia.com/vgpu-mode: "mig"\n', "")
+    code, [pod], err = translate_text(capsys, tmp_path, text, "hami")
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/mig-3g.20gb": 1}
+    assert "schedulerName" not in pod["spec"] and not err
+
+
 def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys):
     code, docs, err = translate(capsys, "kueue-queue-gke.yaml", "eks")
     assert code == 0

@@ -52,8 +52,11 @@ class MigForm:
         return self.resource_prefix + profile.name.replace("+", ".")
 
     def profile_of(self, resource: str) -> MigProfile | None:
-        """The profile a mixed-strategy resource name asks for: mig-1g.10gb.me → 1g.10gb+me."""
-        if self.form != "mixed" or not resource.startswith(self.resource_prefix):
+        """The profile a mixed-strategy resource name asks for: mig-1g.10gb.me → 1g.10gb+me (also on a
+        by-memory platform that serves those names as written)."""
+        if self.form not in ("mixed", "by-memory") or not self.resource_prefix:
+            return None
+        if not resource.startswith(self.resource_prefix):
             return None
         name = resource[len(self.resource_prefix) :]
         for dotted, plus in ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx")):
