@@ -13,11 +13,11 @@ from typing import Any
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
-GROUP = "kueue.x-k8s.io"
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 def is_kueue(doc: Mapping[str, Any], kind: str) -> bool:
-    return str(doc.get("apiVersion", "")).startswith(GROUP + "/") and doc.get("kind") == kind
+    return str(doc.get("apiVersion", "")).startswith(KUEUE_GROUP + "/") and doc.get("kind") == kind
 
 
 def queue_gaps(
