@@ -289,3 +289,36 @@ def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsy
     out, err = capsys.readouterr()
     assert out == ""
     assert "does not parse back to the translated object" in err
+
+
+def test_comments_stay_with_their_lines_and_go_only_with_a_deleted_entry(tmp_path, capsys):
+    # A comment above an entry gpuport removes goes with it; a trailing comment stays at its column,
+    # on an entry whose value changes too.
+    text = (
+        "apiVersion: v1\n"
+        "kind: Pod\n"
+        "metadata:\n"
+        "  name: c\n"
+        "  annotations:\n"
+        "    team: ml # owner\n"
+        "    # only A100s, please\n"
+        '    nvidia.com/use-gputype: "A100"\n'
+        "spec:\n"
+        "  nodeSelector:\n"
+        "    # the A100 pool\n"
+        "    node.kubernetes.io/instance-type: p4d.24xlarge   # eight A100s\n"
+        "  containers:\n"
+        "  - name: c\n"
+        "    image: x\n"
+        "    resources:\n"
+        "      limits:\n"
+        "        nvidia.com/gpu: 8 # request eight GPUs\n"
+    )
+    output = translate_text(text, "aks")
+    assert "    team: ml # owner\n    gpuport.io/translated-from: " in output
+    assert "only A100s" not in output and "use-gputype" not in output.split("translated-from")[0]
+    assert (
+        "    # the A100 pool\n    node.kubernetes.io/instance-type: Standard_ND96asr_v4 # eight A100s\n"
+        in output
+    )
+    assert "        nvidia.com/gpu: 8 # request eight GPUs\n" in output

@@ -211,6 +211,8 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[in
     if old is not MISSING and key not in parent.keys() - _merged(parent):
         raise CannotSplice(f"{key} comes from a merge key")
     if old is not MISSING:
+        if _scalar_map(old) and _scalar_map(new) and old:
+            return _map_edit(lines, old, new, newline)
         start, end = _entry_span(lines, parent, key)
         if new is MISSING:
             return [(start, end, [])]
@@ -272,6 +274,65 @@ def _item_edit(lines, sequence: CommentedSeq, index: int, new: Any, newline: str
             [(pad + line if line.strip() else line) + newline for line in out.getvalue().splitlines()],
         )
     ]
+
+
+def _scalar_map(value: Any) -> bool:
+    """A block mapping of plain values (annotations, a node selector): edited entry by entry, so the
+    author's comments stay with the lines they belong to."""
+    if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
+        return False
+    return not isinstance(value, CommentedMap) or not value.fa.flow_style()
+
+
+def _map_edit(lines, old: CommentedMap, new: dict, newline: str) -> list[tuple[int, int, list[str]]]:
+    """Each removed entry goes with the full-line comments right above it; each changed one is
+    rewritten on its own line, its trailing comment kept at its column; new ones follow the last."""
+    if set(old) - set(old.lc.data or {}):
+        raise CannotSplice("a mapping with merged keys")
+    edits: dict[Any, tuple[int, int, list[str]]] = {}
+    style = guess_indent("".join(lines))
+    for key in old:
+        start, end = _entry_span(lines, old, key)
+        line, column = old.lc.key(key)
+        if key not in new:
+            while start > 0 and _comment_at(lines[start - 1], column):
+                start -= 1
+            edits[key] = (start, end, [])
+        elif plain(old[key]) != plain(new[key]):
+            [rendered] = render_entry(key, new[key], column, style, newline)
+            comment = _trailing_comment(lines[line])
+            if comment is not None:
+                at, text = comment
+                body = rendered.rstrip("\r\n")
+                rendered = body + " " * max(at - len(body), 1) + text + newline
+            edits[key] = (start, end, [rendered])
+    added = [k for k in new if k not in old]
+    if added:
+        # Written as part of the last entry's edit, not as an insertion at its end: another entry of the
+        # pod may be inserted at that very line (the spec key after this mapping), and must follow.
+        last = list(old)[-1]
+        column = old.lc.key(last)[1]
+        start, end = _entry_span(lines, old, last)
+        kept = edits[last][2] if last in edits else lines[start:end]
+        start = edits[last][0] if last in edits else start
+        block = [r for k in added for r in render_entry(k, new[k], column, style, newline)]
+        edits[last] = (start, end, [*kept, *block])
+    return list(edits.values())
+
+
+def _comment_at(line: str, column: int) -> bool:
+    """A full-line comment at `column`: it speaks of the entry below it."""
+    return line.strip().startswith("#") and len(line) - len(line.lstrip(" ")) == column
+
+
+def _trailing_comment(line: str) -> tuple[int, str] | None:
+    """(column, text) of a `# comment` after a plain scalar on a `key: value` line; None when there is
+    none, or when a quote makes it unsure where the value ends."""
+    body = line.rstrip("\r\n")
+    if "'" in body or '"' in body:
+        return None
+    at = body.find(" #")
+    return (at + 1, body[at + 1 :]) if at >= 0 else None
 
 
 def _merged(mapping: CommentedMap) -> set:
