@@ -112,3 +112,17 @@ def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> tuple[int,
     conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
     response = conn.getresponse()
     return response.status, response.read(), dict(response.getheaders())
+
+
+def device_class(name, expression, extended=None):
+    """A DeviceClass as a DRA driver installs one: a CEL selector, and an extended resource name
+    (KEP-5004) when it stands for one."""
+    spec = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }

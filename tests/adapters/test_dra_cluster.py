@@ -6,7 +6,7 @@ classes and counts the devices nodes publish."""
 import jsonpatch
 import pytest
 
-from tests.helpers import parsed, review_of
+from tests.helpers import device_class, parsed, review_of
 from tests.translation_cases import pod
 from webhook.adapters.kube.claim_templates import ClaimTemplateStore, newest_served
 from webhook.commands.cli import main
@@ -19,18 +19,6 @@ from webhook.core.deciding.admission import decide_mutation
 
 NV = "gpu.nvidia.com"
 ATTR = f"device.attributes['{NV}']"
-
-
-def device_class(name, expression, extended=None):
-    spec = {"selectors": [{"cel": {"expression": expression}}]}
-    if extended:
-        spec["extendedResourceName"] = extended
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 # As NVIDIA's chart installs the whole-GPU class on resource.k8s.io/v1 (with the device plugin's name),

@@ -213,3 +213,14 @@ def test_printing_the_registration_without_budget_namespaces_says_what_that_give
     assert main(["registration", "--cloud", "eks", "--budget-namespace", "ml"]) == 0
     printed = capsys.readouterr()
     assert printed.err == "" and "failurePolicy: Fail" in printed.out
+
+
+def test_an_object_says_all_gpuport_wrote_with_the_server_s_defaults_beside_it_and_no_more_items():
+    from webhook.adapters.kube.objects import says_all_written
+
+    written = {"webhooks": [{"name": "a", "rules": [{"operations": ["CREATE"]}]}]}
+    defaulted = {"webhooks": [{"name": "a", "rules": [{"operations": ["CREATE"], "scope": "*"}], "x": 1}]}
+    assert says_all_written(defaulted, written)
+    assert not says_all_written({"webhooks": [*defaulted["webhooks"], {"name": "old"}]}, written)
+    assert not says_all_written({"webhooks": [{"name": "b", "rules": []}]}, written)
+    assert not says_all_written(None, written)

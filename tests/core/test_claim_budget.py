@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from tests.helpers import context, parsed, review_of
+from tests.helpers import context, device_class, parsed, review_of
 from webhook.adapters.kube.quota_gate import QuotaGate
 from webhook.core.asks.claims import class_key, devices_key, read_claim_requests
 from webhook.core.asks.demand import read_demand
@@ -42,18 +42,6 @@ def template(spec, name="t"):
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name},
         "spec": {"spec": spec},
-    }
-
-
-def device_class(name, expression, extended=None):
-    spec = {"selectors": [{"cel": {"expression": expression}}]}
-    if extended:
-        spec["extendedResourceName"] = extended
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": spec,
     }
 
 

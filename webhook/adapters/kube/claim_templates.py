@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from webhook.adapters.kube.objects import says_all_written
 from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
     DEVICES_PER_NODE,
@@ -238,24 +239,9 @@ class ClaimTemplateStore:
             return f"gpuport could not read {where}: {exc.status} {exc.reason}"
         except Exception as exc:
             return f"gpuport could not read {where}: {type(exc).__name__}"
-        if not isinstance(found, Mapping) or not _contains(found.get("spec"), template["spec"]):
+        if not isinstance(found, Mapping) or not says_all_written(found.get("spec"), template["spec"]):
             return f"{where} exists with content gpuport did not write; delete it or rename it"
         return None
-
-
-def _contains(found: Any, written: Any) -> bool:
-    """Whether `found` says everything `written` says: the API server may fill in defaults."""
-    if isinstance(written, Mapping):
-        return isinstance(found, Mapping) and all(
-            k in found and _contains(found[k], v) for k, v in written.items()
-        )
-    if isinstance(written, list):
-        return (
-            isinstance(found, list)
-            and len(found) == len(written)
-            and all(_contains(f, w) for f, w in zip(found, written, strict=True))
-        )
-    return bool(found == written)
 
 
 def _class_resources(pod: Mapping[str, Any]) -> set[str]:

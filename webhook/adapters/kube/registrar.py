@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from certs.issue import registered_ca_bundle
+from webhook.adapters.kube.objects import says_all_written
 
 log = logging.getLogger("gpuport.registrar")
 
@@ -105,7 +106,7 @@ class Registrar:
                 return False  # another replica or worker made it first: the next round compares it
             return True
         body = _with_bundle(body, _bundle_of(current))
-        if _contains(current, body):
+        if says_all_written(current, body):
             return False
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         getattr(self.admission, f"replace_{suffix}")(name, body, _request_timeout=_TIMEOUT)
@@ -154,22 +155,6 @@ def _with_bundle(body: dict[str, Any], current: bytes) -> dict[str, Any]:
         if merged:
             config["caBundle"] = base64.b64encode(merged).decode()
     return body
-
-
-def _contains(found: Any, wanted: Any) -> bool:
-    """Whether `found` says everything `wanted` says (the API server fills in defaults). Lists compare
-    item by item, and must be as long: a webhook gpuport no longer registers is not kept."""
-    if isinstance(wanted, Mapping):
-        return isinstance(found, Mapping) and all(
-            k in found and _contains(found[k], v) for k, v in wanted.items()
-        )
-    if isinstance(wanted, list):
-        return (
-            isinstance(found, list)
-            and len(found) == len(wanted)
-            and all(_contains(f, w) for f, w in zip(found, wanted, strict=True))
-        )
-    return bool(found == wanted)
 
 
 def _uid(namespace: Any) -> str:
