@@ -104,6 +104,13 @@ def test_a_workload_is_told_how_its_pods_will_be_rewritten_and_its_template_stay
         "gpuport: pods will be refused: containers[0] asks for an AMD GPU (amd.com/gpu: 1); "
         "eks offers NVIDIA GPUs only",
     )
+    # A ReplicaSet its Deployment's controller made: previewed with its owner, not again.
+    owned = deployment({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    owned.update(apiVersion="apps/v1", kind="ReplicaSet")
+    owned["metadata"]["ownerReferences"] = [{"kind": "Deployment", "name": "d", "controller": True}]
+    assert decide_mutation(parsed(review_of(owned)), context("eks")).warnings == ()
+    owned["metadata"]["ownerReferences"][0]["controller"] = False  # merely owned: still previewed
+    assert decide_mutation(parsed(review_of(owned)), context("eks")).warnings
 
 
 def test_a_translated_pod_says_what_was_changed_on_itself():

@@ -455,13 +455,9 @@ def _dynamic_mig(
 ) -> list[ContainerAsk]:
     """Memory shares a pod asks to have cut as MIG instances (the annotations of a map whose MIG form
     is by-memory, HAMi's nvidia.com/vgpu-mode: mig), marked isolated."""
-    for cloud_map in dialects.maps:
-        wanted = cloud_map.mig.annotations
-        if cloud_map.mig.form != "by-memory" or not wanted:
-            continue
+    for wanted, memory in dialects.dynamic_mig:  # read once per loaded maps, usually one or none
         if any(str(annotations.get(k)) != v for k, v in wanted.items()):
             continue
-        memory = cloud_map.shared.memory_resource
         asks = [
             a._replace(share=a.share._replace(isolated=True))
             if a.kind == "shared" and a.share is not None and memory in a.written

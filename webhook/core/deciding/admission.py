@@ -64,19 +64,28 @@ def mutation_after_checks(
 
 def preview(request: AdmissionRequest, context: Context) -> list[str]:
     """How the pods of a workload will be rewritten when they are created, said when the workload is
-    applied (its template stays as written: GitOps tools would report drift forever)."""
-    if request.kind == "Pod" or request.operation not in ("CREATE", "UPDATE"):
+    applied (its template stays as written: GitOps tools would report drift forever). The checks have
+    run on its template already (check_request). A workload a controller made (a Deployment's
+    ReplicaSet, a CronJob's Job) is not previewed: nobody reads the warnings its controller gets, and
+    its owner was previewed when applied."""
+    workload = request.object or {}
+    if request.kind == "Pod" or request.operation not in ("CREATE", "UPDATE") or _controlled(workload):
         return []
-    found = list(pod_templates(request.object or {}))
     warnings = []
-    for path, template in found:
-        where = f"pods ({path})" if len(found) > 1 else "pods"
-        decided = decide_template(template, context, hints=False)
-        if decided.rewrite is None:
-            warnings.append(f"gpuport: {where} will be refused: {'; '.join(decided.refusals)}")
+    for _, template in pod_templates(workload):
+        try:
+            rewrite = rewrite_pod(template, context, hints=False)
+        except Untranslatable as exc:
+            warnings.append(f"gpuport: pods will be refused: {'; '.join(exc.messages)}")
             continue
-        warnings += [f"gpuport: {where}: {w.removeprefix('gpuport: ')}" for w in decided.rewrite.warnings]
+        warnings += [f"gpuport: pods: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
     return warnings
+
+
+def _controlled(workload: Mapping[str, Any]) -> bool:
+    owners = mapping_at(workload, ("metadata",)) or {}
+    found = owners.get("ownerReferences")
+    return isinstance(found, list) and any(isinstance(o, Mapping) and o.get("controller") for o in found)
 
 
 class Rewrite(NamedTuple):
@@ -165,14 +174,10 @@ def rewrite_pod(
 
 class TemplateDecision(NamedTuple):
     """A pod or pod template decided as the webhook decides it: refused (the checks' or the
-    translation's words) or rewritten."""
+    translation's words, and `rewrite` None) or rewritten."""
 
     refusals: list[str]
     rewrite: Rewrite | None
-
-    @property
-    def allowed(self) -> bool:
-        return self.rewrite is not None
 
 
 def decide_template(
@@ -206,15 +211,15 @@ def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
     """A pod in this cluster's words pinned to node kinds (instance types, VM sizes) none of which holds
     the GPUs it asks for on one node, by the map: said, never changed (the map may not know a size)."""
-    needed = gpus_on_one_node(demand)
+    needed = 0
     warnings = []
     for key, operator, values in demand.constraints:
         label = next((m for m in target.model_labels if m.label == key and m.gpus), None)
-        if label is None or operator != "In" or not values:
-            continue
-        known = [v for v in values if v in label.gpus]
-        if known and len(known) == len(values) and all(label.gpus[v] < needed for v in known):
-            most = max(label.gpus[v] for v in known)
+        if label is None or operator != "In" or not values or not all(v in label.gpus for v in values):
+            continue  # a size the map does not know may well hold it
+        needed = needed or gpus_on_one_node(demand)
+        if not any(label.holds(v, needed) for v in values):
+            most = max(label.gpus[v] for v in values)
             warnings.append(
                 f"gpuport: no {key} named ({', '.join(values)}) holds {needed} GPUs (at most {most}): "
                 "it stays Pending"

@@ -12,12 +12,14 @@ from typing import Any
 
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.templates import kind_key
+from webhook.core.vocabulary.workloads import is_map, mapping_at
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 def is_kueue(doc: Mapping[str, Any], kind: str) -> bool:
-    return str(doc.get("apiVersion", "")).startswith(KUEUE_GROUP + "/") and doc.get("kind") == kind
+    return kind_key(doc) == (KUEUE_GROUP, kind)
 
 
 def queue_gaps(
@@ -25,9 +27,9 @@ def queue_gaps(
 ) -> list[str]:
     """What a ClusterQueue does not cover of the GPU resources the translated pods ask for, and the
     GPU resources it covers that no node of the target offers."""
-    groups = _list(_map(queue.get("spec")).get("resourceGroups"))
-    covered = {str(n) for group in groups for n in _list(_map(group).get("coveredResources"))}
-    name = _map(queue.get("metadata")).get("name", "?")
+    groups = _list((mapping_at(queue, ("spec",)) or {}).get("resourceGroups"))
+    covered = {str(n) for g in groups if is_map(g) for n in _list(g.get("coveredResources"))}
+    name = _name(queue)
     said = []
     missing = sorted(r for r in set(asked) if r not in covered)
     if missing:
@@ -46,22 +48,22 @@ def queue_gaps(
 
 def flavor_gaps(flavor: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> list[str]:
     """The GPU node labels of a ResourceFlavor that only another platform's nodes carry."""
-    labels = _map(_map(flavor.get("spec")).get("nodeLabels"))
-    name = _map(flavor.get("metadata")).get("name", "?")
-    theirs = {k for m in dialects.maps if m.name != target.name for k in m.selector_keys()}
-    foreign = sorted(k for k in labels if k in theirs and k not in target.selector_keys())
+    labels = mapping_at(flavor, ("spec", "nodeLabels")) or {}
+    name = _name(flavor)
+    ours = target.selector_keys()
+    foreign = sorted(k for k in labels if k in dialects.selector_keys() and k not in ours)
     if not foreign:
         return []
     written = ", ".join(f"{k}={labels[k]}" for k in foreign)
-    ours = target.model_labels[0].label if target.model_labels else "this cluster's GPU labels"
+    instead = target.model_labels[0].label if target.model_labels else "this cluster's GPU labels"
     return [
         f"gpuport: ResourceFlavor {name} puts {written} on the pods it admits, which no {target.name} node "
-        f"carries: they would stay Pending (use {ours})"
+        f"carries: they would stay Pending (use {instead})"
     ]
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _name(doc: Mapping[str, Any]) -> str:
+    return str((mapping_at(doc, ("metadata",)) or {}).get("name", "?"))
 
 
 def _list(value: Any) -> list[Any]:

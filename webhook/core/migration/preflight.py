@@ -37,7 +37,14 @@ from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.inventory import Inventory, models_present
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import pod_templates, unread_reason
-from webhook.core.vocabulary.workloads import containers, mapping_at, requested, resource_section
+from webhook.core.vocabulary.workloads import (
+    ContainerRef,
+    containers,
+    held_at_once,
+    mapping_at,
+    requested,
+    resource_section,
+)
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "resource_names": 0.20,
@@ -155,6 +162,7 @@ def preflight(
 
     replicas = [r for w in workloads for r in _replicas(w, templates_by_workload[w.key], context)]
     packing = pack(replicas, inventory.nodes) if inventory else None
+    present = models_present(inventory, context.dialects) if inventory is not None else None
     for workload in workloads:
         templates = templates_by_workload[workload.key]
         if packing is not None:
@@ -172,6 +180,7 @@ def preflight(
                 source,
                 context,
                 inventory,
+                present,
                 packing is not None,
                 workloads,
                 templates_by_workload,
@@ -303,17 +312,13 @@ def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
 
 
 def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Extended resources one pod asks for: app containers add up, init containers take the max."""
-    totals: dict[str, Decimal] = {}
+    """Extended resources one pod holds on its node, as Kubernetes counts them (held_at_once)."""
+    parts: dict[str, list[tuple[ContainerRef, Decimal]]] = {}
     for container in containers(mapping_at(template, ("spec",)) or {}):
         names = {*resource_section(container.spec, "requests"), *resource_section(container.spec, "limits")}
         for name in filter(is_extended_resource, names):
-            amount = quantity.parse(requested(container.spec, name))
-            if container.list_name == "containers":
-                totals[name] = totals.get(name, Decimal(0)) + amount
-            else:
-                totals[name] = max(totals.get(name, Decimal(0)), amount)
-    return totals
+            parts.setdefault(name, []).append((container, quantity.parse(requested(container.spec, name))))
+    return {name: held_at_once(found, Decimal(0), max) for name, found in parts.items()}
 
 
 def _requires(template: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -352,8 +357,8 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
 
 
 def _whole_gpus(template: _Template) -> int:
-    """Whole GPUs one pod's app containers ask for together (the most one node must hold)."""
-    return sum(a.count for a in template.demand.asks if a.kind == "whole" and a.list_name == "containers")
+    """Whole GPUs one pod holds at once (the most one node must hold)."""
+    return held_at_once([(a, a.count) for a in template.demand.asks if a.kind == "whole"], 0, max)
 
 
 def _gpu_equivalents(template: _Template, context: Context) -> Fraction:
@@ -367,6 +372,7 @@ def _checks(
     source: CloudMap,
     context: Context,
     inventory: Inventory | None,
+    present: set[str] | None,
     packed: bool,
     workloads: list[WorkloadReport],
     templates_by_workload: Mapping[str, list[_Template]],
@@ -390,7 +396,6 @@ def _checks(
         changed = [line for line in workload.translated]
         results["resource_names"] = (1.0, "translates as is: " + "; ".join(changed))
 
-    present = models_present(inventory, context.dialects) if inventory is not None else None
     results["gpu_model"] = model_check(models, target, catalogue, present)
     results["gpu_memory"] = memory_check(asks, models, target, catalogue)
     results["mig_sharing_mode"] = mode_check(asks, target)

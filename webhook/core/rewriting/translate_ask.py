@@ -149,9 +149,9 @@ def _place_mig(
 
 
 def _offers_mig(target: CloudMap) -> bool:
-    if target.dra is not None:
-        return bool(target.dra.mig_class)
-    return target.mig.form in ("mixed", "single", "partition-label")
+    """Whether the target gives MIG slices that isolate memory as asked (not cut by a layer from a
+    memory share, which is what by-memory is)."""
+    return bool(target.mig_offered) and target.mig.form != "by-memory"
 
 
 def _place_mig_by_memory(ask: ContainerAsk, wanted: MigProfile, target: CloudMap) -> TargetAsk:

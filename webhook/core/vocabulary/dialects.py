@@ -5,7 +5,7 @@ pods of one workload ask the same questions again and again.
 """
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -171,6 +171,16 @@ class Dialects:
     def annotation_shares(self) -> tuple[CloudMap, ...]:
         """The maps whose scheduler reads a GPU share from pod annotations (KAI's gpu-fraction)."""
         return tuple(m for m in self.maps if m.shared.form == "annotation")
+
+    @functools.cached_property
+    def dynamic_mig(self) -> tuple[tuple[Mapping[str, str], str], ...]:
+        """(pod annotations, memory resource) of each map whose layer cuts MIG instances from a memory
+        share when the pod carries those annotations (HAMi's dynamic MIG)."""
+        return tuple(
+            (m.mig.annotations, m.shared.memory_resource)
+            for m in self.maps
+            if m.mig.form == "by-memory" and m.mig.annotations
+        )
 
     @functools.cached_property
     def scheduler_names(self) -> frozenset[str]:

@@ -14,7 +14,7 @@ Version = Literal["resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s
 VERSIONS: tuple[Version, ...] = get_args(Version)  # newest first
 NEWEST: Version = VERSIONS[0]
 AUTO = "auto"  # what a map writes for "the newest version the API server serves"
-MapVersion = Literal["auto", "resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1"]
+MapVersion = Literal["auto"] | Version
 
 
 def is_dra_api(api_version: str) -> bool:
