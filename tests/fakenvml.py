@@ -122,8 +122,11 @@ class FakeNVML:
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
         # The most MIG devices the GPU can hold (7 on an A100 or H100: its 1-slice profile's count),
-        # not how many exist now: the slots between are NOT_FOUND, as on a real host.
-        mig = self._need(self._gpu(handle), "mig")
+        # not how many exist now: the slots between are NOT_FOUND, as on a real host. NVML answers 0
+        # where MIG is not supported or not enabled.
+        mig = self._gpu(handle).get("mig")
+        if not mig or mig.get("current") != pynvml.NVML_DEVICE_MIG_ENABLE:
+            return 0
         return max((p["instances"] for p in mig.get("profiles", [])), default=0)
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, index):

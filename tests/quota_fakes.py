@@ -41,9 +41,6 @@ class FakeView:
     def pods_in(self, namespace):
         return self.pods
 
-    def has_pod(self, uid):
-        return any(p["metadata"].get("uid") == uid for p in self.pods)
-
 
 def admit(gate, request, ctx):
     """A gate's answer as the pipeline asks for it: with the pod's demand read once, by the caller."""

@@ -530,7 +530,7 @@ def test_hami_s_own_mig_sample_is_native_on_hami(capsys, tmp_path):
     assert "schedulerName" not in pod["spec"] and not err
 
 
-def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys):
+def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys, tmp_path):
     code, docs, err = translate(capsys, "kueue-queue-gke.yaml", "eks")
     assert code == 0
     assert limits(docs[-1]["spec"]["template"]["spec"]) == {"nvidia.com/gpu.shared": "1"}
@@ -545,6 +545,13 @@ def test_kueue_objects_beside_the_workloads_say_what_they_no_longer_cover(capsys
     assert docs[:3] == list(yaml.safe_load_all(corpus("kueue-queue-gke.yaml")))[:3]  # said, not changed
     code, _, err = translate(capsys, "kueue-queue-gke.yaml", "gke")  # at home: nothing to say
     assert code == 0 and "ClusterQueue" not in err and "ResourceFlavor" not in err
+
+    # A queue still covering another platform's GPU name says no node here offers it.
+    text = corpus("kueue-queue-gke.yaml").replace(
+        '"nvidia.com/gpu"]', '"nvidia.com/gpu", "aliyun.com/gpu-mem"]'
+    )
+    code, _, err = translate_text(capsys, tmp_path, text, "eks")
+    assert "ClusterQueue cluster-queue covers aliyun.com/gpu-mem, which no eks node offers" in err
 
 
 # The KAI scheduler's annotation shares are a dialect like any other.

@@ -322,3 +322,17 @@ def test_comments_stay_with_their_lines_and_go_only_with_a_deleted_entry(tmp_pat
         in output
     )
     assert "        nvidia.com/gpu: 8 # request eight GPUs\n" in output
+
+
+def test_a_trailing_comment_keeps_its_column_beside_a_quoted_or_shorter_value():
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: c\nspec:\n  nodeSelector:\n"
+        '    node.kubernetes.io/instance-type: "Standard_ND96asr_v4"   # Bob\'s pool, "eight"\n'
+        "  containers:\n  - name: c\n    image: x\n    resources:\n      limits:\n"
+        "        nvidia.com/gpu: 8\n"
+    )
+    column = text.index("# Bob") - text.rindex("\n", 0, text.index("# Bob")) - 1
+    output = translate_text(text, "eks")
+    [line] = [x for x in output.splitlines() if "instance-type" in x and "translated-from" not in x]
+    assert line.startswith('    node.kubernetes.io/instance-type: "p4d.24xlarge"')
+    assert line.index('# Bob\'s pool, "eight"') == column  # at its column, though the value is shorter

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.fakenvml import FakeNVML
+from tests.fakenvml import FakeNVML, Handle
 from tests.helpers import context
 from webhook.core.vocabulary.topology import best_cost
 from webhook.nodeagent.agent import NodeAgent
@@ -179,6 +179,21 @@ def test_the_gpu_of_an_xid_is_found_by_uuid_and_an_unnamed_one_marks_every_gpu()
     agent = NodeAgent(fake, CATALOGUE, FakeCore(), "n1", sleep=lambda s: None)
     agent.wait_for_xid_or(5)
     assert agent.unhealthy == {1: "critical XID 48"}
+
+    # Another GPU stops answering once the event arrives: the event's GPU is still named, alone.
+    fake = FakeNVML.load("a100-sxm-4-one-ecc-failing")
+    fake.events = [(2, 79)]
+    waited = fake.nvmlEventSetWait
+
+    def wait_then_lose_gpu_0(events, timeout_ms):
+        lost = pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        fake.nvmlDeviceGetHandleByIndex = lambda i: (_ for _ in ()).throw(lost) if i == 0 else Handle(i)
+        return waited(events, timeout_ms)
+
+    fake.nvmlEventSetWait = wait_then_lose_gpu_0
+    agent = NodeAgent(fake, CATALOGUE, FakeCore(), "n1", sleep=lambda s: None)
+    agent.wait_for_xid_or(5)
+    assert agent.unhealthy == {2: "critical XID 79"}
 
     unnamed = SimpleNamespace(device=None, eventData=79, eventType=pynvml.nvmlEventTypeXidCriticalError)
     fake.nvmlEventSetWait = lambda events, timeout_ms: unnamed

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.core.vocabulary.catalogue import Catalogue
-from webhook.nodeagent.gather import gather
+from webhook.nodeagent.gather import gather, nvml_text
 from webhook.nodeagent.labels import desired_metadata
 
 log = logging.getLogger("gpuport.node-agent")
@@ -78,12 +78,15 @@ class NodeAgent:
             return
         try:
             events = nvml.nvmlEventSetCreate()
+            # Each GPU's UUID, read while all answer: after a GPU falls off the bus, only the event's
+            # own device need be asked who it is.
+            uuids: dict[str, int] = {}
             for index in range(nvml.nvmlDeviceGetCount()):
                 # Some GPUs cannot report events; they are still polled every period.
                 with contextlib.suppress(nvml.NVMLError):
-                    nvml.nvmlDeviceRegisterEvents(
-                        nvml.nvmlDeviceGetHandleByIndex(index), nvml.nvmlEventTypeXidCriticalError, events
-                    )
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    uuids[nvml_text(nvml.nvmlDeviceGetUUID(handle))] = index
+                    nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, events)
             deadline = time.monotonic() + seconds
             while (left := deadline - time.monotonic()) > 0:
                 try:
@@ -93,7 +96,7 @@ class NodeAgent:
                 xid = event.eventData
                 if xid in APPLICATION_XIDS:
                     continue
-                indexes = self._indexes_of(event.device)
+                indexes = self._indexes_of(event.device, uuids)
                 for index in indexes:
                     self.unhealthy[index] = f"critical XID {xid}"
                 log.error("GPU %s reported critical XID %s: marked unhealthy", indexes, xid)
@@ -107,21 +110,18 @@ class NodeAgent:
             with contextlib.suppress(nvml.NVMLError):
                 nvml.nvmlShutdown()
 
-    def _indexes_of(self, device) -> list[int]:
+    def _indexes_of(self, device, uuids: dict[str, int]) -> list[int]:
         """The index of the GPU an event came from, found by UUID: pynvml hands out a new pointer for
         every handle, and pointers compare by identity, so handles never match. An event whose
         device cannot be named marks every GPU, as the device plugin does: a critical XID is never
         dropped."""
-        nvml = self.nvml
-        count = nvml.nvmlDeviceGetCount()
         try:
-            uuid = nvml.nvmlDeviceGetUUID(device)
-            for index in range(count):
-                if nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)) == uuid:
-                    return [index]
-        except nvml.NVMLError as exc:
+            found = uuids.get(nvml_text(self.nvml.nvmlDeviceGetUUID(device)))
+            if found is not None:
+                return [found]
+        except self.nvml.NVMLError as exc:
             log.warning("the GPU of an XID event could not be named (%s)", exc)
-        return list(range(count))
+        return list(range(self.nvml.nvmlDeviceGetCount()))
 
 
 def node_name_from_env() -> str:

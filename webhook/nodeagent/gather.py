@@ -31,7 +31,7 @@ def _call(nvml, fn: Callable, *args) -> Any:
         return UNKNOWN
 
 
-def _text(value: Any) -> Any:
+def nvml_text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -77,7 +77,7 @@ def _gather(nvml, catalogue, read_cpulist, unhealthy) -> dict[str, Any]:
             )
             entry["gpus"].append(gpu["index"])
     return {
-        "driver_version": _text(_call(nvml, nvml.nvmlSystemGetDriverVersion)),
+        "driver_version": nvml_text(_call(nvml, nvml.nvmlSystemGetDriverVersion)),
         "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else UNKNOWN,
         "gpu_count": count,
         "healthy_gpu_count": sum(1 for g in gpus if g["health"]["healthy"]),
@@ -93,7 +93,7 @@ def _gather(nvml, catalogue, read_cpulist, unhealthy) -> dict[str, Any]:
 
 
 def _gpu(nvml, catalogue: Catalogue, index: int, handle, xid_reason: str | None) -> dict[str, Any]:
-    name = _text(_call(nvml, nvml.nvmlDeviceGetName, handle))
+    name = nvml_text(_call(nvml, nvml.nvmlDeviceGetName, handle))
     memory = _call(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
     pci = _call(nvml, nvml.nvmlDeviceGetPciInfo, handle)
     device_id = f"0x{pci.pciDeviceId:08X}" if pci is not None else UNKNOWN
@@ -103,8 +103,8 @@ def _gpu(nvml, catalogue: Catalogue, index: int, handle, xid_reason: str | None)
         "name": name,
         "model": _model(catalogue, name, device_id),
         "memory_mib": memory.total // (1024 * 1024) if memory is not None else UNKNOWN,
-        "uuid": _text(_call(nvml, nvml.nvmlDeviceGetUUID, handle)),
-        "pci_bus_id": _text(pci.busId) if pci is not None else UNKNOWN,
+        "uuid": nvml_text(_call(nvml, nvml.nvmlDeviceGetUUID, handle)),
+        "pci_bus_id": nvml_text(pci.busId) if pci is not None else UNKNOWN,
         "pci_device_id": device_id,
         "compute_capability": f"{capability[0]}.{capability[1]}" if capability else UNKNOWN,
         "family": FAMILIES.get(tuple(capability)) if capability else UNKNOWN,
@@ -177,7 +177,7 @@ def _mig(nvml, handle) -> dict[str, Any]:
             memory = _call(nvml, nvml.nvmlDeviceGetMemoryInfo, mig)
             instances.append(
                 {
-                    "uuid": _text(_call(nvml, nvml.nvmlDeviceGetUUID, mig)),
+                    "uuid": nvml_text(_call(nvml, nvml.nvmlDeviceGetUUID, mig)),
                     "gpu_instance_id": _call(nvml, nvml.nvmlDeviceGetGpuInstanceId, mig),
                     "memory_mib": memory.total // (1024 * 1024) if memory is not None else UNKNOWN,
                 }

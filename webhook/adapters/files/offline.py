@@ -152,6 +152,14 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
 
 def _kueue_gaps(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """What the file's Kueue queues and flavors no longer cover of its translated workloads."""
+    kinds = ("ClusterQueue", "ResourceFlavor")
+    kueue = [
+        (number, d.edited)
+        for number, d in enumerate(manifest.documents)
+        if hasattr(d.edited, "get") and any(is_kueue(d.edited, kind) for kind in kinds)
+    ]
+    if not kueue:
+        return []  # most files: their templates are not walked again
     asked: set[str] = set()
     for document in manifest.documents:
         doc = document.edited
@@ -159,27 +167,22 @@ def _kueue_gaps(manifest: Manifest, context: Context) -> list[TemplateResult]:
             spec = template.get("spec")
             for container in container_specs(spec if hasattr(spec, "get") else {}):
                 for section in ("limits", "requests"):
-                    asked |= {
-                        n for n in resource_section(container, section) if context.target.is_accelerator(n)
-                    }
+                    names = resource_section(container, section)
+                    asked |= {n for n in names if context.target.is_accelerator(n)}
     results = []
-    for number, document in enumerate(manifest.documents):
-        doc = document.edited
-        if not hasattr(doc, "get") or not (is_kueue(doc, "ClusterQueue") or is_kueue(doc, "ResourceFlavor")):
-            continue
+    for number, doc in kueue:
         try:
             plain = json.loads(json.dumps(doc, default=str))
         except (TypeError, ValueError):
             continue  # a document JSON cannot hold (a {{template}} key): not Kueue's to read
-        name = str((plain.get("metadata") or {}).get("name", ""))
-        if is_kueue(plain, "ClusterQueue"):
+        kind = str(plain["kind"])
+        if kind == "ClusterQueue":
             said = queue_gaps(plain, asked, context.target, context.dialects)
-        elif is_kueue(plain, "ResourceFlavor"):
-            said = flavor_gaps(plain, context.target, context.dialects)
         else:
-            continue
+            said = flavor_gaps(plain, context.target, context.dialects)
         if said:
-            results.append(TemplateResult(number, str(plain["kind"]), name, "/", True, warnings=said))
+            name = str((plain.get("metadata") or {}).get("name", ""))
+            results.append(TemplateResult(number, kind, name, "/", True, warnings=said))
     return results
 
 

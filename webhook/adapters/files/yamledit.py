@@ -287,7 +287,7 @@ def _scalar_map(value: Any) -> bool:
 def _map_edit(lines, old: CommentedMap, new: dict, newline: str) -> list[tuple[int, int, list[str]]]:
     """Each removed entry goes with the full-line comments right above it; each changed one is
     rewritten on its own line, its trailing comment kept at its column; new ones follow the last."""
-    if set(old) - set(old.lc.data or {}):
+    if _merged(old):
         raise CannotSplice("a mapping with merged keys")
     edits: dict[Any, tuple[int, int, list[str]]] = {}
     style = guess_indent("".join(lines))
@@ -300,7 +300,7 @@ def _map_edit(lines, old: CommentedMap, new: dict, newline: str) -> list[tuple[i
             edits[key] = (start, end, [])
         elif plain(old[key]) != plain(new[key]):
             [rendered] = render_entry(key, new[key], column, style, newline)
-            comment = _trailing_comment(lines[line])
+            comment = _trailing_comment(old, key, line)
             if comment is not None:
                 at, text = comment
                 body = rendered.rstrip("\r\n")
@@ -325,14 +325,13 @@ def _comment_at(line: str, column: int) -> bool:
     return line.strip().startswith("#") and len(line) - len(line.lstrip(" ")) == column
 
 
-def _trailing_comment(line: str) -> tuple[int, str] | None:
-    """(column, text) of a `# comment` after a plain scalar on a `key: value` line; None when there is
-    none, or when a quote makes it unsure where the value ends."""
-    body = line.rstrip("\r\n")
-    if "'" in body or '"' in body:
+def _trailing_comment(mapping: CommentedMap, key: Any, line: int) -> tuple[int, str] | None:
+    """(column, text) of the comment after `key`'s value on its own line, as the YAML reader found it
+    (so a quoted value or a quote in the comment is no guess); None when there is none."""
+    found = (mapping.ca.items.get(key) or [None, None, None, None])[2]
+    if found is None or found.start_mark.line != line or not found.value.startswith("#"):
         return None
-    at = body.find(" #")
-    return (at + 1, body[at + 1 :]) if at >= 0 else None
+    return found.column, found.value.split("\n", 1)[0].rstrip("\r")
 
 
 def _merged(mapping: CommentedMap) -> set:

@@ -210,7 +210,7 @@ class ClaimTemplateStore:
     def _create(self, namespace: str, template: Mapping[str, Any]) -> str | None:
         from kubernetes.client.exceptions import ApiException
 
-        group, version = template["apiVersion"].split("/")
+        group, version = dra_api.group_and_version(template["apiVersion"])
         name = template["metadata"]["name"]
         where = f"ResourceClaimTemplate {namespace}/{name}"
         try:

@@ -7,7 +7,9 @@ Each object is read by name and written only when it says less than it should (t
 in defaults, so "less" is "does not contain"); a conflict is left for the next round. The CA bundle
 only grows by the CA of the certificate being served and loses only expired CAs: a replica that has
 not yet seen a renewed Secret can never take the new CA back out. Everything registered names the
-gpuport namespace as its owner, so deleting the install (`kubectl delete -k manifests/`) deletes it too.
+gpuport namespace as its owner, so the garbage collector removes it once the install is deleted
+(`kubectl delete -k manifests/`). The install test proves the owner references, not the collection:
+its control plane runs no controller manager.
 """
 
 import base64
