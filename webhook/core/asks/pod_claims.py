@@ -13,6 +13,7 @@ containers' references (which claim or request each uses), so splitting them wou
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import reduce
 from typing import Any
 
 from webhook.core.asks.claims import (
@@ -58,12 +59,7 @@ class ClaimCharge:
     claim: str  # the pod's name for it
     made_from: str  # "ResourceClaimTemplate x" or "ResourceClaim x"
     shared_as: str  # a claim made ahead: its ResourceClaim name, charged once however many pods use it
-    equivalents: Fraction
-    memory_mib: int
-
-    @property
-    def use(self) -> GpuUse:
-        return GpuUse(self.equivalents, self.memory_mib)
+    use: GpuUse
 
 
 @dataclass(frozen=True)
@@ -209,7 +205,7 @@ def read_pod_claims(
     for said, extended in _extended_charges(spec, objects, maps, catalogue, known):
         if isinstance(extended, str):
             uncountable.append(f"{said}: {extended}")
-        elif extended.equivalents or extended.memory_mib:
+        elif extended.use != NO_GPU:
             charges.append(extended)
     uses, container_charges = _uses(spec, claims, catalogue, problems)
     return PodClaims(
@@ -264,41 +260,40 @@ def _extended_charges(
                     (said, reading.uncountable or f"device class {device_class} cannot be counted")
                 )
             else:
-                charged.append((said, ClaimCharge(said, f"DeviceClass {device_class}", "", *charge)))
+                charged.append((said, ClaimCharge(said, f"DeviceClass {device_class}", "", charge)))
     return charged
 
 
-def device_charge(reading: RequestReading, catalogue: Catalogue) -> tuple[Fraction, int] | None:
+def device_charge(reading: RequestReading, catalogue: Catalogue) -> GpuUse | None:
     """GPU-equivalents and GPU memory (MiB) a request may take; None when it cannot be counted. A
-    firstAvailable request takes its largest alternative."""
+    firstAvailable request takes its largest alternative, measure by measure."""
     if reading.options:
         charges = [device_charge(o, catalogue) for o in reading.options if o.gpu]
         if any(c is None for c in charges):
             return None
-        counted = [c for c in charges if c is not None]
-        return (max(c[0] for c in counted), max(c[1] for c in counted)) if counted else (Fraction(0), 0)
+        return reduce(GpuUse.most, (c for c in charges if c is not None), NO_GPU)
     if not reading.gpu:
-        return Fraction(0), 0
+        return NO_GPU
     if reading.count is None:
         return None
     if reading.kind == "mig" and reading.profile is not None:
         share = catalogue.slice_share(reading.profile, reading.models)
-        return share * reading.count, reading.profile.memory_gb * 1024 * reading.count
+        return GpuUse(share * reading.count, reading.profile.memory_gb * 1024 * reading.count)
     # A whole GPU, a partition, or a MIG slice of no profile said: at most a whole GPU each, with the
     # memory of the largest GPU it may be.
-    return Fraction(reading.count), reading.largest_mib * reading.count
+    return GpuUse(Fraction(reading.count), reading.largest_mib * reading.count)
 
 
 def _charge(claim: _Claim, catalogue: Catalogue) -> tuple[ClaimCharge | None, str]:
-    total, memory = Fraction(0), 0
+    total = NO_GPU
     for reading in claim.gpu:
         charge = device_charge(reading, catalogue)
         if charge is None:
             why = reading.uncountable or next((o.uncountable for o in reading.options if o.uncountable), "")
             return None, why or f"request {reading.name!r} cannot be counted"
-        total, memory = total + charge[0], memory + charge[1]
+        total += charge
     shared_as = claim.source.removeprefix(STANDALONE) if claim.standalone else ""
-    return ClaimCharge(claim.name, claim.made_from, shared_as, total, memory), ""
+    return ClaimCharge(claim.name, claim.made_from, shared_as, total), ""
 
 
 def _claim_problems(claim: _Claim, said: str) -> list[str]:
@@ -350,7 +345,7 @@ def _uses(
         if not readings:
             continue
         charges = [device_charge(r, catalogue) for r in readings]
-        given[container.label] = sum((c[0] for c in charges if c is not None), Fraction(0))
+        given[container.label] = sum((c.equivalents for c in charges if c is not None), Fraction(0))
         if len(set(names)) != 1:
             problems.append(
                 f"{container.label} uses {len(set(names))} GPU claims; device plugins give one ask"
