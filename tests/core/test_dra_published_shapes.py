@@ -33,6 +33,8 @@ REFUSED = {
     "amd-claim-shared-by-pods.yaml": "resourceClaimName",
     "amd-partitions.yaml": "asks for GPU partitions",
     "amd-single-gpu.yaml": "asks for an AMD GPU",
+    # Without the target's nodes nobody can say how many GPUs "every one of a node" is.
+    "gke-every-gpu-of-node.yaml": "(allocationMode: All), and gpuport cannot see how many devices",
 }
 
 
@@ -170,3 +172,50 @@ def test_to_a_dra_cluster_every_shape_runs_as_written(capsys, name):
             template["spec"].pop("tolerations", None)
             template.pop("metadata", None)  # where the toleration's translated-from record goes
     assert documents == written
+
+
+def node(name, labels, gpus):
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}},
+    }
+
+
+def inventory(tmp_path, *nodes):
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump_all(nodes))
+    return str(path)
+
+
+KIND, ACCELERATOR = "node.kubernetes.io/instance-type", "cloud.google.com/gke-accelerator"
+PARTITION = "cloud.google.com/gke-gpu-partition-size"
+
+
+def test_every_gpu_of_a_node_is_the_count_each_of_the_targets_gpu_nodes_holds(capsys, tmp_path):
+    h100 = {KIND: "a3-highgpu-8g", ACCELERATOR: "nvidia-h100-80gb"}
+    # A partitioned pool's nvidia.com/gpu counts partitions, not GPUs: it does not say the number.
+    nodes = inventory(
+        tmp_path,
+        node("a", h100, 8),
+        node("b", h100, 8),
+        node("mig", {**h100, PARTITION: "1g.10gb"}, 7),
+    )
+    code, documents, err = translate(capsys, "gke-every-gpu-of-node.yaml", "gke", "--inventory", nodes)
+    assert code == 0, err
+    (spec,) = [t["spec"] for d in documents for _, t in pod_templates(d)]
+    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    assert "resourceClaims" not in spec and not [d for d in documents if d["kind"] == "ResourceClaimTemplate"]
+    assert "(allocationMode: All): 8, what each GPU node holds" in err
+
+
+def test_every_gpu_of_a_node_is_refused_naming_each_kinds_count_when_nodes_differ(capsys, tmp_path):
+    nodes = inventory(
+        tmp_path,
+        node("a", {KIND: "a3-highgpu-8g", ACCELERATOR: "nvidia-h100-80gb"}, 8),
+        node("b", {KIND: "g2-standard-4", ACCELERATOR: "nvidia-l4"}, 1),
+    )
+    code, _, err = translate(capsys, "gke-every-gpu-of-node.yaml", "gke", "--inventory", nodes)
+    assert code == 1
+    assert "do not all hold one number (8 on a3-highgpu-8g, 1 on g2-standard-4): ask for a count" in err
+    assert err.count("denied:") == 1 and err.count("allocationMode: All") == 1

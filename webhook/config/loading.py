@@ -78,7 +78,7 @@ def build_context(
         present_models=frozenset(present),
         present_resources=resources_present(inventory),
         declared=declared,
-        slice_nodes=slice_nodes(((n.labels, n.allocatable) for n in inventory.nodes), declared),
+        slice_nodes=slice_nodes(((n.name, n.labels, n.allocatable) for n in inventory.nodes), declared),
     )
 
 

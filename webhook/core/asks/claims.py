@@ -31,7 +31,8 @@ ClaimObjects = Callable[[str], Mapping[str, Any] | None]
 STANDALONE = "ResourceClaim/"  # + name: a claim made ahead, answered as {"spec": {"spec": <its spec>}}
 DEVICE_CLASS = "DeviceClass/"  # + name: the cluster's DeviceClass object
 # + "<driver>/<type>": {"count": n}, the most devices of that driver (and type, "" for any) that one
-# node publishes in its ResourceSlices.
+# node publishes in its ResourceSlices; with "same": True when every node publishes n (then
+# allocationMode All is said as n), and "by": {node kind: [counts]} to say why not.
 DEVICES_PER_NODE = "DevicesPerNode/"
 # {"resources": {extended resource name: device class}}: the cluster's DeviceClasses that carry an
 # extendedResourceName (KEP-5004): a pod asking for that resource is given devices of that class.
@@ -383,7 +384,19 @@ def _one(
     device_type = _type_of(form, kind) if kind else ""
     count, uncountable = _count(exact, form.driver, device_type, objects, said_as)
     if exact.get("allocationMode", "ExactCount") == "All":
-        inexact.append(f"request {said_as!r} asks for every matching device of a node (allocationMode: All)")
+        per_node = _per_node(objects, form.driver, device_type)
+        if count is not None and per_node.get("same") is True:
+            # Every node holds one number of them: asking for that many is asking for all of a node.
+            written = (
+                f"request {said_as} asks for every device of a node (allocationMode: All): "
+                f"{count}, what each GPU node holds"
+            )
+            note = f"{note}; {written}" if note else written
+        else:
+            inexact.append(
+                f"request {said_as!r} asks for every matching device of a node (allocationMode: All)"
+                + _held_by_kind(per_node)
+            )
     if exact.get("adminAccess"):
         inexact.append(f"request {said_as!r} asks for admin access, which device plugins do not give")
     if kind == "mig" and reading.profile is None:
@@ -417,6 +430,47 @@ def _largest_mib(models: frozenset[str] | None, cloud_map: CloudMap, catalogue: 
     return max(
         (catalogue.models[m].memory_bytes >> 20 for m in candidates if m in catalogue.models), default=0
     )
+
+
+def _per_node(objects: ClaimObjects | None, driver: str, device_type: str) -> Mapping[str, Any]:
+    found = objects(devices_key(driver, device_type)) if objects is not None and driver else None
+    return found if isinstance(found, Mapping) else {}
+
+
+def _held_by_kind(per_node: Mapping[str, Any]) -> str:
+    by = per_node.get("by")
+    if not isinstance(by, Mapping) or not by:
+        return ""
+    held = ", ".join(f"{'/'.join(map(str, counts))} on {kind}" for kind, counts in sorted(by.items()))
+    return f", and the GPU nodes do not all hold one number ({held}): ask for a count"
+
+
+def answering_per_node(
+    objects: ClaimObjects, counts: tuple[tuple[str, frozenset[int]], ...], maps: tuple[CloudMap, ...]
+) -> ClaimObjects:
+    """`objects`, with what it cannot say of devices per node answered from the whole GPUs each of the
+    target's device-plugin nodes offers (by node kind): where a claim is moved off DRA, a driver's
+    devices on a node are that node's whole GPUs."""
+    if not counts:
+        return objects
+    every = {n for _, held in counts for n in held}
+    answer = {
+        "count": max(every),
+        "same": len(every) == 1,
+        "by": {kind: sorted(held) for kind, held in counts},
+    }
+    keys = {
+        devices_key(m.dra.driver, device_type)
+        for m in maps
+        if m.dra is not None
+        for device_type in ("", _type_of(m.dra, "whole"))
+    }
+
+    def find(key: str) -> Mapping[str, Any] | None:
+        found = objects(key)
+        return answer if found is None and key in keys else found
+
+    return find
 
 
 def _type_of(form: DraForm, kind: str) -> str:

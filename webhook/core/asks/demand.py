@@ -160,7 +160,9 @@ class PodDemand(NamedTuple):
     def claim_problems(self) -> tuple[str, ...]:
         """Why the pod's claims cannot become device-plugin asks: a device-plugin target refuses the
         pod (a claim it cannot count is one of them); a DRA cluster runs it as written."""
-        return self.claims.problems + self.claims.uncountable
+        found = self.claims.problems + self.claims.uncountable
+        # A request that can neither be said nor counted is said once, in its longer words.
+        return tuple(p for p in found if not any(q != p and q.startswith(p) for q in found))
 
 
 def read_demand(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.core.asks.checks import Violation, check_pod_spec
+from webhook.core.asks.claims import answering_per_node
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context, Mutation
@@ -196,6 +197,8 @@ def decide_template(
     )
     if violations:
         return TemplateDecision([v.message for v in violations], None)
+    if templates is not None and context.slice_nodes is not None:
+        templates = answering_per_node(templates, context.slice_nodes.whole_counts, context.dialects.maps)
     try:
         return TemplateDecision([], rewrite_pod(template, context, hints=hints, templates=templates))
     except Untranslatable as exc:

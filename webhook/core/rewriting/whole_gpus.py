@@ -24,6 +24,8 @@ from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
 MIG_SUFFIX = "-MIG-"
+# What whole-GPU nodes are told apart by when their GPU counts differ (every cloud sets it).
+NODE_KIND = "node.kubernetes.io/instance-type"
 
 
 @dataclass(frozen=True)
@@ -62,22 +64,28 @@ class SliceNodes:
 
     marked: frozenset[str]
     whole: bool
+    # GPUs each whole-GPU node offers, by node kind (NODE_KIND's value; the node's name without it).
+    whole_counts: tuple[tuple[str, frozenset[int]], ...] = ()
 
 
 def slice_nodes(
-    nodes: Iterable[tuple[Mapping[str, str], Mapping[str, Decimal]]], target: CloudMap
+    nodes: Iterable[tuple[str, Mapping[str, str], Mapping[str, Decimal]]], target: CloudMap
 ) -> SliceNodes:
-    """From each node's (labels, allocatable)."""
+    """From each node's (name, labels, allocatable)."""
     markers = slice_markers(target)
     marked: set[str] = set()
-    whole = False
-    for labels, allocatable in nodes:
-        if allocatable.get(target.whole_gpu, Decimal(0)) <= 0:
+    counts: dict[str, set[int]] = {}
+    for name, labels, allocatable in nodes:
+        gpus = allocatable.get(target.whole_gpu, Decimal(0))
+        if gpus <= 0:
             continue
         carried = {m.key for m in markers if m.marks(labels)}
         marked |= carried
-        whole = whole or not carried
-    return SliceNodes(frozenset(marked), whole)
+        if not carried:
+            counts.setdefault(labels.get(NODE_KIND, name), set()).add(int(gpus))
+    return SliceNodes(
+        frozenset(marked), bool(counts), tuple((k, frozenset(v)) for k, v in sorted(counts.items()))
+    )
 
 
 def whole_only(
