@@ -244,11 +244,14 @@ EXPECTED = {
             tolerations=AKS_TOLERATION,
         ),
         "kai": ok({"nvidia.com/mig-1g.10gb": "1"}, W8_PRODUCT, "kai-scheduler"),
-        # HAMi's dynamic MIG cuts an instance with at least the memory asked for.
+        # HAMi's and Volcano's dynamic MIG cut an instance with at least the memory asked for.
         "hami": ok({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}, W8_PRODUCT, "hami-scheduler"),
+        "volcano": ok(
+            {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "10240"}, W8_PRODUCT, "volcano"
+        ),
         **{
             t: denied(f"{t} offers no MIG slices")
-            for t in ("ack", "tke", "cce", "oke", "volcano", "volcano-gpushare", "koordinator")
+            for t in ("ack", "tke", "cce", "oke", "volcano-gpushare", "koordinator")
         },
         "amd": NOT_AMD,
         "dra-amd": NOT_DRA_AMD,
@@ -324,10 +327,14 @@ EXPECTED = {
 }
 
 
-# Where one source differs from its ask class: the product label it wrote is HAMi's own, so it stays.
+# Where one source differs from its ask class: the product label it wrote is HAMi's and Volcano's own,
+# so it stays.
 EXPECTED_FOR_SOURCE = {
     ("generic-mig", "hami"): ok(
         {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"}, {PRODUCT: H100[:1]}, "hami-scheduler"
+    ),
+    ("generic-mig", "volcano"): ok(
+        {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "10240"}, {PRODUCT: H100[:1]}, "volcano"
     ),
 }
 

@@ -520,6 +520,29 @@ def test_a_hami_dynamic_mig_ask_keeps_its_isolation_where_the_target_offers_mig(
     assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 8000}
 
 
+def test_a_dynamic_mig_ask_stays_dynamic_mig_between_hami_and_volcano(capsys):
+    # Both layers cut a MIG instance to the memory asked for when the pod says so, each by its own
+    # annotation: the other's is removed, its own written, the memory kept.
+    code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "volcano")
+    assert code == 0 and limits(pod["spec"]) == {
+        "volcano.sh/vgpu-memory": "8000",
+        "volcano.sh/vgpu-number": "2",
+    }
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["volcano.sh/vgpu-mode"] == "mig" and "nvidia.com/vgpu-mode" not in annotations
+    assert "(dynamic MIG, as asked: volcano cuts an instance with at least this memory)" in err
+    code, [pod], err = translate(capsys, "volcano-dynamic-mig.yaml", "hami")
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpumem": "10000", "nvidia.com/gpu": "1"}
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["nvidia.com/vgpu-mode"] == "mig" and "volcano.sh/vgpu-mode" not in annotations
+    # Where MIG is offered as slices, Volcano's dynamic MIG becomes the slice that holds the memory.
+    code, [pod], err = translate(capsys, "volcano-dynamic-mig.yaml", "generic")
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/mig-1g.10gb": "1"}
+    assert "volcano.sh/vgpu-mode" not in pod["metadata"]["annotations"]
+    code, [pod], err = translate(capsys, "volcano-dynamic-mig.yaml", "volcano")  # at home: as written
+    assert code == 0 and not err and "gpuport.io/translated-from" not in pod["metadata"]["annotations"]
+
+
 def test_hami_s_own_mig_sample_is_native_on_hami(capsys, tmp_path):
     # HAMi serves MIG devices by their mixed-strategy names: its MIG example is already HAMi's words.
     text = corpus("hami-dynamic-mig.yaml").replace("nvidia.com/gpumem: 8000", "nvidia.com/mig-3g.20gb: 1")

@@ -203,7 +203,8 @@ def read_demand(
         if avoid:
             kept = None if selection.models is None else selection.models - avoid
             selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
-    asks = _dynamic_mig(asks, annotations, dialects)
+    asks, used = _dynamic_mig(asks, annotations, dialects)
+    selection = selection._replace(annotations=selection.annotations | used)
     shared, problem = _annotation_share(spec, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
@@ -454,19 +455,23 @@ def _read_share(
 
 def _dynamic_mig(
     asks: list[ContainerAsk], annotations: Mapping[str, Any], dialects: Dialects
-) -> list[ContainerAsk]:
+) -> tuple[list[ContainerAsk], frozenset[str]]:
     """Memory shares a pod asks to have cut as MIG instances (the annotations of a map whose MIG form
-    is by-memory, HAMi's nvidia.com/vgpu-mode: mig), marked isolated."""
+    is by-memory: HAMi's nvidia.com/vgpu-mode, Volcano's volcano.sh/vgpu-mode), marked isolated; and
+    the annotations that said so (they carry GPU meaning: another platform's are removed)."""
+    used: set[str] = set()
     for wanted, memory in dialects.dynamic_mig:  # read once per loaded maps, usually one or none
         if any(str(annotations.get(k)) != v for k, v in wanted.items()):
             continue
-        asks = [
+        marked = [
             a._replace(share=a.share._replace(isolated=True))
             if a.kind == "shared" and a.share is not None and memory in a.written
             else a
             for a in asks
         ]
-    return asks
+        if marked != asks:
+            asks, used = marked, used | set(wanted)
+    return asks, frozenset(used)
 
 
 def _whole(amount: Decimal, vendor: str, selection: Selection, site: _Site) -> ContainerAsk:

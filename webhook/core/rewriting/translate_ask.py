@@ -176,6 +176,13 @@ def _place_shared(
         wanted = MigProfile(1, math.ceil(share.memory_mib / 1024))
         placed = _place_mig(ask, wanted, models, target, catalogue)
         return placed._replace(note=" (MIG, as asked: memory isolated)")
+    if share.isolated and share.memory_mib and target.mig.form == "by-memory" and form.memory_resource:
+        # Another layer's dynamic MIG: this one cuts an instance of at least that memory when asked so.
+        resources = {form.memory_resource: _memory_quantity(share.memory_mib, form.memory_unit_bytes)}
+        if form.count_resource:
+            resources[form.count_resource] = str(ask.count)
+        note = f" (dynamic MIG, as asked: {target.name} cuts an instance with at least this memory)"
+        return TargetAsk(resources, {}, (), note, dict(target.mig.annotations))
     if target.dra is not None:
         # Sharing under DRA is one ResourceClaim that several pods reference, with the driver's
         # sharing settings on it: a choice of which pods share, which a pod's own ask cannot make.
