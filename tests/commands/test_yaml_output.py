@@ -15,7 +15,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from tests.helpers import context
 from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
-from webhook.adapters.files.yamledit import BOM, _entry_span, plain, round_trip, split_documents, units
+from webhook.adapters.files.yamledit import BOM, entry_span, plain, round_trip, split_documents, units
 from webhook.core.asks.checks import check_pod_spec
 from webhook.core.deciding.admission import rewrite_pod
 from webhook.core.vocabulary.templates import pod_templates
@@ -81,7 +81,7 @@ def gpu_entry_lines(text: str) -> set[int]:
                         break
                 own = isinstance(node, CommentedMap) and unit[-1] in (node.lc.data or {})
                 if own and not node.fa.flow_style():
-                    start, end = _entry_span(chunk_lines, node, unit[-1])
+                    start, end = entry_span(chunk_lines, node, unit[-1])
                     found |= {offset + n for n in range(start, end)}
                 elif isinstance(node, CommentedMap) and node.fa.flow_style():
                     line = node.lc.line
@@ -336,3 +336,273 @@ def test_a_trailing_comment_keeps_its_column_beside_a_quoted_or_shorter_value():
     [line] = [x for x in output.splitlines() if "instance-type" in x and "translated-from" not in x]
     assert line.startswith('    node.kubernetes.io/instance-type: "p4d.24xlarge"')
     assert line.index('# Bob\'s pool, "eight"') == column  # at its column, though the value is shorter
+
+
+# A resource ask gpuport rewrites keeps the author's comments: the rewritten entry takes the line of the
+# ask it replaces (the one with the same amount, else the closest name) and its trailing comment, at its
+# column; a full-line comment stays above its line; only a deleted line takes its comments with it.
+
+
+def cli_translate(tmp_path, capsys, text: str, source: str, target: str) -> str:
+    """`gpuport translate --from SOURCE --to TARGET`'s output, its translated-from record elided."""
+    import re
+
+    from webhook.commands.cli import main
+
+    path = tmp_path / "manifest.yaml"
+    path.write_bytes(text.encode())
+    assert main(["translate", "--from", source, "--to", target, str(path)]) == 0
+    output = capsys.readouterr().out
+    return re.sub(r"gpuport\.io/translated-from: .*", "gpuport.io/translated-from: ...", output)
+
+
+ACK_CGPU_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: tensorflow-mnist
+spec:
+  parallelism: 1
+  template:
+    metadata:
+      labels:
+        app: tensorflow-mnist
+    spec:
+      containers:
+      - name: tensorflow-mnist
+        image: registry.cn-beijing.aliyuncs.com/ai-samples/gpushare-sample:tensorflow-1.5
+        command:
+        - python
+        - tensorflow-sample-code/tfjob/docker/mnist/main.py
+        resources:
+          limits:
+            # One cGPU share of one card.
+            aliyun.com/gpu-mem: 4 # Apply for 4 GiB of GPU memory.
+            cpu: "1"      # host CPU stays
+          requests:
+            aliyun.com/gpu-mem: 4                          # same as the limit
+        workingDir: /root
+      restartPolicy: Never
+"""
+
+
+def ack_job(annotation_then_resources: tuple[str, str], tail: str = "") -> str:
+    head, rest = ACK_CGPU_JOB.split("      containers:\n")
+    _, after = rest.split("        workingDir: /root\n")
+    container = rest.split("        resources:\n")[0]
+    return (
+        head.replace(
+            "        app: tensorflow-mnist\n",
+            "        app: tensorflow-mnist\n" + annotation_then_resources[0],
+        )
+        + "      containers:\n"
+        + container
+        + annotation_then_resources[1]
+        + "        workingDir: /root\n"
+        + after
+        + tail
+    )
+
+
+def test_an_ack_cgpu_ask_rewritten_for_hami_keeps_its_comments_at_their_columns(tmp_path, capsys):
+    output = cli_translate(tmp_path, capsys, ACK_CGPU_JOB, "ack", "hami")
+    expected = ack_job(
+        (
+            "      annotations:\n        gpuport.io/translated-from: ...\n",
+            "        resources:\n"
+            "          limits:\n"
+            "            # One cGPU share of one card.\n"
+            '            nvidia.com/gpumem: "4096" # Apply for 4 GiB of GPU memory.\n'
+            '            nvidia.com/gpu: "1"\n'
+            '            cpu: "1"      # host CPU stays\n'
+            "          requests:\n"
+            '            nvidia.com/gpumem: "4096"                      # same as the limit\n'
+            '            nvidia.com/gpu: "1"\n',
+        ),
+        "      schedulerName: hami-scheduler\n",
+    )
+    assert output == expected
+    column = ACK_CGPU_JOB.splitlines()[23].index("# same")
+    assert output.splitlines()[26].index("# same as the limit") == column == 59
+
+
+def test_an_ack_cgpu_ask_rewritten_for_tke_keeps_its_comments(tmp_path, capsys):
+    output = cli_translate(tmp_path, capsys, ACK_CGPU_JOB, "ack", "tke")
+    expected = ack_job(
+        (
+            "      annotations:\n        gpuport.io/translated-from: ...\n",
+            "        resources:\n"
+            "          limits:\n"
+            "            # One cGPU share of one card.\n"
+            '            tke.cloud.tencent.com/qgpu-memory: "4" # Apply for 4 GiB of GPU memory.\n'
+            '            cpu: "1"      # host CPU stays\n'
+            "          requests:\n"
+            '            tke.cloud.tencent.com/qgpu-memory: "4"         # same as the limit\n',
+        )
+    )
+    assert output == expected
+
+
+HAMI_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-pod
+spec:
+  containers:
+    - name: ubuntu-container
+      image: ubuntu:18.04
+      command: ["bash", "-c", "sleep 86400"]
+      resources:
+        # HAMi's own example
+        limits:
+          nvidia.com/gpu: 2 # declare how many physical GPUs the pod needs
+          # Optional, integer
+          nvidia.com/gpumem: 3000 # identifies 3000M GPU memory each physical GPU allocates to the pod
+          nvidia.com/gpucores: 30 # identifies 30% GPU core each physical GPU allocates to the pod
+"""
+HAMI_HEAD = HAMI_POD.split("spec:\n")[0] + "  annotations:\n    gpuport.io/translated-from: ...\nspec:\n"
+HAMI_CONTAINER = HAMI_POD.split("spec:\n")[1].split("        limits:\n")[0] + "        limits:\n"
+
+
+def test_hami_s_sample_for_ack_keeps_each_comment_with_the_ask_of_the_same_amount(tmp_path, capsys):
+    output = cli_translate(tmp_path, capsys, HAMI_POD, "hami", "ack")
+    assert output == (
+        HAMI_HEAD
+        + HAMI_CONTAINER
+        + '          aliyun.com/gpu-count: "2" # declare how many physical GPUs the pod needs\n'
+        "          # Optional, integer\n"
+        '          aliyun.com/gpu-mem: "3" # identifies 3000M GPU memory each physical GPU allocates'
+        " to the pod\n"
+        '          aliyun.com/gpu-core.percentage: "30" # identifies 30% GPU core each physical GPU allocates'
+        " to the pod\n"
+    )
+    # The memory ask's comment is at the column its author gave it.
+    assert output.splitlines()[16].index("# identifies 3000M") == HAMI_POD.splitlines()[14].index("#") == 34
+
+
+def test_hami_s_sample_shared_drops_only_the_deleted_asks_and_their_comments(tmp_path, capsys):
+    output = cli_translate(tmp_path, capsys, HAMI_POD, "hami", "generic")
+    assert output == (
+        HAMI_HEAD
+        + HAMI_CONTAINER
+        + '          nvidia.com/gpu.shared: "2" # declare how many physical GPUs the pod needs\n'
+    )
+
+
+PLAIN_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cuda-vectoradd
+spec:
+  restartPolicy: OnFailure
+  containers:
+  - name: cuda-vectoradd
+    image: "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04"
+    resources:
+      # one whole GPU, on any node that has one
+      limits:
+        # the card
+        nvidia.com/gpu: 1  # one GPU
+        memory: 2Gi        # host memory
+"""
+
+
+def test_a_gpu_ask_moved_to_a_claim_goes_with_its_comments_and_the_rest_stays(tmp_path, capsys):
+    output = cli_translate(tmp_path, capsys, PLAIN_POD, "gke", "dra-nvidia")
+    pod = output.split("---\n")[0]
+    head = PLAIN_POD.split("spec:\n")[0] + "  annotations:\n    gpuport.io/translated-from: ...\nspec:\n"
+    assert pod.startswith(
+        head
+        + PLAIN_POD.split("spec:\n")[1].split("        # the card\n")[0]
+        + "        memory: 2Gi        # host memory\n"
+        "      claims:\n"
+        "      - name: gpuport-cuda-vectoradd\n"
+        "  resourceClaims:\n"
+        "  - name: gpuport-cuda-vectoradd\n"
+    ), pod
+
+
+MIG_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: mig-pod
+spec:
+  containers:
+  - name: cuda
+    image: nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      limits:
+        # two slices of an A100
+        nvidia.com/mig-1g.10gb: 2     # two 1g.10gb instances
+        memory: 8Gi   # host
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "asks"),
+    [
+        ("generic-mig-single", ['        nvidia.com/gpu: "2"           # two 1g.10gb instances\n']),
+        (
+            "volcano",
+            [
+                '        volcano.sh/vgpu-number: "2"   # two 1g.10gb instances\n',
+                '        volcano.sh/vgpu-memory: "10240"\n',
+            ],
+        ),
+    ],
+)
+def test_a_mig_ask_rewritten_keeps_its_comments_and_its_neighbours_bytes(tmp_path, capsys, target, asks):
+    output = cli_translate(tmp_path, capsys, MIG_POD, "generic", target)
+    lines = output.splitlines(keepends=True)
+    start = lines.index("      limits:\n")
+    assert lines[start : start + 3 + len(asks)] == [
+        "      limits:\n",
+        "        # two slices of an A100\n",
+        *asks,
+        "        memory: 8Gi   # host\n",
+    ]
+    assert lines[start - 4 : start] == MIG_POD.splitlines(keepends=True)[5:9]
+
+
+def test_an_ask_deleted_beside_an_unchanged_one_leaves_that_one_byte_for_byte(tmp_path, capsys):
+    text = PLAIN_POD.replace(
+        "        memory: 2Gi        # host memory\n",
+        "        # HAMi's memory cap\n        nvidia.com/gpumem: 81920   # all of it\n",
+    )
+    output = cli_translate(tmp_path, capsys, text, "hami", "gke")
+    assert output.split("    resources:\n")[1].startswith(
+        "      # one whole GPU, on any node that has one\n"
+        "      limits:\n"
+        "        # the card\n"
+        "        nvidia.com/gpu: 1  # one GPU\n"
+        "  nodeSelector:\n"
+    ), output
+
+
+def test_an_ask_whose_amount_alone_changes_keeps_its_line_s_comment_at_its_column():
+    from webhook.adapters.files.yamledit import edit_document
+
+    text = PLAIN_POD.replace("nvidia.com/gpu: 1  # one GPU", "nvidia.com/gpu: 1        # one GPU")
+    original, edited = round_trip().load(text), round_trip().load(text)
+    edited["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2
+    assert edit_document(text, original, edited, [""]) == text.replace(
+        "nvidia.com/gpu: 1        # one GPU", "nvidia.com/gpu: 2        # one GPU"
+    )
+    edited["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "20000000000000000000000"
+    assert '        nvidia.com/gpu: "20000000000000000000000" # one GPU\n' in edit_document(
+        text, original, edited, [""]
+    )
+
+
+def test_a_flow_mapping_of_asks_rewritten_whole_keeps_its_comment_once(tmp_path, capsys):
+    text = PLAIN_POD.replace(
+        PLAIN_POD[PLAIN_POD.index("      limits:") :],
+        "      limits: {aliyun.com/gpu-mem: 8, memory: 2Gi}  # the share\n",
+    )
+    output = cli_translate(tmp_path, capsys, text, "ack", "hami")
+    assert (
+        '      limits: {memory: 2Gi, nvidia.com/gpumem: "8192", nvidia.com/gpu: "1"} # the share\n' in output
+    )

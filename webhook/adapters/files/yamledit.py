@@ -2,52 +2,45 @@
 rewritten, in the style around them; everything else stays byte for byte.
 
 Manifests live in Git and their translations are reviewed as pull requests, so a translation must
-read as a small diff. Translation only ever touches a few entries of a pod template (see `UNITS`):
+read as a small diff. Translation only ever touches a few entries of a pod template (see `units`):
 each changed entry is cut out of the original text by the round-trip parser's line/column positions
-and rendered again alone, at its own column, with the indentation its author used there. The result is
+and rendered again alone, at its own column, with the indentation its author used there; a block
+mapping is edited entry by entry, so comments stay with their lines (see `mapedit`). The result is
 parsed again and compared with the intended object; when a splice cannot be made safely the document
 is re-dumped whole instead (and checked the same way), never printed wrong.
-
-Why one module of ~340 lines: locating an entry by ruamel's positions, rendering it in the author's
-style and verifying the spliced text are one algorithm over one set of positions; apart, each would
-need the others' internals.
 """
 
 import copy
 import io
 import itertools
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString, SingleQuotedScalarString
 
+from webhook.adapters.files.mapedit import entry_edits
+from webhook.adapters.files.yamlstyle import (
+    MARKER,
+    CannotSplice,
+    Edit,
+    entry_span,
+    guess_indent,
+    merged,
+    plain,
+    render_entry,
+    round_trip,
+    set_indent,
+)
+
 BOM = "\ufeff"
-_MARKER = re.compile(r"^---(\s|$)")
 MISSING = object()
-
-
-class CannotSplice(Exception):
-    """The change is not one the splice knows how to place; the caller re-dumps the document."""
 
 
 class Unfaithful(Exception):
     """Even a whole re-dump would not parse back to the intended object."""
-
-
-def round_trip() -> YAML:
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    return yaml
-
-
-def plain(node: Any) -> Any:
-    return json.loads(json.dumps(node, default=str))
 
 
 def split_documents(text: str) -> list[str]:
@@ -55,7 +48,7 @@ def split_documents(text: str) -> list[str]:
     input back exactly. A leading part with only comments or directives is a chunk of its own."""
     chunks: list[list[str]] = [[]]
     for line in text.splitlines(keepends=True):
-        if _MARKER.match(line) and any(not _blank_or_comment(x) for x in chunks[-1]):
+        if MARKER.match(line) and any(not _blank_or_comment(x) for x in chunks[-1]):
             chunks.append([])
         chunks[-1].append(line)
     return ["".join(chunk) for chunk in chunks if chunk]
@@ -124,7 +117,7 @@ def redump(text: str, edited: Any) -> str:
     first = next((line for line in text.splitlines() if not _blank_or_comment(line)), "")
     marker = "---" + newline if first.strip() == "---" else ""
     yaml = round_trip()
-    _set_indent(yaml, guess_indent(text))
+    set_indent(yaml, guess_indent(text))
     out = io.StringIO()
     yaml.dump(edited, out)
     result = marker + out.getvalue().replace("\n", newline)
@@ -146,14 +139,14 @@ def _splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
     quote = DoubleQuotedScalarString if text.count(': "') >= text.count(": '") else SingleQuotedScalarString
     for pointer in templates:
         _quote_like_the_author(_resolve(edited, pointer), quote)
-    edits: list[tuple[int, int, list[str]]] = []
+    edits: list[Edit] = []
     for pointer in templates:
         before, after = _resolve(original, pointer), _resolve(edited, pointer)
         for unit in units(before):
             edits += _unit_edit(lines, before, after, unit, newline)
     if _overlap(edits):
         raise CannotSplice("two edits touch the same lines")
-    for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+    for start, end, new in _in_order(edits):
         lines[start:end] = new
     return "".join(lines)
 
@@ -171,9 +164,24 @@ def _quote_like_the_author(node: Any, quote: type) -> None:
             _quote_like_the_author(value, quote)
 
 
-def _overlap(edits: list[tuple[int, int, list[str]]]) -> bool:
+def _overlap(edits: list[Edit]) -> bool:
+    """Two edits of the same lines, or one edit made twice (a node reached through an alias too)."""
     spans = sorted((s, e) for s, e, _ in edits if e > s)
-    return any(a_end > b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+    twice = len({(s, e, tuple(new)) for s, e, new in edits}) < len(edits)
+    return twice or any(a_end > b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+
+
+def _in_order(edits: list[Edit]) -> list[Edit]:
+    """The edits from the last line up, so that each one's positions still hold. Of insertions at one
+    line the deeper one ends up first in the text (it ends the block a shallower one follows); of two at
+    one depth, the one made later."""
+
+    def place(numbered: tuple[int, Edit]) -> tuple[int, int, int, int]:
+        index, (start, end, new) = numbered
+        depth = len(new[0]) - len(new[0].lstrip(" ")) if new else 0
+        return start, end, -depth, -index
+
+    return [edit for _, edit in sorted(enumerate(edits), key=place, reverse=True)]
 
 
 def _resolve(node: Any, pointer: str) -> Any:
@@ -193,7 +201,7 @@ def _get(node: Any, path: tuple) -> Any:
     return node
 
 
-def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[int, int, list[str]]]:
+def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[Edit]:
     old, new = _get(before, unit), _get(after, unit)
     if old is new is MISSING or (MISSING not in (old, new) and plain(old) == plain(new)):
         return []
@@ -208,18 +216,13 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[in
         return _item_edit(lines, parent, key, new, newline)
     if not isinstance(parent, CommentedMap):
         raise CannotSplice(f"{'/'.join(map(str, unit))} has no mapping to go in")
-    if old is not MISSING and key not in parent.keys() - _merged(parent):
+    if old is not MISSING and key not in parent.keys() - merged(parent):
         raise CannotSplice(f"{key} comes from a merge key")
+    if old is not MISSING and new is MISSING:
+        start, end = entry_span(lines, parent, key)
+        return [(start, end, [])]
     if old is not MISSING:
-        if _scalar_map(old) and _scalar_map(new) and old:
-            return _map_edit(lines, old, new, newline)
-        start, end = _entry_span(lines, parent, key)
-        if new is MISSING:
-            return [(start, end, [])]
-        column = parent.lc.key(key)[1]
-        block = "".join(line[column:] if len(line) > column else line for line in lines[start:end])
-        style = combine(guess_indent(block, None), guess_indent("".join(lines)))
-        return [(start, end, render_entry(key, new, column, style, newline))]
+        return entry_edits(lines, parent, key, new, newline)
     if new is MISSING or not parent:
         raise CannotSplice(f"cannot place {key}")
     first = next(iter(parent))
@@ -231,7 +234,7 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[tuple[in
     elif key in SPEC_KEYS and gone:
         at = parent.lc.key(gone[0])[0]  # where the selector it replaces stood
     else:
-        at = _entry_span(lines, parent, list(parent)[-1])[1]
+        at = entry_span(lines, parent, list(parent)[-1])[1]
     style = guess_indent("".join(lines))
     return [(at, at, render_entry(key, new, column, style, newline))]
 
@@ -263,7 +266,7 @@ def _item_edit(lines, sequence: CommentedSeq, index: int, new: Any, newline: str
         end -= 1
     item = CommentedSeq([new])
     yaml = round_trip()
-    _set_indent(yaml, (2, 0))
+    set_indent(yaml, (2, 0))
     out = io.StringIO()
     yaml.dump(item, out)
     pad = " " * dash
@@ -274,135 +277,3 @@ def _item_edit(lines, sequence: CommentedSeq, index: int, new: Any, newline: str
             [(pad + line if line.strip() else line) + newline for line in out.getvalue().splitlines()],
         )
     ]
-
-
-def _scalar_map(value: Any) -> bool:
-    """A block mapping of plain values (annotations, a node selector): edited entry by entry, so the
-    author's comments stay with the lines they belong to."""
-    if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
-        return False
-    return not isinstance(value, CommentedMap) or not value.fa.flow_style()
-
-
-def _map_edit(lines, old: CommentedMap, new: dict, newline: str) -> list[tuple[int, int, list[str]]]:
-    """Each removed entry goes with the full-line comments right above it; each changed one is
-    rewritten on its own line, its trailing comment kept at its column; new ones follow the last."""
-    if _merged(old):
-        raise CannotSplice("a mapping with merged keys")
-    edits: dict[Any, tuple[int, int, list[str]]] = {}
-    style = guess_indent("".join(lines))
-    for key in old:
-        start, end = _entry_span(lines, old, key)
-        line, column = old.lc.key(key)
-        if key not in new:
-            while start > 0 and _comment_at(lines[start - 1], column):
-                start -= 1
-            edits[key] = (start, end, [])
-        elif plain(old[key]) != plain(new[key]):
-            [rendered] = render_entry(key, new[key], column, style, newline)
-            comment = _trailing_comment(old, key, line)
-            if comment is not None:
-                at, text = comment
-                body = rendered.rstrip("\r\n")
-                rendered = body + " " * max(at - len(body), 1) + text + newline
-            edits[key] = (start, end, [rendered])
-    added = [k for k in new if k not in old]
-    if added:
-        # Written as part of the last entry's edit, not as an insertion at its end: another entry of the
-        # pod may be inserted at that very line (the spec key after this mapping), and must follow.
-        last = list(old)[-1]
-        column = old.lc.key(last)[1]
-        start, end = _entry_span(lines, old, last)
-        kept = edits[last][2] if last in edits else lines[start:end]
-        start = edits[last][0] if last in edits else start
-        block = [r for k in added for r in render_entry(k, new[k], column, style, newline)]
-        edits[last] = (start, end, [*kept, *block])
-    return list(edits.values())
-
-
-def _comment_at(line: str, column: int) -> bool:
-    """A full-line comment at `column`: it speaks of the entry below it."""
-    return line.strip().startswith("#") and len(line) - len(line.lstrip(" ")) == column
-
-
-def _trailing_comment(mapping: CommentedMap, key: Any, line: int) -> tuple[int, str] | None:
-    """(column, text) of the comment after `key`'s value on its own line, as the YAML reader found it
-    (so a quoted value or a quote in the comment is no guess); None when there is none."""
-    found = (mapping.ca.items.get(key) or [None, None, None, None])[2]
-    if found is None or found.start_mark.line != line or not found.value.startswith("#"):
-        return None
-    return found.column, found.value.split("\n", 1)[0].rstrip("\r")
-
-
-def _merged(mapping: CommentedMap) -> set:
-    """Keys a mapping only inherits through `<<:` (written elsewhere, so not splice-able here)."""
-    return set(mapping) - set(mapping.lc.data or {})
-
-
-def _entry_span(lines: list[str], parent: CommentedMap, key: Any) -> tuple[int, int]:
-    """Lines [start, end) of `key: value` in a block mapping: from the key's line to the last line
-    indented deeper than the key (or a `- ` item at its column, for indentless sequences), without
-    the blank and comment lines that trail it: those belong to what follows."""
-    start, column = parent.lc.key(key)
-    value = parent[key]
-    end = start + 1
-    last = start + 1
-    while end < len(lines):
-        line = lines[end]
-        stripped = line.lstrip(" ")
-        indent = len(line) - len(stripped)
-        if stripped.strip() == "" or stripped.startswith("#"):
-            end += 1
-            continue
-        deeper = indent > column or (
-            indent == column and isinstance(value, CommentedSeq) and stripped.startswith("-")
-        )
-        if not deeper or _MARKER.match(line) or stripped.startswith("..."):
-            break
-        end += 1
-        last = end
-    return start, last
-
-
-def combine(local: tuple, document: tuple) -> tuple[int, int]:
-    """The block's own indentation where it shows it, the document's elsewhere."""
-    return tuple(mine if mine is not None else theirs for mine, theirs in zip(local, document, strict=True))
-
-
-def guess_indent(text: str, default: Any = ...) -> tuple:
-    """(mapping indent, offset of "- " under its parent key) from the first nested lines; what the
-    text does not show is `default` (2 and 0 unless given)."""
-    mapping, offset = (2, 0) if default is ... else (default, default)
-    found_mapping = found_offset = False
-    previous = None
-    for line in text.splitlines():
-        stripped = line.lstrip()
-        if not stripped or stripped.startswith("#") or _MARKER.match(stripped):
-            continue
-        indent = len(line) - len(stripped)
-        if previous is not None and previous[1].endswith(":") and indent >= previous[0]:
-            if stripped.startswith("- ") and not found_offset:
-                offset, found_offset = indent - previous[0], True
-            elif indent > previous[0] and not found_mapping and not previous[1].startswith("- "):
-                mapping, found_mapping = indent - previous[0], True
-        if found_mapping and found_offset:
-            break
-        previous = (indent, stripped.split(" #")[0].rstrip())
-    return mapping, offset
-
-
-def _set_indent(yaml: YAML, style: tuple[int, int]) -> None:
-    mapping, offset = style
-    # An item's content starts right after its "- ", wherever the dash sits.
-    yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
-
-
-def render_entry(key: Any, value: Any, column: int, style: tuple[int, int], newline: str) -> list[str]:
-    yaml = round_trip()
-    _set_indent(yaml, style)
-    entry = CommentedMap()
-    entry[key] = value
-    out = io.StringIO()
-    yaml.dump(entry, out)
-    pad = " " * column
-    return [(pad + line if line.strip() else line) + newline for line in out.getvalue().splitlines()]

@@ -1,0 +1,95 @@
+"""A block mapping gpuport changes, edited entry by entry so that every comment it does not delete stays
+with the line it belongs to, at its column.
+
+- An entry left as it was is not touched: its line, comment included, stays byte for byte.
+- An entry whose value changes is written again on its line, keeping its trailing comment; a mapping
+  inside it is edited the same way, entry by entry.
+- In a container's limits and requests (`ASKS`) translation says an ask in other words: an added entry
+  takes the line, the full-line comments above and the trailing comment of the removed ask most like
+  it (the same amount, else the closest name). Added entries with no ask to replace follow the last one
+  rewritten in place, or the mapping's last entry; they have no comment.
+- A removed entry goes, and so do its trailing comment and the full-line comments right above it.
+"""
+
+import itertools
+from difflib import SequenceMatcher
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from webhook.adapters.files.yamlstyle import (
+    Edit,
+    entry_span,
+    guess_indent,
+    merged,
+    plain,
+    render_entry,
+    rewrite_entry,
+)
+
+ASKS = ("limits", "requests")
+
+
+def _in_place(node: Any) -> bool:
+    """A block mapping written where it stands: no flow style, no merge key, no anchor (an alias of it
+    elsewhere has the anchor's positions, so it is written again whole)."""
+    if not isinstance(node, CommentedMap) or not node or node.fa.flow_style() or merged(node):
+        return False
+    return node.anchor.value is None
+
+
+def entry_edits(lines: list[str], parent: CommentedMap, key: Any, value: Any, newline: str) -> list[Edit]:
+    """`key`'s entry in `parent` made to say `value`."""
+    old = parent[key]
+    if plain(old) == plain(value):
+        return []
+    if _in_place(old) and isinstance(value, dict) and value:
+        return map_edit(lines, old, value, newline, asks=key in ASKS)
+    return [rewrite_entry(lines, parent, key, key, value, newline)]
+
+
+def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, asks: bool) -> list[Edit]:
+    """The edits that make the block mapping `old` say `new` (see the module's rules)."""
+    removed = [k for k in old if k not in new]
+    added = [k for k in new if k not in old]
+    takes = _pairs(old, new, removed, added) if asks else {}  # a removed key -> the added key on its line
+    edits: list[Edit] = []
+    for key in old:
+        if key in takes:
+            edits.append(rewrite_entry(lines, old, key, takes[key], new[takes[key]], newline))
+        elif key not in new:
+            start, end = entry_span(lines, old, key)
+            column = old.lc.key(key)[1]
+            while start > 0 and _comment_at(lines[start - 1], column):
+                start -= 1
+            edits.append((start, end, []))
+        else:
+            edits += entry_edits(lines, old, key, new[key], newline)
+    rest = [k for k in added if k not in takes.values()]
+    if rest:
+        after = max(takes or old, key=lambda k: old.lc.key(k)[0])
+        at, column = entry_span(lines, old, after)[1], old.lc.key(after)[1]
+        style = guess_indent("".join(lines))
+        edits.append((at, at, [r for k in rest for r in render_entry(k, new[k], column, style, newline)]))
+    return edits
+
+
+def _pairs(old: CommentedMap, new: dict, removed: list, added: list) -> dict:
+    """Each removed ask with the added one most like it, most alike first: the same amount, then the
+    closest name after the vendor's domain."""
+
+    def likeness(pair: tuple) -> tuple[bool, float]:
+        was, now = pair
+        same = str(plain(old[was])) == str(plain(new[now]))
+        return same, SequenceMatcher(None, str(was).rpartition("/")[2], str(now).rpartition("/")[2]).ratio()
+
+    takes: dict = {}
+    for was, now in sorted(itertools.product(removed, added), key=likeness, reverse=True):
+        if was not in takes and now not in takes.values():
+            takes[was] = now
+    return takes
+
+
+def _comment_at(line: str, column: int) -> bool:
+    """A full-line comment at `column`: it speaks of the entry below it."""
+    return line.strip().startswith("#") and len(line) - len(line.lstrip(" ")) == column
