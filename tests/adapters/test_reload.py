@@ -46,12 +46,14 @@ def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path
     reloader = CloudMapReloader(state, maps, "generic")
     before = reload_count("error")
     path = maps / "generic.yaml"
+    lines = path.read_text().splitlines(keepends=True)
+    line = next(n for n, text in enumerate(lines, 1) if text.strip() == "whole: nvidia.com/gpu")
     path.write_text(path.read_text().replace("whole: nvidia.com/gpu", "whole: nvidia gpu"))
     assert reloader.check_once() is False
     assert state.context is good
     assert reload_count("error") == before + 1
-    assert f"{path}:7: resources.whole" in state.reload_error
-    assert f"{path}:7: resources.whole" in caplog.text
+    assert f"{path}:{line}: resources.whole" in state.reload_error
+    assert f"{path}:{line}: resources.whole" in caplog.text
     assert state.readiness() == (True, f"ok; cloud maps not reloaded: {state.reload_error}")
     # Fixing the file brings it back.
     path.write_text((default_directory() / "generic.yaml").read_text() + POLICY)
