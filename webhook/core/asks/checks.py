@@ -5,7 +5,7 @@ mutating webhook has run. These checks run first and say what to ask for instead
 stricter than the API server: every pod they deny, the API server would deny too.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
-from webhook.core.vocabulary.workloads import ContainerRef, containers, resource_section
+from webhook.core.vocabulary.workloads import ContainerRef, containers
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,20 @@ def check_pod_spec(
     target: CloudMap,
     dialects: Dialects,
 ) -> list[Violation]:
+    return check_containers(containers(pod_spec, spec_path), target, dialects)
+
+
+def check_containers(found: Iterable[ContainerRef], target: CloudMap, dialects: Dialects) -> list[Violation]:
+    """The checks on containers already read (a pod's, read once for its whole decision)."""
     violations: list[Violation] = []
-    for container in containers(pod_spec, spec_path):
+    for container in found:
         violations.extend(_check_container(container, target, dialects))
     return violations
 
 
 def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialects) -> list[Violation]:
-    requests = resource_section(container.spec, "requests")
-    limits = resource_section(container.spec, "limits")
+    requests = container.requests
+    limits = container.limits
     names = [n for n in (*limits, *(n for n in requests if n not in limits)) if is_extended_resource(n)]
     found: list[Violation] = []
     for name in names:

@@ -26,10 +26,10 @@ from webhook.core.vocabulary.dialects import MEANINGS_KEPT, Dialects
 from webhook.core.vocabulary.platform import SharedForm
 from webhook.core.vocabulary.workloads import (
     ContainerRef,
-    containers,
+    PodRead,
     is_map,
+    read_pod,
     required_terms,
-    resource_section,
 )
 
 
@@ -166,25 +166,18 @@ class PodDemand(NamedTuple):
 
 
 def read_demand(
-    pod: Mapping[str, Any], dialects: Dialects, templates: TemplateLookup | None = None
+    pod: Mapping[str, Any] | PodRead, dialects: Dialects, templates: TemplateLookup | None = None
 ) -> PodDemand:
-    """The pod's asks; with `templates` (the ResourceClaimTemplates of the pod's namespace, by name),
-    the devices its DRA claims ask for too."""
-    spec = pod.get("spec")
-    spec = spec if is_map(spec) else {}
-    metadata = pod.get("metadata")
-    annotations = metadata.get("annotations") if is_map(metadata) else None
-    annotations = annotations if is_map(annotations) else {}
+    """The pod's asks (from the pod, or the pod as already read); with `templates` (the
+    ResourceClaimTemplates of the pod's namespace, by name), the devices its DRA claims ask for too."""
+    read = pod if isinstance(pod, PodRead) else read_pod(pod)
+    spec, annotations, names = read.spec, read.annotations, read.resource_names
     constraints = tuple(node_constraints(spec))
     selection = with_model_annotations(read_selection(spec, dialects, constraints), annotations, dialects)
     asks: list[ContainerAsk] = []
     problems: list[str] = []
-    names: set[str] = set()
-    for container in containers(spec, ("spec",)):
-        limits = resource_section(container.spec, "limits")
-        requests = resource_section(container.spec, "requests")
-        names.update(limits, requests)
-        ask, problem = _read_container(container, limits, requests, selection, dialects)
+    for container in read.containers:
+        ask, problem = _read_container(container, selection, dialects)
         if ask is not None:
             asks.append(ask)
         if problem:
@@ -192,7 +185,7 @@ def read_demand(
     claims = NO_CLAIMS
     if templates is not None and (spec.get("resourceClaims") or _may_stand_for_a_class(names, dialects)):
         # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
-        claims = read_pod_claims(pod, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
+        claims = read_pod_claims(read, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
         claimed, models, avoid = _claim_asks(claims)
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
@@ -205,7 +198,7 @@ def read_demand(
             selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
     asks, used = _dynamic_mig(asks, annotations, dialects)
     selection = selection._replace(annotations=selection.annotations | used)
-    shared, problem = _annotation_share(spec, annotations, dialects)
+    shared, problem = _annotation_share(read, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
             problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
@@ -214,10 +207,10 @@ def read_demand(
             selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints, frozenset(names), claims)
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints, names, claims)
 
 
-def _may_stand_for_a_class(names: set[str], dialects: Dialects) -> bool:
+def _may_stand_for_a_class(names: frozenset[str], dialects: Dialects) -> bool:
     """Whether a resource the pod asks for may be one a DeviceClass stands for (KEP-5004): the
     deviceclass.resource.kubernetes.io/<class> names, or an extended resource no loaded map reads."""
     return any(
@@ -244,17 +237,16 @@ def _claim_asks(
     return asks, models, avoid
 
 
-def _annotation_share(
-    spec: Mapping[str, Any], annotations: Mapping[str, Any], dialects: Dialects
-) -> tuple[ContainerAsk | None, str]:
+def _annotation_share(read: PodRead, dialects: Dialects) -> tuple[ContainerAsk | None, str]:
     """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
     gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
+    annotations = read.annotations
     for cloud_map in dialects.annotation_shares:
         form = cloud_map.shared
-        if spec.get("schedulerName") != cloud_map.scheduler_name:
+        if read.spec.get("schedulerName") != cloud_map.scheduler_name:
             continue
         written = {k: str(annotations[k]) for k in form.annotation_names() if k in annotations}
-        first = next((c for c in containers(spec, ("spec",)) if c.list_name == "containers"), None)
+        first = next((c for c in read.containers if c.list_name == "containers"), None)
         if not written or first is None:
             continue
         where = first.label
@@ -380,12 +372,9 @@ def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _read_container(
-    container: ContainerRef,
-    limits: Mapping[str, Any],
-    requests: Mapping[str, Any],
-    selection: Selection,
-    dialects: Dialects,
+    container: ContainerRef, selection: Selection, dialects: Dialects
 ) -> tuple[ContainerAsk | None, str]:
+    limits, requests = container.limits, container.requests
     written: dict[str, str] = {}
     amounts: dict[str, Decimal] = {}
     for name in (*limits, *(n for n in requests if n not in limits)):

@@ -32,7 +32,7 @@ from webhook.core.vocabulary import dra_api, quantity
 from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 from webhook.core.vocabulary.platform import CloudMap
-from webhook.core.vocabulary.workloads import ContainerRef, containers, is_map, mapping_at, resource_section
+from webhook.core.vocabulary.workloads import ContainerRef, PodRead, is_map, mapping_at, read_pod
 
 # Kept for the callers that name the lookup by what it mostly answers: templates by name.
 TemplateLookup = ClaimObjects
@@ -159,7 +159,7 @@ def claim_sources(pod: Mapping[str, Any]) -> list[ClaimSource]:
 
 
 def read_pod_claims(
-    pod: Mapping[str, Any],
+    pod: Mapping[str, Any] | PodRead,
     objects: ClaimObjects,
     maps: tuple[CloudMap, ...],
     catalogue: Catalogue,
@@ -169,14 +169,13 @@ def read_pod_claims(
     device classes), and the extended resources a DeviceClass stands for (KEP-5004), which the
     scheduler turns into a claim of that class: charged like one. `known`: resource names a loaded
     map reads as GPU asks itself (counted as such)."""
-    spec = pod.get("spec")
-    spec = spec if is_map(spec) else {}
+    read = pod if isinstance(pod, PodRead) else read_pod(pod)
     claims: dict[str, _Claim] = {}
     charges: list[ClaimCharge] = []
     uncountable: list[str] = []
     problems: list[str] = []
     notes: list[str] = []
-    for found_at in claim_sources(pod):
+    for found_at in claim_sources(read.pod):
         name, source, made_from = found_at.name, found_at.key, found_at.made_from
         said = f"claim {name} ({made_from})"
         found = objects(source)
@@ -202,12 +201,12 @@ def read_pod_claims(
             charges.append(charge)
         notes += [f"claim {name}: {r.note}" for r in claim.gpu if r.note]
         problems += _claim_problems(claim, said)
-    for said, extended in _extended_charges(spec, objects, maps, catalogue, known):
+    for said, extended in _extended_charges(read.containers, objects, maps, catalogue, known):
         if isinstance(extended, str):
             uncountable.append(f"{said}: {extended}")
         elif extended.use != NO_GPU:
             charges.append(extended)
-    uses, container_charges = _uses(spec, claims, catalogue, problems)
+    uses, container_charges = _uses(read.containers, claims, catalogue, problems)
     return PodClaims(
         tuple(uses),
         tuple(charges),
@@ -219,7 +218,7 @@ def read_pod_claims(
 
 
 def _extended_charges(
-    spec: Mapping[str, Any],
+    found_in: tuple[ContainerRef, ...],
     objects: ClaimObjects,
     maps: tuple[CloudMap, ...],
     catalogue: Catalogue,
@@ -231,11 +230,8 @@ def _extended_charges(
     standing = found.get("resources") if isinstance(found, Mapping) else None
     standing = standing if isinstance(standing, Mapping) else {}
     charged: list[tuple[str, ClaimCharge | str]] = []
-    for container in containers(spec, ("spec",)):
-        limits, requests = (
-            resource_section(container.spec, "limits"),
-            resource_section(container.spec, "requests"),
-        )
+    for container in found_in:
+        limits, requests = container.limits, container.requests
         for resource in dict.fromkeys([*limits, *requests]):
             if resource.startswith(CLASS_RESOURCE_PREFIX):
                 device_class: Any = resource.removeprefix(CLASS_RESOURCE_PREFIX)
@@ -316,14 +312,17 @@ def _claim_problems(claim: _Claim, said: str) -> list[str]:
 
 
 def _uses(
-    spec: Mapping[str, Any], claims: Mapping[str, _Claim], catalogue: Catalogue, problems: list[str]
+    found_in: tuple[ContainerRef, ...],
+    claims: Mapping[str, _Claim],
+    catalogue: Catalogue,
+    problems: list[str],
 ) -> tuple[list[ClaimUse], dict[str, Fraction]]:
     """Each container's GPU claims in device-plugin words, and what they give it in GPU-equivalents."""
     uses: list[ClaimUse] = []
     given: dict[str, Fraction] = {}
     running: dict[tuple[str, str], list[str]] = {}  # (claim, request) → containers running at once
     used: set[str] = set()
-    for container in containers(spec, ("spec",)):
+    for container in found_in:
         readings: list[RequestReading] = []
         names: list[str] = []
         for claim_name, request in _claim_refs(container.spec):

@@ -7,7 +7,7 @@ makes the webhook idempotent under reinvocation and testable without a server.
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.asks.checks import Violation, check_pod_spec
+from webhook.core.asks.checks import Violation, check_containers
 from webhook.core.asks.claims import answering_per_node
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
@@ -29,11 +29,12 @@ from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import pod_templates
 from webhook.core.vocabulary.workloads import (
     MalformedField,
-    container_specs,
+    PodRead,
+    containers,
     editable,
     mapping_at,
     pod_spec_path,
-    resource_section,
+    read_pod,
 )
 
 
@@ -191,16 +192,15 @@ def decide_template(
     """The checks, then the translation: the one decision `translate`, `preflight`, `explain` and a
     workload's preview reach, in the order the webhook's pipeline runs them on a pod (which puts its
     gates between the two)."""
-    spec = template.get("spec")
-    violations = (
-        check_pod_spec(spec, ("spec",), context.target, context.dialects) if isinstance(spec, Mapping) else []
-    )
+    read = read_pod(template)
+    violations = check_containers(read.containers, context.target, context.dialects)
     if violations:
         return TemplateDecision([v.message for v in violations], None)
     if templates is not None and context.slice_nodes is not None:
         templates = answering_per_node(templates, context.slice_nodes.whole_counts, context.dialects.maps)
     try:
-        return TemplateDecision([], rewrite_pod(template, context, hints=hints, templates=templates))
+        demand = read_demand(read, context.dialects, templates)
+        return TemplateDecision([], rewrite_pod(template, context, demand, hints=hints, templates=templates))
     except Untranslatable as exc:
         return TemplateDecision(list(exc.messages), None)
 
@@ -250,19 +250,11 @@ def _absent(
         warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
     if context.present_resources is not None:
         if names is None:
-            names = _resource_names(spec)
+            names = read_pod({"spec": spec}).resource_names
         for name in sorted(n for n in names if context.target.is_accelerator(n)):
             if name not in context.present_resources:
                 warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
     return warnings
-
-
-def _resource_names(spec: Mapping[str, Any]) -> frozenset[str]:
-    """Every resource name the containers' limits and requests write."""
-    names: set[str] = set()
-    for container in container_specs(spec):
-        names.update(resource_section(container, "limits"), resource_section(container, "requests"))
-    return frozenset(names)
 
 
 def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:
@@ -270,14 +262,17 @@ def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Unt
     return f"{subject} cannot run on this cluster ({target.name}): " + "; ".join(exc.messages)
 
 
-def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
+def decide_validation(request: AdmissionRequest, context: Context, read: PodRead | None = None) -> Decision:
     """The /validate path: the same checks, on the final object after every mutating webhook."""
-    checked = check_request(request, context)
+    checked = check_request(request, context, read)
     return checked if checked is not None else allow("checked")
 
 
-def check_request(request: AdmissionRequest, context: Context) -> Decision | None:
-    """A denial, an allowance for requests gpuport does not look at, or None to go on."""
+def check_request(
+    request: AdmissionRequest, context: Context, read: PodRead | None = None
+) -> Decision | None:
+    """A denial, an allowance for requests gpuport does not look at, or None to go on. `read`: the
+    pod, when the caller read it already (its containers are checked as read)."""
     if request.operation not in ("CREATE", "UPDATE"):
         return allow("operation-ignored")
     path = pod_spec_path(request.group, request.kind)
@@ -286,7 +281,8 @@ def check_request(request: AdmissionRequest, context: Context) -> Decision | Non
     pod_spec = mapping_at(request.object or {}, path)
     if pod_spec is None:
         return allow("no-pod-spec")
-    violations = check_pod_spec(pod_spec, path, context.target, context.dialects)
+    found = read.containers if read is not None else containers(pod_spec, path)
+    violations = check_containers(found, context.target, context.dialects)
     if violations:
         return deny(violations[0].reason, denial_message(request, violations))
     return None

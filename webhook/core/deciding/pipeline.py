@@ -21,7 +21,7 @@ from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import Decision, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
-from webhook.core.vocabulary.workloads import container_specs, resource_section
+from webhook.core.vocabulary.workloads import PodRead, read_pod
 
 
 class Memo(Protocol):
@@ -45,30 +45,24 @@ class ClaimTemplates(Protocol):
 
 
 def read_pod_demand(
-    pod: Mapping[str, Any], namespace: str, context: Context, claims: ClaimTemplates | None
+    pod: Mapping[str, Any] | PodRead, namespace: str, context: Context, claims: ClaimTemplates | None
 ) -> PodDemand:
     """The pod's asks, its DRA claims' included when there is a cluster to read templates from
     (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
-    spec = pod.get("spec")
+    read = pod if isinstance(pod, PodRead) else read_pod(pod)
     lookup = None
-    if (
-        claims is not None
-        and isinstance(spec, Mapping)
-        and (spec.get("resourceClaims") or _foreign(spec, context))
-    ):
-        lookup = claims.referenced(namespace, pod)
-    return read_demand(pod, context.dialects, lookup)
+    if claims is not None and (read.spec.get("resourceClaims") or _foreign(read.resource_names, context)):
+        lookup = claims.referenced(namespace, read.pod)
+    return read_demand(read, context.dialects, lookup)
 
 
-def _foreign(spec: Mapping[str, Any], context: Context) -> bool:
+def _foreign(names: frozenset[str], context: Context) -> bool:
     """Whether a container asks for an extended resource no loaded map reads, which a DeviceClass of
     the cluster may stand for (KEP-5004): then the cluster's classes are read too."""
     return any(
         name not in context.dialects
         and (is_extended_resource(name) or name.startswith(CLASS_RESOURCE_PREFIX))
-        for container in container_specs(spec)
-        for section in ("limits", "requests")
-        for name in resource_section(container, section)
+        for name in names
     )
 
 
@@ -146,16 +140,14 @@ def _decide(
         if demand is None:
             return decision  # the checks refused it: nothing after them runs
     else:
-        checked = check_request(review, context)
+        # Read once: the checks, the gates and the translation all walk this reading of the pod.
+        read = read_pod(review.object or {}) if review.is_pod_create else None
+        checked = check_request(review, context, read)
         if checked is not None:
             if memo is not None and key is not None and not checked.allowed:
                 memo.put(key, context, (None, checked))
             return checked
-        demand = (
-            read_pod_demand(review.object or {}, review.namespace, context, claims)
-            if review.is_pod_create
-            else None
-        )
+        demand = read_pod_demand(read, review.namespace, context, claims) if read is not None else None
     if demand is not None:
         for gate in gates.on_mutate:
             refused = gate.admit(review, context, demand)
@@ -176,11 +168,13 @@ def validate(
 ) -> Decision:
     """/validate: the checks, then each gate in order until one refuses. The gates see the devices
     the pod's DRA claims ask for as well: one budget for both worlds."""
-    decision = decide_validation(review, context)
     order = gates.on_validate
-    if not (decision.allowed and order and review.is_pod_create):
+    # Read once where the checks and a gate both walk it; the checks alone walk the spec as it is.
+    read = read_pod(review.object or {}) if review.is_pod_create and order else None
+    decision = decide_validation(review, context, read)
+    if not (decision.allowed and read is not None):
         return decision
-    demand = read_pod_demand(review.object or {}, review.namespace, context, claims)
+    demand = read_pod_demand(read, review.namespace, context, claims)
     for gate in order:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:

@@ -32,6 +32,9 @@ class ContainerRef:
     name: str
     spec: Mapping[str, Any]
     spec_path: str
+    # Its resources sections, read with it ({} when absent or not maps): every step reads them.
+    limits: Mapping[str, Any]
+    requests: Mapping[str, Any]
 
     @property
     def label(self) -> str:
@@ -192,8 +195,53 @@ def containers(
             if type(container) is dict or isinstance(container, Mapping):
                 name = container.get("name")
                 yield ContainerRef(
-                    list_name, index, name if isinstance(name, str) else "?", container, dotted
+                    list_name,
+                    index,
+                    name if isinstance(name, str) else "?",
+                    container,
+                    dotted,
+                    resource_section(container, "limits"),
+                    resource_section(container, "requests"),
                 )
+
+
+@dataclass(slots=True)
+class PodRead:
+    """A pod (or pod template) read once for every step of a decision: the checks, the asks, the
+    claims and the translation all walk these containers instead of the raw spec again."""
+
+    pod: Mapping[str, Any]
+    spec: Mapping[str, Any]  # {} when absent or not a map
+    containers: tuple[ContainerRef, ...]  # init containers first, each list in its order
+    # Worked out when first asked (a pod the checks refuse never needs them); slots, so a property
+    # and not functools.cached_property, which needs an instance __dict__.
+    _annotations: Mapping[str, Any] | None = None
+    _names: frozenset[str] | None = None
+
+    @property
+    def annotations(self) -> Mapping[str, Any]:
+        if self._annotations is None:
+            metadata = self.pod.get("metadata")
+            found = metadata.get("annotations") if is_map(metadata) else None
+            self._annotations = found if is_map(found) else {}
+        return self._annotations
+
+    @property
+    def resource_names(self) -> frozenset[str]:
+        """Every name the containers' limits and requests write."""
+        if self._names is None:
+            names: set[str] = set()
+            for ref in self.containers:
+                names.update(ref.limits)
+                names.update(ref.requests)
+            self._names = frozenset(names)
+        return self._names
+
+
+def read_pod(pod: Mapping[str, Any]) -> PodRead:
+    spec = pod.get("spec")
+    spec = spec if is_map(spec) else {}
+    return PodRead(pod, spec, tuple(containers(spec)))
 
 
 def container_specs(
@@ -222,7 +270,7 @@ def resource_entries(
 ) -> Iterator[tuple[ContainerRef, str, Any]]:
     """(container, resource name, amount as written) for each entry of one resources section."""
     for container in containers(pod_spec, lists=lists):
-        for name, amount in resource_section(container.spec, section).items():
+        for name, amount in (container.limits if section == "limits" else container.requests).items():
             yield container, str(name), amount
 
 
