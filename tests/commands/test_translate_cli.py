@@ -297,6 +297,36 @@ def test_lint_points_at_the_broken_line(tmp_path):
     ]
 
 
+def test_lint_fails_a_map_whose_node_kinds_do_not_say_one_gpu_count_each(tmp_path):
+    # A size a model label pins with no count, or with two, may be given a pod it cannot hold.
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    text = (maps / "aks.yaml").read_text()
+    text = text.replace("      Standard_NC64as_T4_v3: 4\n", "", 1)  # the T4 size's count is gone
+    # A second entry of the same label (as EKS has for SageMaker sizes) counts one size again, wrongly.
+    text = text.replace(
+        "  - label: beta.kubernetes.io/instance-type",
+        "  - label: node.kubernetes.io/instance-type\n    values: {H100-80GB: Standard_ND96isr_H100_v5}\n"
+        "    gpus: {Standard_ND96isr_H100_v5: 4}\n  - label: beta.kubernetes.io/instance-type",
+    )
+    (maps / "aks.yaml").write_text(text)
+    lines = text.splitlines()
+    t4 = next(n for n, line in enumerate(lines, 1) if line.startswith("      T4: ["))
+    again = next(n for n, line in enumerate(lines, 1) if "{Standard_ND96isr_H100_v5: 4}" in line)
+    code, out, _ = run_cli("lint", str(maps / "aks.yaml"))
+    assert code == 1
+    label, where = "node.kubernetes.io/instance-type", maps / "aks.yaml"
+    missing = "but says no GPU count, though its label counts others: a pod needing more GPUs than it holds"
+    assert out.strip().splitlines() == [
+        f"{where}:{t4}: {label}=Standard_NC64as_T4_v3 pins T4 {missing} may be sent there",
+        f"{where}:{again}: {label}=Standard_ND96isr_H100_v5 holds 4 GPUs here but 8 in model_labels entry 1: "
+        "a pod may be sent to a node that cannot hold it",
+        # The alias entry shares the sizes' lines (a YAML alias): said at the same line.
+        f"{where}:{t4}: beta.kubernetes.io/instance-type=Standard_NC64as_T4_v3 pins T4 {missing} "
+        "may be sent there",
+    ]
+
+
 def test_lint_flags_limits_quota_keys_for_gpus(tmp_path):
     quota = tmp_path / "quota.yaml"
     quota.write_text(

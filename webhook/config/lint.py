@@ -74,6 +74,8 @@ def _lint_text(path: Path, text: str, names: dict[str, Path]) -> FileReport:
         name = docs[0].get("name", "?")
         problems = map_problems(text, path, _catalogue_for(path))
         findings = [Finding(p.path, p.line, p.problem) for p in problems]
+        if not problems:
+            findings += _node_count_findings(path, nodes[0], docs[0])
         if not problems and name in names:
             findings.append(Finding(str(path), 1, f"map name {name!r} is already used by {names[name]}"))
         names.setdefault(str(name), path)
@@ -99,6 +101,41 @@ def _lint_text(path: Path, text: str, names: dict[str, Path]) -> FileReport:
     return FileReport(
         str(path), ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items())), findings
     )
+
+
+def _node_count_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
+    """A node kind a model label pins must say how many GPUs it holds, once: a pod is sent only to
+    kinds whose count holds it, and a kind with no count (or two) may take a pod it cannot hold."""
+    findings = []
+    counted: dict[tuple[str, str], tuple[int, int]] = {}  # (label, value) → (GPUs, entry it was said in)
+    for index, entry in enumerate(doc.get("model_labels") or []):
+        gpus = entry.get("gpus") or {}
+        for value, count in gpus.items():
+            said = counted.setdefault((entry["label"], value), (count, index))
+            if said[0] != count:
+                findings.append(
+                    Finding(
+                        str(path),
+                        line_of(node, ["model_labels", index, "gpus", value]),
+                        f"{entry['label']}={value} holds {count} GPUs here but {said[0]} in model_labels "
+                        f"entry {said[1] + 1}: a pod may be sent to a node that cannot hold it",
+                    )
+                )
+        values = entry.get("values")
+        if not gpus or not isinstance(values, dict):
+            continue
+        for model, pinned in values.items():
+            for value in pinned if isinstance(pinned, list) else [pinned]:
+                if value not in gpus:
+                    findings.append(
+                        Finding(
+                            str(path),
+                            line_of(node, ["model_labels", index, "values", model]),
+                            f"{entry['label']}={value} pins {model} but says no GPU count, though its "
+                            "label counts others: a pod needing more GPUs than it holds may be sent there",
+                        )
+                    )
+    return findings
 
 
 def _quota_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding]:
