@@ -183,6 +183,11 @@ def test_the_schema_lists_exactly_the_words_the_values_know_with_the_same_defaul
         default = next(f.default for f in fields(cls) if f.name == name)
         assert schema.get("default", "") == default, name
 
+    sharing = ("properties", "policy", "properties", "sharing", "properties")
+    for key, name in (("memory_fill", "sharing_memory_fill"), ("memory_required", "sharing_memory_required")):
+        default = next(f.default for f in fields(platform.CloudMap) if f.name == name)
+        assert _schema_property((*sharing, key))["default"] == default, name
+
     resources = ("properties", "resources", "properties")
     assert _form_words((*resources, "mig")) == set(get_args(platform.MigFormName))
     assert _form_words((*resources, "shared")) == set(get_args(platform.SharedFormName))

@@ -247,6 +247,11 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             fractional_policy="fractional",
             topology_policy="topology",
         ),
+        **_given(
+            data.get("policy", {}).get("sharing", {}),
+            sharing_memory_fill="memory_fill",
+            sharing_memory_required="memory_required",
+        ),
     )
 
 

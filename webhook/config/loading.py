@@ -12,11 +12,13 @@ from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.core.asks.claims import read_device_class
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
+from webhook.core.rewriting.sharing_guard import SharedMemoryGuard
 from webhook.core.rewriting.whole_gpus import slice_nodes
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.inventory import Inventory, InventoryError, models_present, parse_inventory
 from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.topology import SHARED_MEMORY_FULL
 
 
 class StartupError(RuntimeError):
@@ -74,12 +76,20 @@ def build_context(
     return Context(
         target=target,
         dialects=dialects,
-        mutations=(PlacementHints(target, inventory),),
+        mutations=(PlacementHints(target, inventory), *_sharing_guard(target, inventory)),
         present_models=frozenset(present),
         present_resources=resources_present(inventory),
         declared=declared,
         slice_nodes=slice_nodes(((n.name, n.labels, n.allocatable) for n in inventory.nodes), declared),
     )
+
+
+def _sharing_guard(target: CloudMap, inventory: Inventory) -> tuple[SharedMemoryGuard, ...]:
+    """The overcommit guard, where the node agent labels nodes (elsewhere nothing reports a GPU full)."""
+    said = [n.labels[SHARED_MEMORY_FULL] for n in inventory.nodes if SHARED_MEMORY_FULL in n.labels]
+    if not said:
+        return ()
+    return (SharedMemoryGuard(target, sum(1 for value in said if value == "true"), len(said)),)
 
 
 def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) -> CloudMap:

@@ -16,6 +16,7 @@ from webhook.core.deciding.decision import Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.patch import diff_mutation
 from webhook.core.rewriting.podedits import add_tolerations, missing_tolerations
+from webhook.core.rewriting.sharing_guard import sharing_refusals
 from webhook.core.rewriting.translate import (
     TRANSLATED_FROM,
     Untranslatable,
@@ -112,6 +113,9 @@ def rewrite_pod(
     demand = demand if demand is not None else read_demand(pod, context.dialects, templates)
     if demand.claim_problems and context.target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
+    refused = sharing_refusals(demand, context.target, context.dialects.catalogue)
+    if refused:
+        raise Untranslatable(refused)
     spec = pod.get("spec") or {}
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)

@@ -188,6 +188,10 @@ class CloudMap:
     mig_to_whole: MigToWhole = "deny"
     substitution: Substitution = "same-class"
     topology_policy: TopologyPolicy = "preferred"
+    # The overcommit guard for shared GPUs: the fraction of a shared GPU's memory its clients may fill
+    # (κ), and whether a shared ask must say how much memory it needs.
+    sharing_memory_fill: float = 0.9
+    sharing_memory_required: bool = False
     numa_scheduler: NumaScheduler = ""
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)

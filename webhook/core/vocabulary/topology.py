@@ -7,6 +7,9 @@ import itertools
 # Where the node agent publishes a node's capability record (its GPUs, MIG layout and this link matrix),
 # and where the inventory reads it back.
 CAPABILITY_ANNOTATION = "gpuport.io/capability"
+# The node label the agent keeps: "true" while every GPU a share could land on is filled past the
+# cloud map's policy.sharing.memory_fill (the webhook steers new shared-GPU pods off such nodes).
+SHARED_MEMORY_FULL = "gpuport.io/shared-memory-full"
 
 # Hop cost of a GPU pair, by the closest link between them (lower is faster).
 HOPS = {"NVLINK": 1, "PCIE_SWITCH": 2, "HOST_BRIDGE": 3, "NUMA": 3, "SYSTEM": 4}

@@ -1,0 +1,129 @@
+"""The overcommit guard for shared GPUs (policy.sharing): a share that needs more than κ of any GPU it
+may get is refused naming what fits; other shared-GPU pods are kept off the nodes the node agent reports
+past κ; whole GPUs and MIG slices are never touched."""
+
+from dataclasses import replace
+
+import jsonpatch
+
+from tests.helpers import context, parsed, pod_with_resources, review_of
+from webhook.config.cloudmap import default_directory
+from webhook.config.loading import build_context
+from webhook.core.deciding import pipeline
+from webhook.core.vocabulary.inventory import parse_inventory
+from webhook.core.vocabulary.topology import SHARED_MEMORY_FULL
+
+H100_MIB = 81559  # NVML's total for an H100 80GB (gpus.yaml)
+KEEP_OFF = {"key": SHARED_MEMORY_FULL, "operator": "NotIn", "values": ["true"]}
+
+
+def node(name, full, labels=None):
+    said = {} if full is None else {SHARED_MEMORY_FULL: "true" if full else "false"}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {**said, **(labels or {})}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/gpumem": "652472"}},
+    }
+
+
+def with_nodes(cloud, *nodes):
+    inventory = parse_inventory([{"kind": "List", "items": list(nodes)}])
+    return build_context(default_directory(), cloud, inventory=inventory)
+
+
+def mutate(ctx, pod):
+    return pipeline.mutate(parsed(review_of(pod)), ctx)
+
+
+def hami_share(mib, product=None):
+    pod = pod_with_resources({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mib)}})
+    if product:
+        pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    return pod
+
+
+def required(pod):
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return [e for term in terms["nodeSelectorTerms"] for e in term["matchExpressions"]]
+
+
+def test_a_share_needing_more_than_the_fill_limit_of_its_gpu_is_refused_naming_what_fits():
+    room = int(H100_MIB * 0.9)  # 73403 MiB: what one client of a shared H100 may fill
+    decision = mutate(context("hami"), hami_share(room + 1, "NVIDIA-H100-80GB-HBM3"))
+    assert not decision.allowed
+    assert (
+        f"asks for a shared GPU with {room + 1} MiB; a client of a shared H100-80GB may fill at most "
+        f"{room} MiB (0.9 of {H100_MIB} MiB, policy.sharing.memory_fill): ask for a whole H100-80GB "
+        "(nvidia.com/gpu: 1)"
+    ) in decision.message
+    assert mutate(context("hami"), hami_share(room, "NVIDIA-H100-80GB-HBM3")).allowed
+
+
+def test_the_fill_limit_is_the_maps_and_unpinned_shares_are_measured_against_the_largest_gpu():
+    ctx = context("hami")
+    largest = max(
+        ctx.dialects.catalogue.models[m].memory_bytes >> 20
+        for m in ctx.target.models_offered(ctx.dialects.catalogue)
+    )
+    strict = replace(ctx, target=replace(ctx.target, sharing_memory_fill=0.5))
+    assert mutate(ctx, hami_share(int(largest * 0.9))).allowed
+    refused = mutate(strict, hami_share(int(largest * 0.5) + 1))
+    assert (
+        not refused.allowed and f"at most {int(largest * 0.5)} MiB (0.5 of {largest} MiB" in refused.message
+    )
+
+
+def test_a_map_that_requires_memory_refuses_a_share_that_does_not_say_it():
+    ctx = context("eks")
+    strict = replace(ctx, target=replace(ctx.target, sharing_memory_required=True))
+    pod = pod_with_resources({"limits": {"nvidia.com/gpu.shared": "1"}})
+    assert mutate(ctx, pod).allowed
+    decision = mutate(strict, pod)
+    assert not decision.allowed
+    assert "without saying how much memory it needs, which eks requires (policy.sharing.memory_required)" in (
+        decision.message
+    )
+    assert "this cluster's shares cannot say memory: ask for a MIG slice or a whole GPU" in decision.message
+    hami = context("hami")
+    hami = replace(hami, target=replace(hami.target, sharing_memory_required=True))
+    said = mutate(hami, pod_with_resources({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}}))
+    assert "add nvidia.com/gpumem" in said.message
+
+
+def test_whole_gpus_and_mig_slices_are_never_guarded():
+    ctx = context("eks")
+    strict = replace(ctx, target=replace(ctx.target, sharing_memory_required=True, sharing_memory_fill=0.01))
+    for resources in ({"nvidia.com/gpu": "8"}, {"nvidia.com/mig-1g.10gb": "1"}):
+        decision = mutate(strict, pod_with_resources({"limits": resources}))
+        assert decision.allowed and not decision.patch, resources
+    # A share asked as a MIG instance (HAMi's dynamic MIG) becomes a slice on eks: isolated, not guarded.
+    dynamic = hami_share(8000)
+    dynamic["metadata"]["annotations"] = {"nvidia.com/vgpu-mode": "mig"}
+    assert mutate(strict, dynamic).allowed
+
+
+def test_shared_pods_are_kept_off_nodes_the_agent_reports_full_and_told_why():
+    ctx = with_nodes("hami", node("a", full=True), node("b", full=False))
+    decision = mutate(ctx, hami_share(20000))
+    pod = jsonpatch.apply_patch(hami_share(20000), list(decision.patch))
+    assert KEEP_OFF in required(pod)
+    assert (
+        f"gpuport: shared GPU: kept off nodes with {SHARED_MEMORY_FULL}=true (past 90% of memory)"
+        in decision.warnings
+    )
+    assert not any("the pod waits" in w for w in decision.warnings)
+    # A whole-GPU pod on the same nodes is left as it was.
+    whole = mutate(ctx, pod_with_resources({"limits": {"nvidia.com/gpu": "2"}}))
+    assert not any(SHARED_MEMORY_FULL in str(op) for op in whole.patch)
+
+
+def test_when_every_labelled_node_is_full_the_pod_is_told_it_waits():
+    ctx = with_nodes("hami", node("a", full=True), node("b", full=True), node("cpu", full=None))
+    decision = mutate(ctx, hami_share(20000))
+    assert "gpuport: every node's shared GPUs are past 90% of memory now: the pod waits" in decision.warnings
+
+
+def test_without_the_agents_label_on_any_node_no_term_is_added():
+    ctx = with_nodes("hami", node("a", full=None))
+    decision = mutate(ctx, hami_share(20000))
+    assert not any(SHARED_MEMORY_FULL in str(op) for op in decision.patch)
