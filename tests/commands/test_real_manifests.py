@@ -462,6 +462,10 @@ def test_a_slice_no_node_offers_is_said(capsys, tmp_path):
         ("hyperpod-pytorchjob.yaml", "generic", 1),
         ("trainer-runtime-gke.yaml", "eks", 1),
         ("kubeflow-notebook-eks.yaml", "gke", 1),
+        ("serving/kserve-gke.yaml", "eks", 1),  # the predictor's model block is its first container
+        ("serving/kserve-isvc-eks-t4.yaml", "gke", 1),  # the CPU transformer is left alone
+        ("serving/kserve-runtime-gke-l4.yaml", "eks", 1),
+        ("knative-gke-t4.yaml", "aks", 1),
     ],
 )
 def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, name, target, translated):
@@ -475,7 +479,6 @@ def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, 
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("kserve-gke.yaml", "KServe writes the pods"),
         ("notebook-crd.yaml", "gpuport does not know where this kind keeps its pod templates"),
         ("trainjob-gke.yaml", "it asks for GPUs in spec.trainer.resourcesPerNode"),
         ("spark-gpu-eks.yaml", "a gpu field of the Spark operator's own"),
