@@ -27,6 +27,7 @@ def test_version():
         "translate",
         "lint",
         "preflight",
+        "usage",
         "node-agent",
         "explain",
         "registration",

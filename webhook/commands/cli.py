@@ -15,9 +15,21 @@ from webhook.commands import (
     registration,
     serve,
     translate,
+    usage,
 )
 
-COMMANDS = (serve, certificates, translate, preflight, node_agent, explain, lint, registration, completion)
+COMMANDS = (
+    serve,
+    certificates,
+    translate,
+    preflight,
+    usage,
+    node_agent,
+    explain,
+    lint,
+    registration,
+    completion,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

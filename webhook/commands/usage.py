@@ -1,0 +1,281 @@
+"""`gpuport usage`: what the node agents measured on each GPU beside what the pods there ask for."""
+
+import argparse
+import json
+import os
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from webhook.commands.common import Subcommands, bad_input
+
+if TYPE_CHECKING:
+    from webhook.core.migration.usage import UsageReport
+
+_COLUMNS = (
+    "NODE",
+    "GPU",
+    "MODEL",
+    "MODE",
+    "PODS",
+    "ALLOCATED",
+    "MEMORY MiB",
+    "UTIL_EFF COMPUTE",
+    "UTIL_EFF MEMORY",
+)
+
+
+def register(commands: Subcommands) -> None:
+    parser = commands.add_parser(
+        "usage",
+        help="per node and GPU: measured memory and Util_eff beside the GPU-equivalents pods are allocated",
+        description="Read the Nodes (the node agent's gpuport.io/capability annotation) and the Pods bound "
+        "to them, read-only, and print per node and GPU: model, mode (whole, MIG <profile>, shared), the "
+        "pods running there, the GPU-equivalents allocated (as the GPU quota counts them), memory used of "
+        "total and Util_eff (compute; memory used ÷ total), then the cluster's totals: Σ used ÷ Σ capacity "
+        "and allocated ÷ GPUs. Unknown figures are shown as - and left out of the sums. Exit 0, or 2 when "
+        "the cluster or the cloud maps cannot be read.",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        help="the cluster's kubeconfig, or in-cluster (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    parser.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
+    parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
+    parser.add_argument("-o", "--output", choices=["text", "json", "markdown"], default="text")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.config.cloudmap import default_directory
+    from webhook.config.loading import StartupError, build_context
+    from webhook.core.migration.usage import usage_report
+    from webhook.core.vocabulary.inventory import InventoryError, parse_inventory
+
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    try:
+        nodes, pods = _read_cluster(kubeconfig)
+    except ClusterUnreadable as exc:
+        return bad_input("usage", exc)
+    try:
+        # The models and slices the nodes' labels and allocatable show narrow the map, as the server's
+        # cluster view does (what a share by memory is a share of). The agent's annotation is left out
+        # here: the report reads it, and says which node's is wrong; nodes that cannot be read as an
+        # inventory leave the map as written.
+        inventory = parse_inventory([_without_capability(n) for n in nodes]) if nodes else None
+    except InventoryError:
+        inventory = None
+    try:
+        context = build_context(args.cloudmap_dir or default_directory(), args.cloud, inventory=inventory)
+    except StartupError as exc:
+        return bad_input("usage", exc)
+    report = usage_report(nodes, pods, context)
+    render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
+    sys.stdout.write(render(report))
+    return 0
+
+
+def _without_capability(node: dict[str, Any]) -> dict[str, Any]:
+    from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
+
+    metadata = node.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    kept = {k: v for k, v in annotations.items() if k != CAPABILITY_ANNOTATION}
+    return {**node, "kind": "Node", "metadata": {**metadata, "annotations": kept}}
+
+
+class ClusterUnreadable(Exception):
+    """The kubeconfig or the API server: one line saying which and why."""
+
+
+def _read_cluster(kubeconfig: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError, MaxRetryError
+
+    from webhook.adapters.kube.kubeclient import api_client
+    from webhook.adapters.kube.usage_reader import nodes_and_pods
+
+    try:
+        api = api_client(kubeconfig)
+    except Exception as exc:  # the client library raises what its YAML and dict walks raise on a bad file
+        raise ClusterUnreadable(f"kubeconfig {kubeconfig}: {_one_line(exc)}") from None
+    where = api.configuration.host
+    try:
+        return nodes_and_pods(client.CoreV1Api(api))
+    except ApiException as exc:
+        raise ClusterUnreadable(f"{where} answered {exc.status} {exc.reason}{_said(exc.body)}") from None
+    except MaxRetryError as exc:
+        raise ClusterUnreadable(f"cannot reach {where}: {_one_line(exc.reason or exc)}") from None
+    except (HTTPError, OSError) as exc:
+        raise ClusterUnreadable(f"cannot read {where}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: object) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _said(body: Any) -> str:
+    try:
+        message = json.loads(body).get("message")
+    except (TypeError, ValueError, AttributeError):
+        return ""
+    return f": {' '.join(message.split())}" if isinstance(message, str) and message.strip() else ""
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
+    """The table's rows (header first, the TOTAL row last), each cell as printed."""
+    from webhook.core.budget.equivalents import show
+
+    rows: list[tuple[str, ...]] = [_COLUMNS]
+    for node in report.nodes:
+        state: str = "" if node.state == "measured" else node.state
+        if node.shared_memory_full:
+            state = f"shared memory full (κ {node.memory_fill_limit:g})"
+        rows.append(
+            (
+                node.name,
+                "all",
+                "",
+                state,
+                ", ".join(node.pods) or "-",
+                show(node.allocated),
+                _memory(node.memory_used_mib, node.memory_total_mib),
+                _percent(node.util_eff_compute),
+                _percent(node.util_eff_memory),
+            )
+        )
+        for gpu in node.gpus:
+            rows.append(
+                (
+                    node.name,
+                    str(gpu.index),
+                    gpu.model or "-",
+                    gpu.mode,
+                    ", ".join(gpu.pods) or "-",
+                    "",
+                    _memory(gpu.memory_used_mib, gpu.memory_total_mib),
+                    _percent(gpu.compute),
+                    _percent(gpu.memory),
+                )
+            )
+    t = report.totals
+    rows.append(
+        (
+            "TOTAL",
+            f"{t.gpus} GPUs",
+            "",
+            f"{t.nodes} node(s) measured",
+            str(sum(len(n.pods) for n in report.nodes if n.state == "measured")),
+            show(t.allocated),
+            _memory(t.memory_used_mib, t.memory_total_mib) if t.memory_total_mib else "-",
+            _percent(t.compute),
+            _percent(t.memory),
+        )
+    )
+    return rows
+
+
+def _allocation_line(report: "UsageReport") -> str:
+    from webhook.core.budget.equivalents import show
+
+    t = report.totals
+    ratio = "-" if t.allocation_ratio is None else f"{float(t.allocation_ratio):.3f}"
+    return f"Allocation ratio (allocated ÷ GPU capacity): {show(t.allocated)} ÷ {t.gpus} = {ratio}"
+
+
+_LEGEND = (
+    "Util_eff: a GPU's compute busy and memory used ÷ total; a node's (GPU all) as its agent published it; "
+    "TOTAL's Σ used ÷ Σ capacity (compute in GPU-equivalents, a MIG instance weighing its slice)"
+)
+
+
+def usage_text(report: "UsageReport") -> str:
+    rows = usage_rows(report)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += ["", _allocation_line(report), _LEGEND]
+    lines += [f"Note: {note}" for note in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def usage_markdown(report: "UsageReport") -> str:
+    rows = usage_rows(report)
+    lines = ["### gpuport usage", "", _pipe(rows[0]), "|" + "---|" * 5 + "---:|" * 4]
+    lines += [_pipe(row) for row in rows[1:-1]]
+    lines += [_pipe(tuple(f"**{cell}**" if cell else "" for cell in rows[-1]))]
+    lines += ["", _allocation_line(report) + ".", "", _LEGEND + "."]
+    if report.notes:
+        lines += ["", *(f"- {note}" for note in report.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def usage_json(report: "UsageReport") -> str:
+    t = report.totals
+    document = {
+        "nodes": [
+            {
+                "node": n.name,
+                "state": n.state,
+                "problem": n.problem or None,
+                "pods": list(n.pods),
+                "allocated": _number(n.allocated),
+                "gpu_count": n.capacity if n.state == "measured" else None,
+                "memory_used_mib": n.memory_used_mib,
+                "memory_total_mib": n.memory_total_mib,
+                "util_eff": {"compute": n.util_eff_compute, "memory": n.util_eff_memory},
+                "memory_fill_limit": n.memory_fill_limit,
+                "shared_memory_full": n.shared_memory_full,
+                "gpus": [
+                    {
+                        "index": g.index,
+                        "uuid": g.uuid,
+                        "model": g.model,
+                        "mode": g.mode,
+                        "pods": list(g.pods),
+                        "processes_without_pod": g.podless,
+                        "memory_used_mib": g.memory_used_mib,
+                        "memory_total_mib": g.memory_total_mib,
+                        "util_eff": {"compute": _number(g.compute), "memory": _number(g.memory)},
+                    }
+                    for g in n.gpus
+                ],
+            }
+            for n in report.nodes
+        ],
+        "totals": {
+            "nodes": t.nodes,
+            "gpus": t.gpus,
+            "allocated": _number(t.allocated),
+            "allocation_ratio": _number(t.allocation_ratio),
+            "memory_used_mib": t.memory_used_mib,
+            "memory_total_mib": t.memory_total_mib,
+            "util_eff": {"compute": _number(t.compute), "memory": _number(t.memory)},
+            "compute_capacity": _number(t.compute_capacity),
+        },
+        "notes": list(report.notes),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _number(value: Fraction | None) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _percent(value: Fraction | float | None) -> str:
+    return "-" if value is None else f"{float(value):.1%}"
+
+
+def _memory(used: int | None, total: int | None) -> str:
+    return "-" if used is None or total is None else f"{used}/{total}"
+
+
+def _pipe(row: tuple[str, ...]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
