@@ -100,6 +100,36 @@ def test_nodes_become_an_inventory_and_heartbeats_do_not_bump_the_version():
     assert "other" not in json.dumps(keep_node(node))  # only what decisions read is kept
 
 
+def test_a_node_whose_agent_record_is_broken_costs_only_that_node_its_record(caplog):
+    # Anyone who may patch a Node may write the annotation: one bad record must not blind the
+    # webhook to every other node (no placement hints, no present models, no overcommit guard).
+    cache = view()
+    record = gather(FakeNVML.load("h100-sxm-8-nvswitch"), context().dialects.catalogue)
+
+    def node(name, capability):
+        return {
+            "metadata": {"name": name, "annotations": {"gpuport.io/capability": capability}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        }
+
+    broken = {"not-json": "{", "a-list": "[1, 2]", "bad-gpus": json.dumps({"gpus": ["H100"]})}
+    cache.apply(
+        "nodes",
+        "RELIST",
+        items=[node("good", json.dumps(record)), *(node(n, text) for n, text in broken.items())],
+    )
+    inventory = cache.inventory()
+    by_name = {n.name: n for n in inventory.nodes}
+    assert set(by_name) == {"good", *broken}
+    assert by_name["good"].capability["nvlink_domain_size"] == 8
+    assert all(by_name[n].capability == {} for n in broken)
+    assert [p.split(":")[0] for p in inventory.problems] == [f"node {n}" for n in broken]
+    assert (
+        "node a-list: gpuport.io/capability is not a JSON object: that node is read without its record"
+        in caplog.text
+    )
+
+
 def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     import shutil
 

@@ -120,3 +120,20 @@ def test_building_the_parser_imports_no_server_cluster_or_gpu_library():
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_an_inventory_file_with_a_broken_agent_record_names_the_node(tmp_path, capsys):
+    # A file the user gave: the problem is theirs to fix, so it is an error (the webhook's live view
+    # reads such a node without its record instead).
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "kind: Node\nmetadata:\n  name: gpu-1\n  annotations:\n    gpuport.io/capability: '[1]'\n"
+        "status:\n  allocatable:\n    nvidia.com/gpu: '8'\n"
+    )
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("kind: Pod\napiVersion: v1\nmetadata:\n  name: p\nspec:\n  containers: []\n")
+    assert main(["translate", "--to", "generic", "--inventory", str(nodes), str(pod)]) == 2
+    assert (
+        f"inventory {nodes}: node gpu-1: gpuport.io/capability is not a JSON object"
+        in capsys.readouterr().err
+    )

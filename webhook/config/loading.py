@@ -118,10 +118,14 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
 
 
 def load_inventory(path: Path) -> Inventory:
+    """A file the user gave: every problem in it is theirs to fix, so the first one is an error."""
     try:
-        return parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+        inventory = parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
         raise StartupError(f"inventory {path}: {exc}") from None
+    if inventory.problems:
+        raise StartupError(f"inventory {path}: {inventory.problems[0]}")
+    return inventory
 
 
 def profiles_present(inventory: Inventory, target: CloudMap) -> set[str]:

@@ -309,10 +309,13 @@ class ClusterView:
         with self._lock:
             nodes = self._stores["nodes"].in_group("")
         try:
-            return parse_inventory(nodes) if nodes else None
+            inventory = parse_inventory(nodes) if nodes else None
         except InventoryError as exc:
             log.warning("node inventory not usable: %s", exc)
             return None
+        for problem in inventory.problems if inventory is not None else ():
+            log.warning("%s: that node is read without its record", problem)
+        return inventory
 
     # -- the watch loops ------------------------------------------------------------------------
     def apply(self, name: str, kind: str, obj: dict[str, Any] | None = None, items=()) -> None:

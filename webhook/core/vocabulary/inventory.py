@@ -41,6 +41,7 @@ class NamespaceQuota:
 class Inventory:
     nodes: tuple[Node, ...]
     quotas: tuple[NamespaceQuota, ...] = ()
+    problems: tuple[str, ...] = ()  # node-agent records that could not be read, each with why
 
 
 def parse_inventory(documents: list[Any]) -> Inventory:
@@ -52,7 +53,7 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             items += [i for i in doc if isinstance(i, Mapping)]
         elif isinstance(doc, Mapping):
             items.append(doc)
-    nodes, quotas = [], []
+    nodes, quotas, problems = [], [], []
     for item in items:
         kind = item.get("kind", "Node")
         metadata = item.get("metadata") or {}
@@ -61,12 +62,9 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             status = item.get("status") or {}
             resources = status.get("allocatable") or status.get("capacity") or {}
             annotations = metadata.get("annotations") or {}
-            capability: dict[str, Any] = {}
-            if CAPABILITY_ANNOTATION in annotations:
-                try:
-                    capability = json.loads(annotations[CAPABILITY_ANNOTATION])
-                except (TypeError, ValueError) as exc:
-                    raise InventoryError(f"node {name}: {CAPABILITY_ANNOTATION} is not JSON: {exc}") from None
+            capability, problem = _capability(annotations.get(CAPABILITY_ANNOTATION))
+            if problem:
+                problems.append(f"node {name}: {CAPABILITY_ANNOTATION} {problem}")
             nodes.append(
                 Node(
                     name=name,
@@ -87,7 +85,24 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             )
     if not nodes:
         raise InventoryError("the inventory holds no Node objects (use `kubectl get nodes -o yaml`)")
-    return Inventory(tuple(nodes), tuple(quotas))
+    return Inventory(tuple(nodes), tuple(quotas), tuple(problems))
+
+
+def _capability(text: Any) -> tuple[dict[str, Any], str]:
+    """A node agent's record, or ({}, why not). Anyone who may patch a Node may write the annotation:
+    a record that is not one costs that node its record, never the view of every other node."""
+    if text is None:
+        return {}, ""
+    try:
+        record = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        return {}, f"is not JSON ({exc})"
+    if not isinstance(record, dict):
+        return {}, "is not a JSON object"
+    gpus = record.get("gpus")
+    if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus)):
+        return {}, "has gpus that are not a list of objects"
+    return record, ""
 
 
 def _amount(value: Any, owner: str, key: str) -> Decimal:
@@ -108,7 +123,7 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
         gpus = node.capability.get("gpus") if node.capability else None
         if gpus:
             present |= {
-                g["model"] for g in gpus if g.get("model") and g.get("health", {}).get("healthy", True)
+                g["model"] for g in gpus if isinstance(g.get("model"), str) and _healthy(g.get("health"))
             }
             continue
         for label in labels:
@@ -119,3 +134,7 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
         if found is not None:
             present.add(found[0].id)
     return {m for m in present if m in catalogue.models}
+
+
+def _healthy(health: Any) -> bool:
+    return not isinstance(health, Mapping) or health.get("healthy", True) is not False
