@@ -1,6 +1,17 @@
 """A recorded NVML at the pynvml function level: the real module's constants and error classes, with
 answers taken from a JSON record of a machine. Calls a record does not cover raise NotSupported, as
-they do on real hosts."""
+they do on real hosts.
+
+Usage, where a record has it (per GPU, and per MIG instance): `memory_used_bytes` (nvmlDeviceGetMemoryInfo
+.used; a record without it stands for a machine whose usage was not recorded, and reads 0), `utilization`
+(nvmlDeviceGetUtilizationRates, only the fields recorded: reading another fails), `processes`
+(nvmlDeviceGetComputeRunningProcesses: pid and used_memory_bytes, null where NVML says
+NVML_VALUE_NOT_AVAILABLE, which pynvml turns into None). As the real driver does, utilisation is not
+supported on a MIG-enabled GPU nor on a MIG device handle, and a MIG-enabled GPU's own handle lists no
+processes without the privilege to see all instances (NoPermission: ask each MIG device). A record's
+`proc_cgroups` (pid → /proc/<pid>/cgroup text) stands for the host's /proc, read through `read_cgroup`.
+`topology_levels` (GPU × GPU: SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM) overrides the level derived
+from `pcie_switches` and NUMA nodes."""
 
 import json
 from pathlib import Path
@@ -72,11 +83,59 @@ class FakeNVML:
     def nvmlDeviceGetName(self, handle):
         return self._gpu(handle)["name"]
 
+    def _device(self, handle):
+        """The record of what the handle names: a GPU, or a MIG instance."""
+        return self._instance(handle) if handle.mig is not None else self._gpu(handle)
+
+    def _mig_enabled(self, gpu) -> bool:
+        return bool(gpu.get("mig")) and gpu["mig"].get("current") == pynvml.NVML_DEVICE_MIG_ENABLE
+
+    def read_cgroup(self, pid: int) -> str | None:
+        """/proc/<pid>/cgroup on the recorded host (None: no such process)."""
+        return self.record.get("proc_cgroups", {}).get(str(pid))
+
     def nvmlDeviceGetMemoryInfo(self, handle):
         self._gpu(handle)  # refuses what is not a device pointer
-        if handle.mig is not None:  # a MIG device
-            return SimpleNamespace(total=self._instance(handle)["memory_bytes"])
-        return SimpleNamespace(total=self._gpu(handle)["memory_bytes"])
+        device = self._device(handle)
+        total, used = device["memory_bytes"], device.get("memory_used_bytes", 0)
+        return SimpleNamespace(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        gpu = self._gpu(handle)
+        if handle.mig is not None or self._mig_enabled(gpu):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # "not currently supported" on MIG
+        return SimpleNamespace(**self._need(gpu, "utilization"))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        gpu = self._gpu(handle)
+        if handle.mig is None and self._mig_enabled(gpu):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)  # aggregate needs privileges
+        device = self._device(handle)
+        unset = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId outside MIG
+        instance = device.get("gpu_instance_id", unset) if handle.mig is not None else unset
+        return [
+            pynvml.nvmlFriendlyObject(
+                {
+                    "pid": p["pid"],
+                    "usedGpuMemory": p["used_memory_bytes"],  # None: NVML_VALUE_NOT_AVAILABLE
+                    "gpuInstanceId": instance,
+                    "computeInstanceId": 0 if handle.mig is not None else unset,
+                }
+            )
+            for p in device.get("processes", [])
+        ]
+
+    def nvmlDeviceGetAttributes(self, handle):
+        self._gpu(handle)
+        if handle.mig is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # not recorded for whole GPUs
+        a = self._need(self._instance(handle), "attributes")
+        return SimpleNamespace(
+            multiprocessorCount=a["sms"],
+            gpuInstanceSliceCount=a["gpu_instance_slices"],
+            computeInstanceSliceCount=a["compute_instance_slices"],
+            memorySizeMB=a["memory_mb"],
+        )
 
     def nvmlDeviceGetUUID(self, handle):
         self._gpu(handle)  # refuses what is not a device pointer
@@ -143,6 +202,9 @@ class FakeNVML:
         return pynvml.NVML_P2P_STATUS_OK if together else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        levels = self.record.get("topology_levels")
+        if levels:
+            return getattr(pynvml, f"NVML_TOPOLOGY_{levels[a.gpu][b.gpu]}")
         if any(a.gpu in s and b.gpu in s for s in self.record.get("pcie_switches", [])):
             return pynvml.NVML_TOPOLOGY_MULTIPLE
         numa_a, numa_b = self._gpu(a).get("numa_node"), self._gpu(b).get("numa_node")

@@ -130,6 +130,32 @@ def test_a_node_whose_agent_record_is_broken_costs_only_that_node_its_record(cap
     )
 
 
+def test_new_usage_figures_do_not_rebuild_the_view_but_the_full_label_does():
+    # Every node reports its figures every few minutes; no decision reads them (the guard reads the
+    # label), so only a label or a fact changes what the view holds.
+    cache = view()
+    record = gather(FakeNVML.load("h100-sxm-8-nvswitch"), context().dialects.catalogue)
+
+    def node(used, full):
+        usage = {"devices": [{"index": 0, "memory_used_mib": used}], "shared_memory_full": full}
+        return {
+            "metadata": {
+                "name": "n1",
+                "labels": {"gpuport.io/shared-memory-full": str(full).lower()},
+                "annotations": {"gpuport.io/capability": json.dumps({**record, "usage": usage})},
+            },
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        }
+
+    cache.apply("nodes", "RELIST", items=[node(1000, False)])
+    version = cache.nodes_version
+    cache.apply("nodes", "MODIFIED", node(2000, False))
+    assert cache.nodes_version == version
+    assert "usage" not in cache.inventory().nodes[0].capability
+    cache.apply("nodes", "MODIFIED", node(80000, True))
+    assert cache.nodes_version == version + 1
+
+
 def test_the_reloader_rebuilds_the_context_when_nodes_change(tmp_path):
     import shutil
 

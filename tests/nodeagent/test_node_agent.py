@@ -224,6 +224,10 @@ def test_cli_once_print_needs_no_api(capsys, monkeypatch):
         "h200-1-mig-capable-off",
         "a100-sxm-4-one-ecc-failing",
         "no-driver",
+        "a100-80gb-pcie-mig-balanced",
+        "t4-1-time-sliced-five-pods",
+        "l4-2-memory-nearly-full",
+        "pcie-8-pix-phb-two-numa",
     ],
 )
 def test_every_record_gathers_into_json(name):

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     core_api = client.CoreV1Api(api_client(args.kubeconfig or IN_CLUSTER))
     agent = NodeAgent(pynvml, catalogue, core_api, node_name, args.interval)
+    agent.configure(metrics=not args.once)  # κ, host-PID attribution, /metrics port: from the env
     if args.once:
         agent.publish_once()
         return 0

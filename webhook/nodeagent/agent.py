@@ -1,19 +1,30 @@
 """`gpuport node-agent`: gather, publish on the Node when something changed, repeat on a period and
-on critical XID events. On a node without a GPU or driver it says so once and idles."""
+on critical XID events. On a node without a GPU or driver it says so once and idles. Each record also
+carries the GPUs' measured usage ("usage"), which the agent serves as Prometheus metrics too."""
 
 import contextlib
+import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
+from webhook.nodeagent.cgroup import pod_uid_reader
 from webhook.nodeagent.gather import gather, nvml_text
 from webhook.nodeagent.labels import desired_metadata
+from webhook.nodeagent.measure import measure_devices
+from webhook.nodeagent.metrics import DEFAULT_METRICS_PORT, serve_metrics, usage_registry
+from webhook.nodeagent.util_eff import DEFAULT_MEMORY_FILL, parse_memory_fill, usage_summary
 
 log = logging.getLogger("gpuport.node-agent")
+
+# How often at most the Node is patched when only the measured figures changed (Prometheus scrapes the
+# live ones from /metrics; `gpuport usage` reads these).
+USAGE_EVERY = 300.0
 
 # The device plugin's rule: every critical XID marks a GPU unhealthy except these, which applications cause.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -35,6 +46,9 @@ class NodeAgent:
         node_name: str,
         interval: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
+        memory_fill: float = DEFAULT_MEMORY_FILL,
+        pod_of: Callable[[int], str | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.nvml = nvml
         self.catalogue = catalogue
@@ -43,19 +57,82 @@ class NodeAgent:
         self.interval = interval
         self.sleep = sleep
         self.unhealthy: dict[int, str] = {}
+        self.memory_fill = parse_memory_fill(memory_fill)
+        # pid → pod UID; None unless the agent sees the host's PIDs (opt-in: hostPID + GPUPORT_HOST_PID).
+        self.pod_of = pod_of
+        self.last_record: dict[str, Any] | None = None  # what /metrics shows
+        self.clock = clock
+        self._written_at: float | None = None  # when the Node was last patched
 
     def record(self) -> dict[str, Any]:
-        return gather(self.nvml, self.catalogue, read_cpulist, self.unhealthy)
+        record = gather(self.nvml, self.catalogue, read_cpulist, self.unhealthy)
+        if record["gpus"]:
+            devices = measure_devices(self.nvml, record["gpus"], self.pod_of)
+            record["usage"] = usage_summary(devices, self.memory_fill)
+        self.last_record = record
+        return record
+
+    def configure(self, environ: Mapping[str, str] = os.environ, metrics: bool = True) -> None:
+        """The usage options from the environment: GPUPORT_SHARED_MEMORY_FILL (κ, default 0.9),
+        GPUPORT_HOST_PID ("true" where the pod has hostPID: attribute processes to pods) and
+        GPUPORT_METRICS_PORT (default 9410, 0 to serve none). Exits with a clear message on a bad value."""
+        try:
+            self.memory_fill = parse_memory_fill(
+                environ.get("GPUPORT_SHARED_MEMORY_FILL", DEFAULT_MEMORY_FILL)
+            )
+            host_pid = environ.get("GPUPORT_HOST_PID", "false").strip().lower()
+            if host_pid not in ("true", "false"):
+                raise ValueError(f"GPUPORT_HOST_PID must be true or false, got {host_pid!r}")
+            self.pod_of = pod_uid_reader() if host_pid == "true" else None
+            port = environ.get("GPUPORT_METRICS_PORT", str(DEFAULT_METRICS_PORT))
+            if not port.isdigit() or int(port) > 65535:
+                raise ValueError(f"GPUPORT_METRICS_PORT must be a port number (0: no metrics), got {port!r}")
+        except ValueError as exc:
+            raise SystemExit(f"gpuport node-agent: {exc}") from None
+        if metrics and int(port):
+            serve_metrics(usage_registry(self.node_name, lambda: self.last_record), int(port))
+            log.info("serving usage metrics on :%s/metrics", port)
 
     def publish_once(self) -> dict[str, Any]:
         """Gather and patch the Node if anything changed; returns the patch sent (empty if none)."""
         record = self.record()
         node = self.core_api.read_node(self.node_name)
-        patch = desired_metadata(record, node.metadata.labels or {}, node.metadata.annotations or {})
+        labels, annotations = node.metadata.labels or {}, node.metadata.annotations or {}
+        patch = desired_metadata(record, labels, annotations)
+        if patch and self._figures_only(record, labels, annotations, patch) and not self._figures_due():
+            return {}  # /metrics has the live figures; the Node gets them at most every USAGE_EVERY
         if patch:
             self.core_api.patch_node(self.node_name, patch)
+            self._written_at = self.clock()
             log.info("node %s updated: %s", self.node_name, sorted(patch["metadata"].get("labels", {})))
         return patch
+
+    def _figures_only(
+        self,
+        record: Mapping[str, Any],
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        patch: Mapping[str, Any],
+    ) -> bool:
+        """Whether the patch would change nothing but the measured figures (no label, no fact): the
+        figures change every period, and writing every Node every minute is load on the API server
+        that no decision needs (the webhook reads the shared-memory-full label, which is always
+        written when it changes)."""
+        if "labels" in patch["metadata"]:
+            return False
+        try:
+            published = json.loads(annotations.get(CAPABILITY_ANNOTATION, ""))
+        except ValueError:
+            return False
+        if not isinstance(published, dict):
+            return False
+        same = {k: v for k, v in record.items() if k != "usage"}
+        if "usage" in published:
+            same["usage"] = published["usage"]
+        return not desired_metadata(same, labels, annotations)
+
+    def _figures_due(self) -> bool:
+        return self._written_at is None or self.clock() - self._written_at >= USAGE_EVERY
 
     def run_forever(self) -> None:
         while True:

@@ -4,7 +4,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION, SHARED_MEMORY_FULL
 
 MANAGED_ANNOTATION = "gpuport.io/managed-labels"
 # GPU Feature Discovery stamps its runs; where it runs, its nvidia.com/* labels are left to it.
@@ -29,6 +29,10 @@ def gpuport_labels(record: Mapping[str, Any]) -> dict[str, str]:
         labels["gpuport.io/driver"] = record["driver_version"]
     if record.get("cuda_driver_version"):
         labels["gpuport.io/cuda"] = record["cuda_driver_version"]
+    usage = record.get("usage")
+    if usage is not None:
+        # The webhook keeps new shared-GPU pods off a node labelled "true" (policy.sharing.memory_fill).
+        labels[SHARED_MEMORY_FULL] = "true" if usage["shared_memory_full"] else "false"
     return labels
 
 

@@ -138,7 +138,7 @@ def keep_node(obj: dict[str, Any]) -> dict[str, Any]:
     """What placement reads: labels, allocatable, taints and the node agent's record; not the status
     conditions, so kubelet heartbeats change nothing kept."""
     metadata = obj.get("metadata") or {}
-    capability = (metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION)
+    capability = _without_figures((metadata.get("annotations") or {}).get(CAPABILITY_ANNOTATION))
     return {
         "kind": "Node",
         "metadata": {
@@ -149,6 +149,22 @@ def keep_node(obj: dict[str, Any]) -> dict[str, Any]:
         "status": {"allocatable": (obj.get("status") or {}).get("allocatable") or {}},
         "spec": {"taints": (obj.get("spec") or {}).get("taints") or []},
     }
+
+
+def _without_figures(capability: Any) -> Any:
+    """The agent's record without its measured usage, which changes every few minutes on every node
+    and which no decision reads (the overcommit guard reads the node's label): kept, it would rebuild
+    the decision context on every report of every node."""
+    if not isinstance(capability, str) or '"usage"' not in capability:
+        return capability
+    try:
+        record = json.loads(capability)
+    except ValueError:
+        return capability  # said where the inventory is read
+    if not isinstance(record, dict):
+        return capability
+    record.pop("usage", None)
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 class _Store:
