@@ -466,6 +466,9 @@ def test_a_slice_no_node_offers_is_said(capsys, tmp_path):
         ("serving/kserve-isvc-eks-t4.yaml", "gke", 1),  # the CPU transformer is left alone
         ("serving/kserve-runtime-gke-l4.yaml", "eks", 1),
         ("knative-gke-t4.yaml", "aks", 1),
+        ("workflows/argo-workflow-gpu.yaml", "eks", 1),  # a step's container, read as its pod's
+        ("workflows/argo-workflowtemplate-eks-t4.yaml", "aks", 2),  # a script step, a containerSet step
+        ("workflows/argo-cronworkflow-aks-t4.yaml", "gke", 1),
     ],
 )
 def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, name, target, translated):
@@ -482,7 +485,6 @@ def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, 
         ("notebook-crd.yaml", "gpuport does not know where this kind keeps its pod templates"),
         ("trainjob-gke.yaml", "it asks for GPUs in spec.trainer.resourcesPerNode"),
         ("spark-gpu-eks.yaml", "a gpu field of the Spark operator's own"),
-        ("argo-workflow-gpu.yaml", "each step's container stands beside its own nodeSelector"),
     ],
 )
 def test_a_kind_carrying_gpus_that_is_not_read_is_said_on_stderr(capsys, name, reason):

@@ -27,7 +27,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
-from webhook.core.vocabulary.templates import knative_flags, pod_templates, unread_reason
+from webhook.core.vocabulary.templates import controller_notes, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
@@ -128,12 +128,12 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                 result.messages = decided.refusals
             else:
                 result.patch, result.warnings, result.claim_templates = decided.rewrite
-                # Knative checks a Service's pod spec, never the pods the webhook sees: only the object
-                # a file holds meets that check, so the adapter that writes it says what it needs, from
-                # the patch; the decision stays the webhook's, unaware of Knative.
+                # Knative checks a Service's pod spec, and Argo passes a step's fields to its pods, never
+                # seen by the webhook: only the object a file holds meets them, so the adapter that writes
+                # it says what they need, from the patch; the decision stays the webhook's, unaware of both.
                 result.warnings = [
                     *result.warnings,
-                    *knative_flags(doc, plain.get("spec") or {}, result.patch),
+                    *controller_notes(doc, plain.get("spec") or {}, result.patch),
                 ]
                 _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:

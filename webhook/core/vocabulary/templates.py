@@ -1,12 +1,19 @@
 """Where pod templates live in the manifests the offline commands read (translate, preflight, explain).
 
 One table, one walker: each kind lists the paths of its pod templates, with "*" standing for every
-entry of a map (replica types) or a list (worker groups, tasks), and `INLINE` ending the path to a pod
-spec written inline beside the kind's own fields (KServe's). A document that carries GPUs where no
-table entry reaches is reported, never passed over in silence (see `unread_reason`).
+entry of a map (replica types) or a list (worker groups, tasks), and `INLINE` or `STEP` ending the path
+to a pod spec written inline beside the kind's own fields (KServe's; an Argo workflow step's). A
+document that carries GPUs where no table entry reaches is reported, never passed over in silence (see
+`unread_reason`).
+
+Why one module: the table, the views the walker yields of inline pod specs and the reasons it gives for
+what it leaves out are one account of where each kind keeps its pods. Whether an Argo step is opened and
+why it is not are the same reading of its workflow, and the report of the asks left out names the places
+the walker held back; split, each half would have to repeat the other's reading.
 """
 
 import copy
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -29,6 +36,33 @@ def _ray(*cluster: str) -> tuple[Path, ...]:
 # pkg/controller/v1beta1/inferenceservice; kserve/kserve#3710).
 INLINE = "<pod spec>"
 _KSERVE_KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime")
+
+# Argo Workflows: each entry of a workflow's spec.templates (a CronWorkflow's spec.workflowSpec.templates)
+# that runs a `container`, a `script` (a container with its source) or a `containerSet` makes a pod each
+# time it runs (createWorkflowPod in argoproj/argo-workflows workflow/controller/workflowpod.go). Its pod
+# spec is read as a view of that template: its containers are [container], [script] or
+# containerSet.containers, then its sidecars (Argo's own wait container, which asks for no GPU, comes
+# first in the pod and is not shown), its initContainers its own; its metadata is the template's
+# `metadata`, whose labels and annotations Argo copies to the pod (addMetadata), so the translated-from
+# record lands there. The pod's nodeSelector, affinity, tolerations, schedulerName and resourceClaims
+# (Argo 4.1 and later) are the template's own; one it leaves unset Argo takes from the steps or dag
+# template that runs it, else from the workflow's spec (addSchedulingConstraints); labels and annotations
+# of the workflow's spec.podMetadata go to every pod, under the template's own. A translation of the step
+# alone would miss those, so a default is read as the step's only where it can be written back exactly:
+# set in the workflow's spec and taken by no other template that makes a pod (nor, through a
+# templateRef, by one written elsewhere), it is read and written where it is written; a field neither
+# sets is the step's own. A default other pods share, one a calling steps or dag template may give, a
+# podSpecPatch (Argo merges it last), spec.templateDefaults naming pod fields (merged into every step), a
+# workflowTemplateRef (its spec comes from elsewhere) and a {{...}} parameter in a field gpuport reads
+# (filled in only when the step runs) leave the step reported with that reason (`_argo_steps`). A
+# WorkflowTemplate's step is read as the template runs it: one another workflow calls through a
+# templateRef takes that workflow's defaults, which no document here says.
+STEP = "<argo step>"
+_ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate")
+_PLACEMENT = ("nodeSelector", "tolerations", "affinity", "schedulerName", "resourceClaims")
+_RUNS = ("container", "script", "containerSet")
+_NO_POD = ("steps", "dag", "suspend")  # the other kinds of template make pods (or use the agent pod)
+_POD_FIELDS = {*_RUNS, *_PLACEMENT, "metadata", "sidecars", "initContainers", "podSpecPatch"}
 
 
 def _trainer_runtime() -> tuple[Path, ...]:
@@ -57,7 +91,7 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
     ("kubeflow.org", "Notebook"): (("spec", "template"),),  # the controller makes a StatefulSet of it
     # Knative admits a Service's node selector, affinity and tolerations only with feature flags on; the
-    # offline adapter says which (see `knative_flags`).
+    # offline adapter says which (see `controller_notes`).
     ("serving.knative.dev", "Service"): (("spec", "template"),),
     # KServe: a runtime's spec, and each component of an InferenceService, is a pod spec beside KServe's
     # own fields. KServe merges the two into the pod (predictor.go, buildPodSpec).
@@ -65,6 +99,9 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     ("serving.kserve.io", _KSERVE_KINDS[0]): tuple(
         ("spec", component, INLINE) for component in ("predictor", "transformer", "explainer")
     ),
+    # Argo: each template that runs containers is the pod spec of its step's pods (see STEP).
+    **{("argoproj.io", kind): (("spec", "templates", "*", STEP),) for kind in _ARGO_KINDS},
+    ("argoproj.io", "CronWorkflow"): (("spec", "workflowSpec", "templates", "*", STEP),),
 }
 
 # A KServe component's implementation block (container fields: resources, args, env) is its pod's first
@@ -87,17 +124,12 @@ _MULTI_NODE_WHY = "KServe sizes a multi-node (workerSpec) head and its workers t
 # Each says where the kind asks for GPUs and why that is not a pod template gpuport can rewrite; the
 # webhook still translates the pods each makes, when they are created.
 _PODS = "the webhook translates its pods when they are created"
-_ARGO = f"each step's container stands beside its own nodeSelector and affinity; {_PODS}"
 _SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark operator's own; {_PODS}"
 UNREAD_KINDS: dict[tuple[str, str], str] = {
     ("trainer.kubeflow.org", "TrainJob"): (
         "it asks for GPUs in spec.trainer.resourcesPerNode and places pods through spec.podSpecOverrides, "
         f"which its runtime's templates complete (those runtimes are translated); {_PODS}"
     ),
-    ("argoproj.io", "Workflow"): _ARGO,
-    ("argoproj.io", "WorkflowTemplate"): _ARGO,
-    ("argoproj.io", "ClusterWorkflowTemplate"): _ARGO,
-    ("argoproj.io", "CronWorkflow"): _ARGO,
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
     ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
@@ -129,6 +161,11 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
                 if isinstance(node, Mapping) and _MULTI_NODE not in node:
                     yield _inline(doc, pointer, node)
             continue
+        if path[-1] == STEP:
+            yield from (
+                _step(pointer, node, spec) for pointer, node, spec, why in _argo_steps(doc, path) if not why
+            )
+            continue
         for pointer, node in _walk(doc, path, ""):
             if isinstance(node, Mapping) and isinstance(node.get("spec"), Mapping):
                 yield pointer, node
@@ -136,22 +173,34 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 
 class _View(dict):  # type: ignore[type-arg]
     """Entries of `owner`, and `extra` ones that are not its own, as one mapping. Writing or deleting one
-    of the owner's entries here does it in the owner too, so a JSON Patch applied to the view lands in
-    the document. A copy is plain data, apart from the document."""
+    of the owner's entries here does it in the owner too (or in the mapping `routes` names for that key),
+    so a JSON Patch applied to the view lands in the document. An owner may be given as a function that
+    returns it, made when first written to. A copy is plain data, apart from the document."""
 
-    def __init__(self, owner: Any, entries: Mapping[str, Any], extra: frozenset[str]) -> None:
+    def __init__(
+        self,
+        owner: Any,
+        entries: Mapping[str, Any],
+        extra: frozenset[str],
+        routes: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(entries)
-        self._owner, self._extra = owner, extra
+        self._owner, self._extra, self._routes = owner, extra, routes or {}
+
+    def _holder(self, key: str) -> Any:
+        holder = self._routes.get(key, self._owner)
+        return holder() if callable(holder) else holder
 
     def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(key, value)
         if key not in self._extra:
-            self._owner[key] = value
+            self._holder(key)[key] = value
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
-        if key not in self._extra and key in self._owner:
-            del self._owner[key]
+        holder = self._holder(key) if key not in self._extra else {}
+        if key in holder:
+            del holder[key]
 
     def __copy__(self) -> dict[str, Any]:
         return dict(self)
@@ -175,6 +224,107 @@ def _inline(doc: Any, pointer: str, node: Mapping[str, Any]) -> tuple[str, Any]:
     metadata = doc.get("metadata")
     entries = {"spec": spec} if metadata is None else {"metadata": metadata, "spec": spec}
     return pointer, _View(doc, entries, frozenset({"spec"}))
+
+
+def _argo_steps(doc: Mapping[str, Any], path: Path) -> Iterator[tuple[str, Mapping[str, Any], Any, str]]:
+    """(pointer, template, the workflow's spec, why it is reported or "") for each template of an Argo
+    workflow that runs containers (see STEP)."""
+    spec, where = mapping_at(doc, path[:-3]) or {}, ".".join(path[:-3])
+    entries = [(at, t) for at, t in _walk(doc, path[:-1], "") if isinstance(t, Mapping)]
+    callers = [t for _, t in entries if "steps" in t or "dag" in t]
+    shared = sum(1 for _, t in entries if not any(k in t for k in _NO_POD)) > 1 or _names(spec, "templateRef")
+    defaults = sorted(_POD_FIELDS & set(mapping_at(spec, ("templateDefaults",)) or {}))
+    whole = ""
+    if spec.get("podSpecPatch"):
+        whole = f"Argo merges {where}.podSpecPatch into every pod"
+    elif defaults:
+        whole = f"Argo merges {where}.templateDefaults ({', '.join(defaults)}) into every step"
+    elif spec.get("workflowTemplateRef"):
+        whole = f"its workflow's spec comes from the WorkflowTemplate {where}.workflowTemplateRef names"
+    for at, t in entries:
+        if any(isinstance(t.get(k), Mapping) for k in _RUNS):
+            yield at, t, spec, whole or _argo_held(t, spec, where, callers, shared)
+
+
+def _argo_held(t: Mapping[str, Any], spec: Any, where: str, callers: list[Any], shared: bool) -> str:
+    """Why a step's pod is not read as the step (see STEP), or ""."""
+    if t.get("podSpecPatch"):
+        return "Argo merges its podSpecPatch into the pod"
+    for field in _PLACEMENT:
+        if _sets(t, field):
+            continue
+        if any(_sets(caller, field) for caller in callers):
+            return f"its {field} may be that of the steps or dag template that runs it"
+        if shared and _sets(spec, field):
+            return f"its {field} is {where}.{field}, which other pods take too"
+    if _labelled(spec.get("podMetadata")) and (shared or _labelled(t.get("metadata"))):
+        return f"its pod gets the labels and annotations of {where}.podMetadata beside its own"
+    read = [c.get("resources") for c in _step_containers(t) if isinstance(c, Mapping)]
+    read += [t.get(field) or spec.get(field) for field in _PLACEMENT]
+    if _parameter_in([*read, t.get("metadata"), spec.get("podMetadata")]):
+        return "Argo fills in its {{...}} parameters only when the step runs"
+    return ""
+
+
+def _step_containers(t: Mapping[str, Any]) -> list[Any]:
+    """A step's containers as its pod holds them (see STEP)."""
+    containers = [t[k] for k in ("container", "script") if isinstance(t.get(k), Mapping)]
+    for listed in (mapping_at(t, ("containerSet",)) or {}).get("containers"), t.get("sidecars"):
+        containers += listed if isinstance(listed, list) else []
+    return containers
+
+
+def _step(pointer: str, t: Any, spec: Any) -> tuple[str, Any]:
+    """The view of the pod an Argo step makes (see STEP): a default of the workflow's that only this step
+    takes is read and written in the workflow's spec."""
+    routes = {field: spec for field in _PLACEMENT if not _sets(t, field) and _sets(spec, field)}
+    skipped = {*_RUNS, "sidecars", "metadata", *routes}
+    entries = {k: v for k, v in t.items() if k not in skipped} | {field: spec[field] for field in routes}
+    pod_spec = _View(t, {**entries, "containers": _step_containers(t)}, frozenset({"containers"}), routes)
+    if _labelled(spec.get("podMetadata")):  # this step's pod alone gets them, and it has none of its own
+        return pointer, _View(
+            t, {"metadata": spec["podMetadata"], "spec": pod_spec}, frozenset({"metadata", "spec"})
+        )
+    metadata = t.get("metadata")
+    if not isinstance(metadata, Mapping):  # made in the template once the translation writes to it
+        metadata = _View(lambda: _made(t, "metadata"), {}, frozenset())
+    return pointer, _View(t, {"metadata": metadata, "spec": pod_spec}, frozenset({"spec"}))
+
+
+def _sets(node: Any, field: str) -> bool:
+    """Whether an Argo template or workflow spec sets a pod field, as Argo tells: an empty affinity is
+    one, an empty map, list or name is not (addSchedulingConstraints)."""
+    value = node.get(field) if isinstance(node, Mapping) else None
+    return value is not None if field == "affinity" else bool(value)
+
+
+def _labelled(metadata: Any) -> bool:
+    return isinstance(metadata, Mapping) and bool(metadata.get("labels") or metadata.get("annotations"))
+
+
+def _parameter_in(node: Any) -> bool:
+    """Whether an Argo parameter ({{...}}) is written anywhere in a node, keys included."""
+    if isinstance(node, Mapping):
+        return any(_parameter_in(key) or _parameter_in(value) for key, value in node.items())
+    if isinstance(node, list):
+        return any(_parameter_in(item) for item in node)
+    return isinstance(node, str) and "{{" in node
+
+
+def _names(node: Any, key: str) -> bool:
+    if isinstance(node, Mapping):
+        return key in node or any(_names(value, key) for value in node.values())
+    return isinstance(node, list) and any(_names(item, key) for item in node)
+
+
+def _made(node: Any, key: str) -> Any:
+    """node[key], a mapping made where there is none (after the template's name, where readers look)."""
+    if not isinstance(node.get(key), Mapping):
+        if hasattr(node, "insert") and key not in node:
+            node.insert(1 if next(iter(node), None) == "name" else 0, key, {})
+        else:
+            node[key] = {}
+    return node[key]
 
 
 def _walk(node: Any, path: Path, pointer: str) -> Iterator[tuple[str, Any]]:
@@ -223,25 +373,46 @@ def _left_out(doc: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]) ->
     left = [(at, name) for at, holder, name in _gpu_asks(doc, is_gpu_resource, "") if id(holder) not in read]
     if not left:
         return ""
-    multi_node = [
-        at
-        for path in TEMPLATE_PATHS[kind_key(doc)]
-        if path[-1] == INLINE
-        for at, node in _walk(doc, path[:-1], "")
-        if isinstance(node, Mapping) and _MULTI_NODE in node
-    ]
-    inside = all(any(at == m or at.startswith(f"{m}/") for m in multi_node) for at, _ in left)
-    why = _MULTI_NODE_WHY if inside else "gpuport reads no pod spec there"
-    where = ", ".join(sorted({at for at, _ in left}))
+    held = _held_back(doc)
+    places: dict[str, set[str]] = {}
+    for at, _ in left:
+        why = next(
+            (w for h, w in held if at == h or at.startswith(f"{h}/")), "gpuport reads no pod spec there"
+        )
+        places.setdefault(why, set()).add(at)
+    said = "; ".join(f"{', '.join(sorted(where))}: {why}" for why, where in places.items())
     names = ", ".join(sorted({name for _, name in left}))
-    return f"not looked into: {where}: {why}; {_PODS}; its GPU asks ({names}) are left as written"
+    return f"not looked into: {said}; {_PODS}; its GPU asks ({names}) are left as written"
+
+
+def _held_back(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(JSON Pointer, why) for each place of a kind gpuport opens whose pod it leaves unread on purpose."""
+    held = []
+    for path in TEMPLATE_PATHS[kind_key(doc)]:
+        if path[-1] == INLINE:
+            held += [
+                (at, _MULTI_NODE_WHY)
+                for at, node in _walk(doc, path[:-1], "")
+                if isinstance(node, Mapping) and _MULTI_NODE in node
+            ]
+        elif path[-1] == STEP:
+            held += [(at, why) for at, _, _, why in _argo_steps(doc, path) if why]
+            spec = "".join(f"/{part}" for part in path[:-3])
+            held += [
+                (f"{spec}/{field}", "Argo merges it into the pod of every step")
+                for field in ("templateDefaults", "podSpecPatch")
+            ]
+    return held
+
+
+_RESOURCE_NAME = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 def _gpu_asks(node: Any, is_gpu_resource: Callable[[str], bool], at: str) -> Iterator[tuple[str, Any, str]]:
     """(JSON Pointer of the mapping that asks, that mapping, the GPU resource) for each GPU resource named
     anywhere in a document: in resources' limits and requests, and in the shapes operators use instead
     (the Spark operator's gpu: {name, quantity}; a plain "gpu" resource, which no Kubernetes resource
-    is, in Dynamo's)."""
+    is, in Dynamo's; resource names an Argo podSpecPatch mentions)."""
     if isinstance(node, Mapping):
         for key, value in node.items():
             if key in ("limits", "requests") and isinstance(value, Mapping):
@@ -249,6 +420,9 @@ def _gpu_asks(node: Any, is_gpu_resource: Callable[[str], bool], at: str) -> Ite
                 yield from ((at, node, name) for name in names)
             elif key == "gpu" and isinstance(value, Mapping) and is_gpu_resource(str(value.get("name"))):
                 yield at, node, str(value["name"])
+            elif key == "podSpecPatch" and isinstance(value, str):  # Argo's: a patch written as text
+                mentioned = sorted({name for name in _RESOURCE_NAME.findall(value) if is_gpu_resource(name)})
+                yield from ((f"{at}/podSpecPatch", node, name) for name in mentioned)
             else:
                 yield from _gpu_asks(value, is_gpu_resource, f"{at}/{_escape(str(key))}")
     elif isinstance(node, list):
@@ -277,14 +451,25 @@ _KSERVE_MODE = "serving.kserve.io/deploymentMode"
 _OFF_KNATIVE = {"RawDeployment", "Standard", "ModelMesh"}
 
 
-def knative_flags(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dict[str, Any]]) -> list[str]:
-    """What Knative must allow before it admits the fields a translation's `patch` adds to a pod `spec`
-    of `doc` that Knative checks (fields the spec had already, it allowed): [] for other kinds."""
+# Argo gives a step's pod the step's resourceClaims from v4.1.0 on (argoproj/argo-workflows#16587); an
+# earlier controller drops the field, and the API server refuses a pod whose containers name a claim it
+# does not hold.
+_ARGO_CLAIMS = "gpuport: Argo Workflows passes a step's resourceClaims to its pod from v4.1.0 on"
+
+
+def controller_notes(
+    doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dict[str, Any]]
+) -> list[str]:
+    """What the controller that makes `doc`'s pods must allow, or be, before it passes on the fields a
+    translation's `patch` adds to a pod `spec` of `doc` (fields the spec had already, it took): Knative's
+    flags, the Argo release that reads a step's claims; [] for other kinds."""
+    added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
+    if kind_key(doc)[0] == "argoproj.io":
+        return [_ARGO_CLAIMS] if "resourceClaims" in added else []
     who = _ON_KNATIVE.get(kind_key(doc))
     annotations = mapping_at(doc, ("metadata", "annotations")) or {}
     if who is None or annotations.get(_KSERVE_MODE) in _OFF_KNATIVE:
         return []
-    added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
     flags = [flag for field, flag in _KNATIVE_FLAGS.items() if field in added]
     warnings = []
     if flags:
