@@ -112,7 +112,15 @@ def test_a_node_whose_agent_record_is_broken_costs_only_that_node_its_record(cap
             "status": {"allocatable": {"nvidia.com/gpu": "8"}},
         }
 
-    broken = {"not-json": "{", "a-list": "[1, 2]", "bad-gpus": json.dumps({"gpus": ["H100"]})}
+    broken = {
+        "not-json": "{",
+        "a-list": "[1, 2]",
+        "bad-gpus": json.dumps({"gpus": ["H100"]}),
+        # JSON objects whose fields placement reads hold the wrong types (they raised in the rebuild).
+        "wrong-count": json.dumps({"gpus": [{"model": "H100-80GB"}], "healthy_gpu_count": "2"}),
+        "wrong-model": json.dumps({"gpus": [{"model": ["H100-80GB"]}]}),
+        "wrong-topology": json.dumps({"gpus": [], "topology": [[1, 2]]}),
+    }
     cache.apply(
         "nodes",
         "RELIST",

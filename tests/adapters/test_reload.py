@@ -39,6 +39,27 @@ def test_a_good_edit_is_swapped_in(tmp_path):
     assert reload_count("ok") == before + 1
 
 
+def test_a_context_that_cannot_be_built_keeps_the_last_good_one_and_says_why(tmp_path, monkeypatch):
+    # Whatever breaks the rebuild (a defect, not an edit), the webhook keeps deciding with what it had.
+    from webhook.adapters.http import reload
+
+    maps = copy_maps(tmp_path)
+    state = ServerState(context=context(), maps_signature=(directory_signature(maps), 0))
+    good = state.context
+
+    def broken(*args, **kwargs):
+        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+
+    monkeypatch.setattr(reload, "build_context", broken)
+    (maps / "generic.yaml").write_text((maps / "generic.yaml").read_text() + "\n")
+    assert CloudMapReloader(state, maps, "generic").check_once() is False
+    assert state.context is good
+    assert (
+        state.reload_error
+        == "context not rebuilt: TypeError: '<' not supported between instances of 'str' and 'int'"
+    )
+
+
 def test_a_broken_edit_keeps_the_last_good_maps_and_names_file_and_line(tmp_path, caplog):
     maps = copy_maps(tmp_path)
     state = ServerState(context=context(), maps_signature=(directory_signature(maps), 0))

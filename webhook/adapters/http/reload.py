@@ -50,6 +50,11 @@ class CloudMapReloader:
             metrics.CLOUDMAP_RELOADS.labels("error").inc()
             log.error("cloud maps not reloaded, the previous ones stay in force: %s", exc)
             return False
+        except Exception as exc:  # a defect, not an edit: the last good context keeps serving, said
+            self.state.reload_error = f"context not rebuilt: {type(exc).__name__}: {exc}"
+            metrics.CLOUDMAP_RELOADS.labels("error").inc()
+            log.exception("decision context not rebuilt, the previous one stays in force")
+            return False
         self.state.context = context
         self.state.reload_error = ""
         metrics.CLOUDMAP_RELOADS.labels("ok").inc()

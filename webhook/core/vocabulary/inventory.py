@@ -102,7 +102,34 @@ def _capability(text: Any) -> tuple[dict[str, Any], str]:
     gpus = record.get("gpus")
     if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus)):
         return {}, "has gpus that are not a list of objects"
+    for key, kinds in _READ_FIELDS.items():
+        if key in record and not isinstance(record[key], kinds):
+            return {}, f"has {key} of the wrong type ({type(record[key]).__name__})"
+    for gpu in gpus or ():
+        for key, kinds in _READ_GPU_FIELDS.items():
+            if key in gpu and not isinstance(gpu[key], kinds):
+                return {}, f"has a GPU whose {key} is of the wrong type ({type(gpu[key]).__name__})"
+    topology = record.get("topology")
+    if topology is not None and not all(
+        isinstance(row, list) and all(isinstance(link, str) for link in row) for row in topology
+    ):
+        return {}, "has a topology that is not a matrix of link names"
     return record, ""
+
+
+# The fields of an agent's record that decisions read, and what each may hold (None: not measured).
+_READ_FIELDS: dict[str, tuple[type, ...]] = {
+    "healthy_gpu_count": (int,),
+    "nvlink_domain_size": (int,),
+    "gpus_per_numa_node": (int, type(None)),
+    "topology": (list, type(None)),
+}
+_READ_GPU_FIELDS: dict[str, tuple[type, ...]] = {
+    "model": (str, type(None)),
+    "name": (str, type(None)),
+    "health": (dict,),
+    "mig": (dict, type(None)),
+}
 
 
 def _amount(value: Any, owner: str, key: str) -> Decimal:
