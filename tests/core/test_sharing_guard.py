@@ -17,12 +17,12 @@ H100_MIB = 81559  # NVML's total for an H100 80GB (gpus.yaml)
 KEEP_OFF = {"key": SHARED_MEMORY_FULL, "operator": "NotIn", "values": ["true"]}
 
 
-def node(name, full, labels=None):
+def node(name, full, labels=None, allocatable=None):
     said = {} if full is None else {SHARED_MEMORY_FULL: "true" if full else "false"}
     return {
         "kind": "Node",
         "metadata": {"name": name, "labels": {**said, **(labels or {})}},
-        "status": {"allocatable": {"nvidia.com/gpu": "8", "nvidia.com/gpumem": "652472"}},
+        "status": {"allocatable": allocatable or {"nvidia.com/gpu": "8", "nvidia.com/gpumem": "652472"}},
     }
 
 
@@ -127,3 +127,73 @@ def test_without_the_agents_label_on_any_node_no_term_is_added():
     ctx = with_nodes("hami", node("a", full=None))
     decision = mutate(ctx, hami_share(20000))
     assert not any(SHARED_MEMORY_FULL in str(op) for op in decision.patch)
+
+
+SHARING = "cloud.google.com/gke-gpu-sharing-strategy"
+L4 = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+
+
+def gke_pod(affinity=None):
+    pod = pod_with_resources({"limits": {"nvidia.com/gpu": "1"}})
+    pod["spec"]["nodeSelector"] = dict(L4)
+    if affinity:
+        term = {"matchExpressions": [affinity]}
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    return pod
+
+
+def test_a_whole_gpu_ask_that_can_only_land_on_shared_gpus_is_guarded():
+    shared = node(
+        "l4-shared", full=False, labels={**L4, SHARING: "time-sharing"}, allocatable={"nvidia.com/gpu": "4"}
+    )
+    whole = node("l4", full=False, labels=L4, allocatable={"nvidia.com/gpu": "1"})
+    # The pod requires the sharing label (any value): it gets a share, so it is kept off full ones.
+    ctx = with_nodes("gke", shared, whole)
+    body = gke_pod({"key": SHARING, "operator": "Exists"})
+    pod = jsonpatch.apply_patch(body, list(mutate(ctx, body).patch))
+    assert KEEP_OFF in required(pod)
+    # Every node offering nvidia.com/gpu shares it: a plain ask gets a share too.
+    ctx = with_nodes("gke", shared)
+    pod = jsonpatch.apply_patch(gke_pod(), list(mutate(ctx, gke_pod()).patch))
+    assert KEEP_OFF in required(pod)
+    # Beside whole-GPU nodes a plain ask is kept on them instead (whole GPUs only), and not guarded.
+    ctx = with_nodes("gke", shared, whole)
+    pod = jsonpatch.apply_patch(gke_pod(), list(mutate(ctx, gke_pod()).patch))
+    assert KEEP_OFF not in required(pod) and {"key": SHARING, "operator": "DoesNotExist"} in required(pod)
+
+
+def test_a_share_asked_as_a_part_of_a_gpu_past_the_fill_limit_is_refused():
+    percent = pod_with_resources({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "95"}})
+    decision = mutate(context("hami"), percent)
+    assert not decision.allowed
+    assert "asks for 95% of a GPU's memory as a share; a client of a shared GPU may fill at most 90%" in (
+        decision.message
+    )
+    percent["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"] = "90"
+    assert mutate(context("hami"), percent).allowed
+
+
+def test_a_fraction_the_map_turns_into_a_share_is_guarded():
+    ctx = context("hami")
+    shares_fractions = replace(ctx, target=replace(ctx.target, fractional_policy="shared"))
+
+    def fraction(amount):
+        pod = pod_with_resources({"limits": {"nvidia.com/gpu": amount}})
+        pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}  # sizes the share
+        return pod
+
+    refused = mutate(shares_fractions, fraction("0.95"))
+    assert not refused.allowed and "asks for 95% of a GPU's memory as a share" in refused.message
+    assert mutate(shares_fractions, fraction("0.5")).allowed
+
+
+def test_only_nodes_offering_shares_count_toward_every_shared_node_being_full():
+    # A node of whole GPUs offers no shares, whatever its agent says of its memory.
+    for whole_is_full in (True, False):
+        whole = node("trainer", full=whole_is_full, allocatable={"nvidia.com/gpu": "8"})
+        empty = with_nodes("hami", node("a", full=False), whole)
+        assert not any("the pod waits" in w for w in mutate(empty, hami_share(20000)).warnings)
+        full = with_nodes("hami", node("a", full=True), whole)
+        assert any("the pod waits" in w for w in mutate(full, hami_share(20000)).warnings)

@@ -13,7 +13,7 @@ from webhook.core.asks.claims import read_device_class
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
 from webhook.core.rewriting.sharing_guard import SharedMemoryGuard
-from webhook.core.rewriting.whole_gpus import slice_nodes
+from webhook.core.rewriting.whole_gpus import SliceNodes, slice_nodes
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.inventory import Inventory, InventoryError, models_present, parse_inventory
@@ -73,23 +73,36 @@ def build_context(
     profiles = profiles_present(inventory, target)
     if profiles:
         target = replace(target, offered_profiles=tuple(sorted(profiles)))
+    slices = slice_nodes(((n.name, n.labels, n.allocatable) for n in inventory.nodes), declared)
     return Context(
         target=target,
         dialects=dialects,
-        mutations=(PlacementHints(target, inventory), *_sharing_guard(target, inventory)),
+        mutations=(PlacementHints(target, inventory), *_sharing_guard(target, inventory, slices)),
         present_models=frozenset(present),
         present_resources=resources_present(inventory),
         declared=declared,
-        slice_nodes=slice_nodes(((n.name, n.labels, n.allocatable) for n in inventory.nodes), declared),
+        slice_nodes=slices,
     )
 
 
-def _sharing_guard(target: CloudMap, inventory: Inventory) -> tuple[SharedMemoryGuard, ...]:
-    """The overcommit guard, where the node agent labels nodes (elsewhere nothing reports a GPU full)."""
-    said = [n.labels[SHARED_MEMORY_FULL] for n in inventory.nodes if SHARED_MEMORY_FULL in n.labels]
-    if not said:
+def _sharing_guard(
+    target: CloudMap, inventory: Inventory, slices: SliceNodes
+) -> tuple[SharedMemoryGuard, ...]:
+    """The overcommit guard, where the node agent labels nodes (elsewhere nothing reports a GPU full),
+    counting the nodes that offer shares: a whole-GPU node full of one training job is not one."""
+    form = target.shared
+    names = form.resource_names() - {target.whole_gpu}
+    said = [
+        n.labels[SHARED_MEMORY_FULL]
+        for n in inventory.nodes
+        if SHARED_MEMORY_FULL in n.labels
+        and (any(name in n.allocatable for name in names) or (form.label and form.label in n.labels))
+    ]
+    if not any(SHARED_MEMORY_FULL in n.labels for n in inventory.nodes):
         return ()
-    return (SharedMemoryGuard(target, sum(1 for value in said if value == "true"), len(said)),)
+    every_node_shares = form.form == "label" and form.label in slices.marked and not slices.whole
+    full = sum(1 for value in said if value == "true")
+    return (SharedMemoryGuard(target, full, len(said), every_node_shares),)
 
 
 def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) -> CloudMap:

@@ -11,6 +11,7 @@ move or stop pods already running.
 """
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from webhook.core.asks.demand import ContainerAsk, PodDemand
@@ -22,15 +23,26 @@ from webhook.core.vocabulary.topology import SHARED_MEMORY_FULL
 KEEP_OFF_FULL = {"key": SHARED_MEMORY_FULL, "operator": "NotIn", "values": ["true"]}
 
 
-def shares(demand: PodDemand, target: CloudMap) -> list[ContainerAsk]:
-    """The pod's asks for a software share of a GPU on the target (a share asked as a MIG instance
-    stays hardware-isolated wherever the target cuts one)."""
+def shares(demand: PodDemand, target: CloudMap, every_node_shares: bool = False) -> list[ContainerAsk]:
+    """The pod's asks that get a software share of a GPU on the target: shares (one asked as a MIG
+    instance stays hardware-isolated wherever the target cuts one), fractions the map turns into shares,
+    and whole-GPU asks that can only land on shared GPUs (the pod requires the map's sharing label, or,
+    `every_node_shares`, every node offering the whole-GPU resource shares it)."""
     isolating = bool(target.mig_offered) or target.mig.form == "by-memory"
-    return [
-        a
-        for a in demand.asks
-        if a.kind == "shared" and not (a.share is not None and a.share.isolated and isolating)
-    ]
+    label = target.shared.label if target.shared.form == "label" else ""
+    requires_sharing = bool(label) and any(
+        key == label and operator in ("In", "Exists") for key, operator, _ in demand.constraints
+    )
+    landing_on_shares = requires_sharing or every_node_shares
+
+    def shared(a: ContainerAsk) -> bool:
+        if a.kind == "shared":
+            return not (a.share is not None and a.share.isolated and isolating)
+        if a.kind == "fraction":
+            return target.fractional_policy == "shared"
+        return a.kind == "whole" and target.whole_gpu in a.written and landing_on_shares
+
+    return [a for a in demand.asks if shared(a)]
 
 
 def sharing_refusals(demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> list[str]:
@@ -46,8 +58,16 @@ def sharing_refusals(demand: PodDemand, target: CloudMap, catalogue: Catalogue) 
     for ask in found:
         share = ask.share
         mib = share.memory_mib if share is not None else None
-        unsaid = share is None or (mib is None and share.memory_percent is None)
-        if unsaid and target.sharing_memory_required:
+        part = _part_of_a_gpu(ask)
+        if part is not None and part > Fraction(str(fill)):
+            refusals.append(
+                f"{ask.label} asks for {float(part):.0%} of a GPU's memory as a share; a client of a shared "
+                f"GPU may fill at most {fill:.0%} (policy.sharing.memory_fill): ask for a whole GPU "
+                f"({target.whole_gpu}: 1)"
+            )
+            continue
+        unsaid = part is None and mib is None
+        if unsaid and ask.kind == "shared" and target.sharing_memory_required:
             refusals.append(
                 f"{ask.label} asks for a shared GPU without saying how much memory it needs, which "
                 f"{target.name} requires (policy.sharing.memory_required): {_how_to_say(target)}"
@@ -67,6 +87,16 @@ def sharing_refusals(demand: PodDemand, target: CloudMap, catalogue: Catalogue) 
     return refusals
 
 
+def _part_of_a_gpu(ask: ContainerAsk) -> Fraction | None:
+    """The part of one GPU's memory a share asks for when it says so as a part (a percentage, a
+    fraction), else None."""
+    if ask.kind == "fraction":
+        return ask.fraction
+    if ask.share is not None and ask.share.memory_percent is not None:
+        return Fraction(ask.share.memory_percent, 100)
+    return None
+
+
 def _how_to_say(target: CloudMap) -> str:
     form = target.shared
     if form.memory_resource:
@@ -78,19 +108,20 @@ def _how_to_say(target: CloudMap) -> str:
 
 class SharedMemoryGuard:
     """A mutation (see core.deciding.context.Mutation): keeps shared-GPU pods off nodes whose shared
-    GPUs are past κ, where the node agent labels nodes. `full` and `labelled`: how many nodes carry
-    the label as true, and at all, in this view of the cluster."""
+    GPUs are past κ, where the node agent labels nodes. `full` and `labelled`: how many of the nodes
+    offering shares carry the label as true, and at all, in this view of the cluster."""
 
     label_keys: frozenset[str] = frozenset()  # reads and writes no pod label or annotation
     annotation_keys: frozenset[str] = frozenset()
 
-    def __init__(self, target: CloudMap, full: int, labelled: int):
+    def __init__(self, target: CloudMap, full: int, labelled: int, every_node_shares: bool = False):
         self.target = target
         self.full = full
         self.labelled = labelled
+        self.every_node_shares = every_node_shares
 
     def wants(self, pod: Mapping[str, Any], demand: PodDemand | None = None) -> bool:
-        return demand is not None and bool(shares(demand, self.target))
+        return demand is not None and bool(shares(demand, self.target, self.every_node_shares))
 
     def __call__(self, view: dict[str, Any], pod: Mapping[str, Any]) -> list[str]:
         percent = f"{self.target.sharing_memory_fill:.0%}"
