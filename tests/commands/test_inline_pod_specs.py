@@ -254,3 +254,38 @@ def test_preflight_places_an_inference_service_s_predictor_on_the_target(capsys)
         in (workload["translated"])
     )
     assert report["unread"] == []
+
+
+def test_two_components_asking_gpus_keep_both_records_of_what_they_asked(capsys, tmp_path):
+    # KServe copies the InferenceService's own annotations to every component's pods: one record each
+    # would leave only the last translated; both are kept, by component.
+    text = """apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: two-gpu-components
+spec:
+  predictor:
+    nodeSelector:
+      cloud.google.com/gke-accelerator: nvidia-l4
+    model:
+      modelFormat: {name: huggingface}
+      resources:
+        limits:
+          nvidia.com/gpu: "1"
+  transformer:
+    nodeSelector:
+      cloud.google.com/gke-accelerator: nvidia-tesla-t4
+    containers:
+      - name: kserve-container
+        image: registry.example/tokenizer:1.0
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+"""
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 0, err
+    (isvc,) = [d for d in yaml.safe_load_all(out) if d]
+    record = json.loads(isvc["metadata"]["annotations"][TRANSLATED_FROM])
+    accelerator = "cloud.google.com/gke-accelerator"
+    assert record["/spec/predictor"]["nodeSelector"] == {accelerator: "nvidia-l4"}
+    assert record["/spec/transformer"]["nodeSelector"] == {accelerator: "nvidia-tesla-t4"}

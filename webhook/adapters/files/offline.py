@@ -27,6 +27,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import controller_notes, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
@@ -119,6 +120,9 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         reason = unread_reason(doc, lambda name: name in context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
+        recorded: dict[
+            int, tuple[Any, list[tuple[str, str]]]
+        ] = {}  # one metadata, several templates' records
         for path, template in list(pod_templates(doc)):
             plain = json.loads(json.dumps(template, default=str))
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
@@ -142,7 +146,12 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                         template.insert(0, "metadata", {})  # where a reader expects it: before the spec
                     _apply(template, plain, result.patch)
                     document.changed.append(path)
+                    annotations = (template.get("metadata") or {}).get("annotations")
+                    if annotations is not None and TRANSLATED_FROM in annotations:
+                        entries = recorded.setdefault(id(annotations), (annotations, []))[1]
+                        entries.append((path, annotations[TRANSLATED_FROM]))
             results.append(result)
+        _merge_records(recorded)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         key = claim_object_key(document.edited)
@@ -155,6 +164,16 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
     return results
+
+
+def _merge_records(recorded: dict[int, tuple[Any, list[tuple[str, str]]]]) -> None:
+    """Where several templates share one metadata (an InferenceService's components all take its own),
+    each translation's record of the original ask would overwrite the last: they are kept side by
+    side instead, by the template they came from."""
+    for annotations, entries in recorded.values():
+        if len(entries) > 1:
+            merged = {path: json.loads(value) for path, value in entries}
+            annotations[TRANSLATED_FROM] = json.dumps(merged, sort_keys=True, separators=(",", ":"))
 
 
 def _kueue_gaps(manifest: Manifest, context: Context) -> list[TemplateResult]:
