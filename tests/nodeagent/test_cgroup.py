@@ -19,6 +19,8 @@ CID = "4f1c2d3e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
         # systemd driver, cgroup v2: the UID's dashes are underscores
         f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{SYSTEMD_UID}.slice/"
         f"cri-containerd-{CID}.scope\n",
+        # cgroupfs driver, read from inside the agent's own cgroup namespace (relative to its cgroup)
+        f"0::/../../burstable/pod{UID}/{CID}\n",
         # systemd driver, a Guaranteed pod, CRI-O
         f"0::/kubepods.slice/kubepods-pod{SYSTEMD_UID}.slice/crio-{CID}.scope\n",
         # systemd driver, cgroup v1, the pod's path on the name=systemd line only

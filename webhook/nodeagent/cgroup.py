@@ -18,7 +18,9 @@ _UID = (
     r"[0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-fA-F]{32}"
 )
 _SYSTEMD = re.compile(rf"kubepods(?:-[a-z]+)?-pod({_UID})\.slice")
-_CGROUPFS = re.compile(rf"/kubepods(?:/[a-z]+)?/pod({_UID})(?:/|$)")
+# Not anchored at /kubepods: in a private cgroup namespace (the default for containers on cgroup v2)
+# a host process's path is relative to the agent's own cgroup, e.g. 0::/../../burstable/pod<uid>/...
+_CGROUPFS = re.compile(rf"/pod({_UID})(?:/|$)")
 
 
 def pod_uid_from_cgroup(text: str) -> str | None:
