@@ -454,3 +454,15 @@ def test_the_node_is_patched_for_new_figures_at_most_every_usage_period_but_at_o
         gpu["memory_used_bytes"] = 0
     now[0] += 1
     assert agent.publish_once()["metadata"]["labels"] == {SHARED_MEMORY_FULL: "false"}
+
+
+def test_a_mig_instance_whose_profile_cannot_be_named_is_still_no_gpu_a_share_lands_on():
+    fake = FakeNVML.load("a100-80gb-pcie-mig-balanced")
+    for instance in fake.record["gpus"][0]["mig"]["instances"]:
+        instance.pop("attributes", None)  # nvmlDeviceGetAttributes answers NotSupported
+        instance["memory_used_bytes"] = instance["memory_bytes"]  # every instance full
+    agent = agent_on(fake)
+    agent.publish_once()
+    usage = agent.last_record["usage"]
+    assert {d["mig_profile"] for d in usage["devices"]} == {"unknown"}
+    assert usage["shared_memory_full"] is False  # no whole GPU here: nothing a share could fill

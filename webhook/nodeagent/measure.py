@@ -18,6 +18,10 @@ _MIB = 1024 * 1024
 _GIB = 1024 * _MIB
 
 
+# The mig_profile of a MIG device whose attributes NVML did not give.
+UNNAMED_PROFILE = "unknown"
+
+
 def mig_profile_name(gi_slices: int, ci_slices: int, memory_mb: int, parent_total_bytes: int) -> str:
     """A MIG device's profile as the NVIDIA device plugin names it (go-nvlib's MigProfile): "3g.40gb", or
     "1c.3g.40gb" when the compute instance holds fewer slices than its GPU instance. The gb figure is the
@@ -52,7 +56,9 @@ def measure_devices(
                 mig = _call(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, i)
                 if mig is None:
                     continue
-                device = _device(nvml, mig, gpu, _profile(nvml, mig, parent_total), pod_of)
+                # A MIG device is never a GPU a share lands on, even when its profile cannot be named.
+                profile = _profile(nvml, mig, parent_total) or UNNAMED_PROFILE
+                device = _device(nvml, mig, gpu, profile, pod_of)
                 # A MIG device is a compute instance; compute instances of one GPU instance share its
                 # memory, so only the first of them reports it (counted once, not once per slice of SMs).
                 instance = _call(nvml, nvml.nvmlDeviceGetGpuInstanceId, mig)
