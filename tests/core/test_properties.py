@@ -182,6 +182,9 @@ JSONISH = st.recursive(
                     "name",
                     "template",
                     "spec",
+                    "schedulerName",
+                    "nodeSelector",
+                    "annotations",
                 ]
             ),
             children,
