@@ -606,3 +606,33 @@ def test_a_flow_mapping_of_asks_rewritten_whole_keeps_its_comment_once(tmp_path,
     assert (
         '      limits: {memory: 2Gi, nvidia.com/gpumem: "8192", nvidia.com/gpu: "1"} # the share\n' in output
     )
+
+
+@pytest.mark.parametrize("indentless", [False, True])
+def test_tolerations_gained_are_added_after_the_authors_own_which_keep_their_comments(indentless):
+    # AKS pools are tainted sku=gpu: the translation adds a toleration. The author's own, the comments
+    # among them and the comment of what follows stay where they were, once.
+    dash = "" if indentless else "  "
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n"
+        "  tolerations:\n"
+        f"  {dash}# our own taint\n"
+        f"  {dash}- key: dedicated\n"
+        f"  {dash}  operator: Equal   # exact\n"
+        f"  {dash}  effect: NoSchedule\n"
+        "\n"
+        "  # the app\n"
+        "  containers:\n"
+        f"  {dash}- name: c\n"
+        f"  {dash}  image: x\n"
+        f"  {dash}  resources:\n"
+        f"  {dash}    limits:\n"
+        f"  {dash}      nvidia.com/gpu: 1\n"
+    )
+    out = translate_text(text, "aks")
+    assert out.count("# the app") == 1 and out.count("# our own taint") == 1
+    authors = text.split("  containers:")[0].split("\n\n")[0]
+    added = (
+        f"  {dash}- key: sku\n  {dash}  operator: Equal\n  {dash}  value: gpu\n  {dash}  effect: NoSchedule\n"
+    )
+    assert authors + "\n" + added + "\n  # the app\n  containers:" in out

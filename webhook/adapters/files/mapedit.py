@@ -15,10 +15,11 @@ import itertools
 from difflib import SequenceMatcher
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from webhook.adapters.files.yamlstyle import (
     Edit,
+    combine,
     entry_span,
     guess_indent,
     merged,
@@ -45,7 +46,28 @@ def entry_edits(lines: list[str], parent: CommentedMap, key: Any, value: Any, ne
         return []
     if _in_place(old) and isinstance(value, dict) and value:
         return map_edit(lines, old, value, newline, asks=key in ASKS)
+    if _appended_to(old, value):
+        return [_append_items(lines, parent, key, value[len(old) :], newline)]
     return [rewrite_entry(lines, parent, key, key, value, newline)]
+
+
+def _appended_to(old: Any, new: Any) -> bool:
+    """Whether `new` is the block sequence `old` with items added after its own (tolerations gained):
+    then its items, and their comments, stay as they are."""
+    if not isinstance(old, CommentedSeq) or not old or old.fa.flow_style() or old.anchor.value is not None:
+        return False
+    return isinstance(new, list) and len(new) > len(old) and plain(list(old)) == plain(new[: len(old)])
+
+
+def _append_items(lines: list[str], parent: CommentedMap, key: Any, items: list, newline: str) -> Edit:
+    """The new items written after the sequence's last line, their dashes at its items' column."""
+    start, end = entry_span(lines, parent, key)
+    column, dash = parent.lc.key(key)[1], parent[key].lc.col
+    block = "".join(text[column:] if len(text) > column else text for text in lines[start:end])
+    style = combine(guess_indent(block, None), guess_indent("".join(lines)))
+    rendered = render_entry(key, items, 0, style, newline)[1:]  # without the key's line
+    shift = " " * (dash - style[1])
+    return end, end, [shift + line if line.strip() else line for line in rendered]
 
 
 def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, asks: bool) -> list[Edit]:
