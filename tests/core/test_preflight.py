@@ -60,6 +60,29 @@ P4D = {
 }
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind", "template_at"),
+    [
+        ("kubeflow.org/v1", "TFJob", ("spec", "tfReplicaSpecs", "Worker", "template")),
+        ("ray.io/v1", "RayJob", ("spec", "rayClusterSpec", "headGroupSpec", "template")),
+        ("argoproj.io/v1alpha1", "Workflow", None),
+    ],
+)
+def test_batch_kinds_move_with_the_training_wave_not_the_stateless_one(api_version, kind, template_at):
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})["spec"]
+    doc = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "batch", "namespace": "ml"}}
+    if template_at is None:  # an Argo step: its container and placement on the template itself
+        step = {"name": "run", "nodeSelector": spec["nodeSelector"], "container": spec["containers"][0]}
+        doc["spec"] = {"entrypoint": "run", "templates": [step]}
+    else:
+        node = doc
+        for key in template_at[:-1]:
+            node = node.setdefault(key, {})
+        node[template_at[-1]] = {"spec": spec}
+    (workload,) = run([doc]).workloads
+    assert workload.category == "training"
+
+
 def test_weights_add_up_to_one():
     assert sum(DEFAULT_WEIGHTS.values()) == pytest.approx(1.0)
 

@@ -57,7 +57,25 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "quota": 0.05,
 }
 CATEGORY_RANK = {"inference/stateless": 0, "training": 1, "stateful": 2}
-TRAINING_KINDS = {"Job", "CronJob", "PyTorchJob", "JobSet"}
+# Kinds that run to completion (batch training, pipelines): migrated after the stateless ones.
+TRAINING_KINDS = {
+    "Job",
+    "CronJob",
+    "JobSet",
+    "PyTorchJob",
+    "TFJob",
+    "MPIJob",
+    "PaddleJob",
+    "XGBoostJob",
+    "MXJob",
+    "TrainingRuntime",
+    "ClusterTrainingRuntime",
+    "RayJob",
+    "Workflow",
+    "WorkflowTemplate",
+    "ClusterWorkflowTemplate",
+    "CronWorkflow",
+}
 CLASS_ANNOTATION = "gpuport.io/workload-class"  # inference/stateless | training | stateful
 
 
