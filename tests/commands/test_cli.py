@@ -137,3 +137,11 @@ def test_an_inventory_file_with_a_broken_agent_record_names_the_node(tmp_path, c
         f"inventory {nodes}: node gpu-1: gpuport.io/capability is not a JSON object"
         in capsys.readouterr().err
     )
+
+
+def test_the_kinds_translate_reads_name_a_group_where_the_bare_kind_would_mislead():
+    from webhook.commands.common import kinds_read
+
+    listed = kinds_read().split(", ")
+    assert "Service (serving.knative.dev)" in listed and "Service" not in listed  # not a core Service
+    assert "Deployment" in listed and "Job" in listed and "Job (batch.volcano.sh)" in listed

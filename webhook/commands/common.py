@@ -53,6 +53,11 @@ def kinds_read() -> str:
 
     keys = sorted(TEMPLATE_PATHS, key=lambda key: (key[0] not in ("apps", "batch"), key))
     kinds = [kind for _, kind in keys]
+    # A kind another group also uses, or that reads as a core kind (Knative's Service), names its group.
+    core_names = {"Service"}
     return ", ".join(
-        kind if kinds.count(kind) == 1 or group == "batch" else f"{kind} ({group})" for group, kind in keys
+        kind
+        if (kinds.count(kind) == 1 and kind not in core_names) or group == "batch"
+        else f"{kind} ({group})"
+        for group, kind in keys
     )
