@@ -28,21 +28,27 @@ def shares(demand: PodDemand, target: CloudMap, every_node_shares: bool = False)
     instance stays hardware-isolated wherever the target cuts one), fractions the map turns into shares,
     and whole-GPU asks that can only land on shared GPUs (the pod requires the map's sharing label, or,
     `every_node_shares`, every node offering the whole-GPU resource shares it)."""
-    isolating = bool(target.mig_offered) or target.mig.form == "by-memory"
+    # One pass, nothing worked out a plain whole-GPU pod does not need: this runs on every pod create.
+    found = []
     label = target.shared.label if target.shared.form == "label" else ""
-    requires_sharing = bool(label) and any(
-        key == label and operator in ("In", "Exists") for key, operator, _ in demand.constraints
-    )
-    landing_on_shares = requires_sharing or every_node_shares
-
-    def shared(a: ContainerAsk) -> bool:
-        if a.kind == "shared":
-            return not (a.share is not None and a.share.isolated and isolating)
-        if a.kind == "fraction":
-            return target.fractional_policy == "shared"
-        return a.kind == "whole" and target.whole_gpu in a.written and landing_on_shares
-
-    return [a for a in demand.asks if shared(a)]
+    landing_on_shares: bool | None = None
+    for a in demand.asks:
+        kind = a.kind
+        if kind == "shared":
+            isolated = a.share is not None and a.share.isolated
+            if not (isolated and (bool(target.mig_offered) or target.mig.form == "by-memory")):
+                found.append(a)
+        elif kind == "fraction":
+            if target.fractional_policy == "shared":
+                found.append(a)
+        elif kind == "whole" and (label or every_node_shares) and target.whole_gpu in a.written:
+            if landing_on_shares is None:
+                landing_on_shares = every_node_shares or any(
+                    key == label and operator in ("In", "Exists") for key, operator, _ in demand.constraints
+                )
+            if landing_on_shares:
+                found.append(a)
+    return found
 
 
 def sharing_refusals(demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> list[str]:
