@@ -7,6 +7,7 @@ import pytest
 
 from tests.fakenvml import FakeNVML, Handle
 from tests.helpers import context
+from tests.nodeagent.fakecore import FakeCore
 from webhook.core.vocabulary.topology import best_cost
 from webhook.nodeagent.agent import NodeAgent
 from webhook.nodeagent.gather import gather
@@ -102,24 +103,6 @@ def test_unsupported_calls_become_unknown_not_crashes():
     assert record["healthy_gpu_count"] == 8
 
 
-class FakeCore:
-    def __init__(self, labels=None, annotations=None):
-        self.metadata = SimpleNamespace(labels=dict(labels or {}), annotations=dict(annotations or {}))
-        self.patches = []
-
-    def read_node(self, name):
-        return SimpleNamespace(metadata=self.metadata)
-
-    def patch_node(self, name, body):
-        self.patches.append(body)
-        for key, value in body["metadata"].get("labels", {}).items():
-            if value is None:
-                self.metadata.labels.pop(key, None)
-            else:
-                self.metadata.labels[key] = value
-        self.metadata.annotations.update(body["metadata"].get("annotations", {}))
-
-
 def test_agent_publishes_gfd_style_and_gpuport_labels_then_only_on_change():
     core = FakeCore(labels={"kubernetes.io/hostname": "n1"})
     agent = NodeAgent(FakeNVML.load("h100-sxm-8-nvswitch"), CATALOGUE, core, "n1")
@@ -168,7 +151,6 @@ def test_a_critical_xid_marks_the_gpu_unhealthy_and_application_xids_do_not():
 
 
 def test_the_gpu_of_an_xid_is_found_by_uuid_and_an_unnamed_one_marks_every_gpu():
-    from types import SimpleNamespace
 
     import pynvml
 

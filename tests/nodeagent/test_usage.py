@@ -2,7 +2,6 @@
 /metrics) over recorded machines. Every expected figure is worked out here from the fixture's numbers."""
 
 import json
-from types import SimpleNamespace
 
 import pynvml
 import pytest
@@ -11,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
+from tests.nodeagent.fakecore import FakeCore
 from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION, SHARED_MEMORY_FULL, best_cost
 from webhook.nodeagent.agent import NodeAgent
 from webhook.nodeagent.cgroup import pod_uid_reader
@@ -19,22 +19,6 @@ from webhook.nodeagent.util_eff import parse_memory_fill
 
 CATALOGUE = context().dialects.catalogue
 MIB = 1024 * 1024
-
-
-class FakeCore:
-    def __init__(self):
-        self.metadata = SimpleNamespace(labels={}, annotations={})
-
-    def read_node(self, name):
-        return SimpleNamespace(metadata=self.metadata)
-
-    def patch_node(self, name, body):
-        for key, value in body["metadata"].get("labels", {}).items():
-            if value is None:
-                self.metadata.labels.pop(key, None)
-            else:
-                self.metadata.labels[key] = value
-        self.metadata.annotations.update(body["metadata"].get("annotations", {}))
 
 
 def agent_on(fake, host_pid=True, memory_fill=0.9):
