@@ -59,11 +59,10 @@ def run(args: argparse.Namespace) -> int:
     except ClusterUnreadable as exc:
         return bad_input("usage", exc)
     try:
-        # The models and slices the nodes' labels and allocatable show narrow the map, as the server's
-        # cluster view does (what a share by memory is a share of). The agent's annotation is left out
-        # here: the report reads it, and says which node's is wrong; nodes that cannot be read as an
-        # inventory leave the map as written.
-        inventory = parse_inventory([_without_capability(n) for n in nodes]) if nodes else None
+        # The models and slices the nodes show narrow the map, as the server's cluster view does (what a
+        # share by memory is a share of). A node whose agent record is broken is read without it (the
+        # report says which); nodes that cannot be read as an inventory leave the map as written.
+        inventory = parse_inventory(nodes) if nodes else None
     except InventoryError:
         inventory = None
     try:
@@ -74,17 +73,6 @@ def run(args: argparse.Namespace) -> int:
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
     sys.stdout.write(render(report))
     return 0
-
-
-def _without_capability(node: dict[str, Any]) -> dict[str, Any]:
-    from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
-
-    metadata = node.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    annotations = metadata.get("annotations")
-    annotations = annotations if isinstance(annotations, dict) else {}
-    kept = {k: v for k, v in annotations.items() if k != CAPABILITY_ANNOTATION}
-    return {**node, "kind": "Node", "metadata": {**metadata, "annotations": kept}}
 
 
 class ClusterUnreadable(Exception):
