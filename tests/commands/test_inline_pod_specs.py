@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.commands.translating import T4_ON_AKS, TRANSLATED_FROM, translate, warnings, whole_gpu_nodes
 from webhook.commands.cli import main
 from webhook.core.vocabulary.templates import pod_templates
 
@@ -18,16 +19,6 @@ MANIFESTS = Path(__file__).parents[1] / "manifests"
 # tests/commands/test_yaml_output.py holds to line-by-line edits.
 ISVC, RUNTIME = "serving/kserve-isvc-eks-t4.yaml", "serving/kserve-runtime-gke-l4.yaml"
 KNATIVE = "knative-gke-t4.yaml"
-T4_ON_AKS = ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3", "Standard_NC64as_T4_v3"]
-TRANSLATED_FROM = "gpuport.io/translated-from"
-
-
-def translate(capsys, tmp_path, text, target, *extra):
-    path = tmp_path / "manifest.yaml"
-    path.write_text(text)
-    code = main(["translate", "--to", target, str(path), *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def corpus(name):
@@ -37,21 +28,6 @@ def corpus(name):
 def required(spec):
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     return [e for term in terms["nodeSelectorTerms"] for e in term["matchExpressions"]]
-
-
-def warnings(err):
-    return [line.partition(": gpuport: ")[2] for line in err.splitlines() if ": gpuport: " in line]
-
-
-def whole_gpu_nodes(tmp_path, label, value):
-    path = tmp_path / "nodes.yaml"
-    node = {
-        "kind": "Node",
-        "metadata": {"name": "gpu-node", "labels": {label: value}},
-        "status": {"allocatable": {"nvidia.com/gpu": "4"}},
-    }
-    path.write_text(yaml.safe_dump(node))
-    return str(path)
 
 
 # InferenceService: the predictor is a pod spec; its model block, the pod's first container.

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.commands.translating import T4_ON_AKS, TRANSLATED_FROM, translate, warnings, whole_gpu_nodes
 from webhook.commands.cli import main
 from webhook.core.vocabulary.templates import UNREAD_KINDS, pod_templates
 
@@ -19,17 +20,7 @@ SCRIPT_AND_SET = "argo-workflowtemplate-eks-t4.yaml"  # a script step, a contain
 CRON = "argo-cronworkflow-aks-t4.yaml"  # spec.workflowSpec (AKS)
 DEFAULTS = "argo-workflow-defaults-gke-t4.yaml"  # the step's node selector is the workflow's
 T4_ON_EKS = ["g4dn.xlarge", "g4dn.2xlarge", "g4dn.4xlarge", "g4dn.8xlarge", "g4dn.16xlarge"]
-T4_ON_AKS = ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3", "Standard_NC64as_T4_v3"]
 AKS_GPU_TAINT = {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
-TRANSLATED_FROM = "gpuport.io/translated-from"
-
-
-def translate(capsys, tmp_path, text, target, *extra):
-    path = tmp_path / "workflow.yaml"
-    path.write_text(text)
-    code = main(["translate", "--to", target, str(path), *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def written(name):
@@ -50,21 +41,6 @@ def instance_types(template):
 
 def record(template):
     return json.loads(template["metadata"]["annotations"][TRANSLATED_FROM])
-
-
-def warnings(err):
-    return [line.partition(": gpuport: ")[2] for line in err.splitlines() if ": gpuport: " in line]
-
-
-def whole_t4_nodes(tmp_path):
-    node = {
-        "kind": "Node",
-        "metadata": {"name": "gpu-node", "labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}},
-        "status": {"allocatable": {"nvidia.com/gpu": "4"}},
-    }
-    path = tmp_path / "nodes.yaml"
-    path.write_text(yaml.safe_dump(node))
-    return str(path)
 
 
 def test_argo_kinds_are_read_not_only_reported():
@@ -366,7 +342,11 @@ def test_a_workflow_written_for_the_target_is_printed_byte_for_byte(
     capsys, tmp_path, name, target, gke_nodes
 ):
     # On GKE, whole-GPU nodes alone say that no partition or time-sharing node needs avoiding.
-    extra = ["--inventory", whole_t4_nodes(tmp_path)] if gke_nodes else []
+    extra = (
+        ["--inventory", whole_gpu_nodes(tmp_path, "cloud.google.com/gke-accelerator", "nvidia-tesla-t4")]
+        if gke_nodes
+        else []
+    )
     code, out, err = translate(capsys, tmp_path, written(name), target, *extra)
     assert code == 0
     assert out == written(name)
