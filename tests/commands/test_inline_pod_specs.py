@@ -197,6 +197,25 @@ def test_a_serving_manifest_written_for_the_target_is_printed_byte_for_byte(
     assert "not looked into" not in err
 
 
+def test_every_way_of_changing_a_view_changes_the_document():
+    # A view is a dict: its own mutators (setdefault, update, pop, |=...) must not edit the view alone.
+    doc = yaml.safe_load(corpus(ISVC))
+    (_, predictor), _ = pod_templates(doc)
+    spec, written = predictor["spec"], doc["spec"]["predictor"]
+    spec.setdefault("schedulerName", "gpu-scheduler")
+    spec.update(priorityClassName="high")
+    spec |= {"hostIPC": False}
+    assert (written["schedulerName"], written["priorityClassName"], written["hostIPC"]) == (
+        "gpu-scheduler",
+        "high",
+        False,
+    )
+    assert spec.pop("nodeSelector") and "nodeSelector" not in written
+    assert spec.popitem()[0] == "hostIPC" and "hostIPC" not in written
+    spec.clear()
+    assert set(written) == {"model"}  # the block the view shows as containers stays where it is written
+
+
 # The walker: views whose edits land in the document, whose copies do not.
 
 

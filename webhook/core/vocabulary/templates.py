@@ -202,6 +202,38 @@ class _View(dict):  # type: ignore[type-arg]
         if key in holder:
             del holder[key]
 
+    # dict's own mutators bypass __setitem__/__delitem__: each goes through them, so none can change the
+    # view without the document.
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key not in self:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self):
+            del self[key]
+
+    def __ior__(self, other: Any) -> "_View":  # type: ignore[misc]
+        self.update(other)
+        return self
+
     def __copy__(self) -> dict[str, Any]:
         return dict(self)
 
