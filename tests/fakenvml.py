@@ -39,7 +39,7 @@ class FakeNVML:
         self.record = record
         self.events: list[tuple[int, int]] = list(record.get("xid_events", []))  # (gpu index, xid)
         for name in dir(pynvml):
-            if name.startswith(("NVML_", "NVMLError", "nvmlEventType")):
+            if name.startswith(("NVML_", "NVMLError", "NVMLLibraryMismatchError", "nvmlEventType")):
                 setattr(self, name, getattr(pynvml, name))
 
     @classmethod

@@ -450,3 +450,34 @@ def test_a_mig_instance_whose_profile_cannot_be_named_is_still_no_gpu_a_share_la
     usage = agent.last_record["usage"]
     assert {d["mig_profile"] for d in usage["devices"]} == {"unknown"}
     assert usage["shared_memory_full"] is False  # no whole GPU here: nothing a share could fill
+
+
+def test_a_driver_older_than_the_bound_process_call_still_gets_its_node_published():
+    # pynvml binds nvmlDeviceGetComputeRunningProcesses_v3; a driver before R510 lacks it, and pynvml
+    # says so with NVMLLibraryMismatchError, which is not an NVMLError.
+    fake = FakeNVML.load("t4-1-time-sliced-five-pods")
+
+    def missing_v3(handle):
+        raise pynvml.NVMLLibraryMismatchError(
+            "Unversioned function called and the pyNVML version does not match"
+        )
+
+    fake.nvmlDeviceGetComputeRunningProcesses = missing_v3
+    agent = agent_on(fake)
+    patch = agent.publish_once()
+    assert patch["metadata"]["labels"]["gpuport.io/gpu-present"] == "true"
+    (t4,) = agent.last_record["usage"]["devices"]
+    assert t4["processes"] == [] and t4["memory_used_mib"] == 1577  # the rest is still measured
+
+
+def test_usage_that_cannot_be_measured_never_costs_the_node_its_labels(monkeypatch):
+    from webhook.nodeagent import agent as agent_module
+
+    def broken(*args):
+        raise RuntimeError("a defect in measuring")
+
+    monkeypatch.setattr(agent_module, "measure_devices", broken)
+    agent = agent_on(FakeNVML.load("t4-1-time-sliced-five-pods"))
+    patch = agent.publish_once()
+    assert patch["metadata"]["labels"]["gpuport.io/healthy-gpus"] == "1"
+    assert "usage" not in json.loads(patch["metadata"]["annotations"][CAPABILITY_ANNOTATION])

@@ -67,8 +67,12 @@ class NodeAgent:
     def record(self) -> dict[str, Any]:
         record = gather(self.nvml, self.catalogue, read_cpulist, self.unhealthy)
         if record["gpus"]:
-            devices = measure_devices(self.nvml, record["gpus"], self.pod_of)
-            record["usage"] = usage_summary(devices, self.memory_fill)
+            try:
+                devices = measure_devices(self.nvml, record["gpus"], self.pod_of)
+            except Exception:  # the figures never cost the node its labels, health and annotation
+                log.exception("GPU usage not measured this period; publishing the rest")
+            else:
+                record["usage"] = usage_summary(devices, self.memory_fill)
         self.last_record = record
         return record
 
@@ -93,9 +97,10 @@ class NodeAgent:
             serve_metrics(usage_registry(self.node_name, lambda: self.last_record), int(port))
             log.info("serving usage metrics on :%s/metrics", port)
 
-    def publish_once(self) -> dict[str, Any]:
-        """Gather and patch the Node if anything changed; returns the patch sent (empty if none)."""
-        record = self.record()
+    def publish_once(self, record: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Patch the Node with `record` (gathered now when not given) if anything changed; returns the
+        patch sent (empty if none)."""
+        record = record if record is not None else self.record()
         node = self.core_api.read_node(self.node_name)
         labels, annotations = node.metadata.labels or {}, node.metadata.annotations or {}
         patch = desired_metadata(record, labels, annotations)
@@ -140,7 +145,7 @@ class NodeAgent:
                 record = self.record()
                 if not record["gpus"]:
                     log.warning("%s; publishing gpu-present=false and idling", record.get("error", "no GPU"))
-                self.publish_once()
+                self.publish_once(record)  # one measurement a period
             except Exception:  # the API server may be briefly away: try again next period
                 log.exception("publishing the node's GPU capability failed; retrying in %ss", self.interval)
             self.wait_for_xid_or(self.interval)

@@ -27,7 +27,9 @@ FAMILIES = {
 def _call(nvml, fn: Callable, *args) -> Any:
     try:
         return fn(*args)
-    except nvml.NVMLError:
+    except (nvml.NVMLError, getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError)):
+        # pynvml raises the mismatch (not an NVMLError) when the driver lacks the versioned function it
+        # binds, e.g. nvmlDeviceGetComputeRunningProcesses_v3 before R510: unknown, like NotSupported.
         return UNKNOWN
 
 
