@@ -219,3 +219,31 @@ def test_every_gpu_of_a_node_is_refused_naming_each_kinds_count_when_nodes_diffe
     assert code == 1
     assert "do not all hold one number (8 on a3-highgpu-8g, 1 on g2-standard-4): ask for a count" in err
     assert err.count("denied:") == 1 and err.count("allocationMode: All") == 1
+
+
+def test_the_webhook_reads_every_gpu_of_a_node_from_its_view_of_the_nodes_as_translate_does():
+    # One mechanism: the claim objects a pod's claims are read from answer how many GPUs a node holds
+    # from the context's view of the nodes, for the webhook's pipeline as for the offline commands.
+    from tests.helpers import parsed, review_of
+    from webhook.config.cloudmap import default_directory
+    from webhook.config.loading import build_context
+    from webhook.core.deciding import pipeline
+    from webhook.core.vocabulary.inventory import parse_inventory
+
+    documents = list(yaml.safe_load_all((SHAPES / "gke-every-gpu-of-node.yaml").read_text()))
+    claim_template = next(d for d in documents if d["kind"] == "ResourceClaimTemplate")
+    (_, template), *_ = [t for d in documents for t in pod_templates(d)]
+    h100 = {KIND: "a3-highgpu-8g", ACCELERATOR: "nvidia-h100-80gb"}
+    inventory = parse_inventory([node("a", h100, 8), node("b", h100, 8)])
+    ctx = build_context(default_directory(), "gke", inventory=inventory)
+
+    class Templates:  # the cluster adapter, answering the pod's template and no ResourceSlices
+        def referenced(self, namespace, pod):
+            return {"node-gpus": claim_template}.get
+
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, **template}
+    decision = pipeline.mutate(parsed(review_of(body)), ctx, claims=Templates())
+    assert decision.allowed, decision.message
+    assert any(
+        op["value"] == {"nvidia.com/gpu": "8"} for op in decision.patch if op["path"].endswith("/limits")
+    )

@@ -340,7 +340,7 @@ def _one(
     form = cloud_map.dra if cloud_map is not None else None
     inexact = list(meaning.inexact)
     if form is None or cloud_map is None:
-        count, uncountable = _count(exact, "", "", objects, said_as)
+        count, uncountable = _count(exact, {}, said_as)
         largest = max((m.memory_bytes >> 20 for m in catalogue.models.values()), default=0)
         return RequestReading(
             name,
@@ -382,9 +382,9 @@ def _one(
         )
     # allocationMode All counts the type the request or class said; unsaid, every device of the driver.
     device_type = _type_of(form, kind) if kind else ""
-    count, uncountable = _count(exact, form.driver, device_type, objects, said_as)
+    per_node = _per_node(objects, form.driver, device_type) if exact.get("allocationMode") == "All" else {}
+    count, uncountable = _count(exact, per_node, said_as)
     if exact.get("allocationMode", "ExactCount") == "All":
-        per_node = _per_node(objects, form.driver, device_type)
         if count is not None and per_node.get("same") is True:
             # Every node holds one number of them: asking for that many is asking for all of a node.
             written = (
@@ -445,26 +445,31 @@ def _held_by_kind(per_node: Mapping[str, Any]) -> str:
     return f", and the GPU nodes do not all hold one number ({held}): ask for a count"
 
 
-def answering_per_node(
-    objects: ClaimObjects, counts: tuple[tuple[str, frozenset[int]], ...], maps: tuple[CloudMap, ...]
-) -> ClaimObjects:
-    """`objects`, with what it cannot say of devices per node answered from the whole GPUs each of the
-    target's device-plugin nodes offers (by node kind): where a claim is moved off DRA, a driver's
-    devices on a node are that node's whole GPUs."""
+def per_node_answer(
+    counts: tuple[tuple[str, frozenset[int]], ...], maps: tuple[CloudMap, ...]
+) -> tuple[Mapping[str, Any], frozenset[str]] | None:
+    """What DEVICES_PER_NODE answers from the whole GPUs each device-plugin node offers (by node kind),
+    and the keys it answers: where a claim is moved off DRA, a driver's devices on a node are that
+    node's whole GPUs. None without counts."""
     if not counts:
-        return objects
+        return None
     every = {n for _, held in counts for n in held}
     answer = {
         "count": max(every),
         "same": len(every) == 1,
         "by": {kind: sorted(held) for kind, held in counts},
     }
-    keys = {
+    keys = frozenset(
         devices_key(m.dra.driver, device_type)
         for m in maps
         if m.dra is not None
         for device_type in ("", _type_of(m.dra, "whole"))
-    }
+    )
+    return answer, keys
+
+
+def answering(objects: ClaimObjects, answer: Mapping[str, Any], keys: frozenset[str]) -> ClaimObjects:
+    """`objects`, with what it cannot say of devices per node (for `keys`) answered by `answer`."""
 
     def find(key: str) -> Mapping[str, Any] | None:
         found = objects(key)
@@ -477,13 +482,11 @@ def _type_of(form: DraForm, kind: str) -> str:
     return next((t for t, k in form.types.items() if k == kind), "")
 
 
-def _count(
-    exact: Mapping[str, Any], driver: str, device_type: str, objects: ClaimObjects | None, said_as: str
-) -> tuple[int | None, str]:
+def _count(exact: Mapping[str, Any], per_node: Mapping[str, Any], said_as: str) -> tuple[int | None, str]:
+    """`per_node`: what the nodes publish of the request's devices (allocationMode All), else {}."""
     mode = exact.get("allocationMode", "ExactCount")
     if mode == "All":
-        found = objects(devices_key(driver, device_type)) if objects is not None and driver else None
-        most = found.get("count") if isinstance(found, Mapping) else None
+        most = per_node.get("count")
         if isinstance(most, int) and not isinstance(most, bool) and most >= 0:
             return most, ""
         return None, (

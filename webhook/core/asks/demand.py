@@ -183,7 +183,7 @@ def read_demand(
         if problem:
             problems.append(problem)
     claims = NO_CLAIMS
-    if templates is not None and (spec.get("resourceClaims") or _may_stand_for_a_class(names, dialects)):
+    if templates is not None and reads_claims(read, dialects):
         # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
         claims = read_pod_claims(read, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
         claimed, models, avoid = _claim_asks(claims)
@@ -210,11 +210,13 @@ def read_demand(
     return PodDemand(tuple(asks), selection, tuple(problems), constraints, names, claims)
 
 
-def _may_stand_for_a_class(names: frozenset[str], dialects: Dialects) -> bool:
-    """Whether a resource the pod asks for may be one a DeviceClass stands for (KEP-5004): the
-    deviceclass.resource.kubernetes.io/<class> names, or an extended resource no loaded map reads."""
-    return any(
-        n.startswith(CLASS_RESOURCE_PREFIX) or (is_extended_resource(n) and n not in dialects) for n in names
+def reads_claims(read: PodRead, dialects: Dialects) -> bool:
+    """Whether the pod's asks need claim objects read: it names claims, or asks for a resource a
+    DeviceClass may stand for (KEP-5004: the deviceclass.resource.kubernetes.io/<class> names, or an
+    extended resource no loaded map reads)."""
+    return bool(read.spec.get("resourceClaims")) or any(
+        n.startswith(CLASS_RESOURCE_PREFIX) or (is_extended_resource(n) and n not in dialects)
+        for n in read.resource_names
     )
 
 

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.core.asks.checks import Violation, check_containers
-from webhook.core.asks.claims import answering_per_node
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context, Mutation
@@ -39,13 +38,12 @@ from webhook.core.vocabulary.workloads import (
 )
 
 
-def decide_mutation(request: AdmissionRequest, context: Context, demand: PodDemand | None = None) -> Decision:
-    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates).
-    `demand` is the pod's, when the caller has already read it."""
+def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
+    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates)."""
     checked = check_request(request, context)
     if checked is not None:
         return checked
-    return mutation_after_checks(request, context, demand)
+    return mutation_after_checks(request, context)
 
 
 def mutation_after_checks(
@@ -200,11 +198,9 @@ def decide_template(
     violations = check_containers(read.containers, context.target, context.dialects)
     if violations:
         return TemplateDecision([v.message for v in violations], None)
-    if templates is not None and context.slice_nodes is not None:
-        templates = answering_per_node(templates, context.slice_nodes.whole_counts, context.dialects.maps)
     try:
-        demand = read_demand(read, context.dialects, templates)
-        return TemplateDecision([], rewrite_pod(template, context, demand, hints=hints, templates=templates))
+        demand = read_demand(read, context.dialects, context.claim_objects(templates) if templates else None)
+        return TemplateDecision([], rewrite_pod(template, context, demand, hints=hints))
     except Untranslatable as exc:
         return TemplateDecision(list(exc.messages), None)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.asks.claims import ClaimObjects, answering, per_node_answer
 from webhook.core.deciding.decision_key import MetadataKeys
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.rewriting.whole_gpus import SliceNodes
@@ -43,6 +44,18 @@ class Context:
     @property
     def as_declared(self) -> CloudMap:
         return self.declared or self.target
+
+    @functools.cached_property
+    def _per_node(self) -> tuple[Mapping[str, Any], frozenset[str]] | None:
+        counts = self.slice_nodes.whole_counts if self.slice_nodes is not None else ()
+        return per_node_answer(counts, self.dialects.maps)
+
+    def claim_objects(self, objects: ClaimObjects) -> ClaimObjects:
+        """The claim objects a pod's claims are read from, with how many devices a node holds answered
+        from this view of the nodes where the objects cannot say (allocationMode: All). The one place
+        the webhook, translate, preflight and explain make this answer; worked out once per context."""
+        found = self._per_node
+        return objects if found is None else answering(objects, *found)
 
     @functools.cached_property
     def metadata_keys(self) -> MetadataKeys | None:

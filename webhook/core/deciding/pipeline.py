@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from webhook.core.asks.checks import is_extended_resource
-from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.asks.demand import PodDemand, read_demand
+from webhook.core.asks.demand import PodDemand, read_demand, reads_claims
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.admission import check_request, decide_validation, mutation_after_checks
 from webhook.core.deciding.context import Context
@@ -51,19 +49,9 @@ def read_pod_demand(
     (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
     read = pod if isinstance(pod, PodRead) else read_pod(pod)
     lookup = None
-    if claims is not None and (read.spec.get("resourceClaims") or _foreign(read.resource_names, context)):
-        lookup = claims.referenced(namespace, read.pod)
+    if claims is not None and reads_claims(read, context.dialects):
+        lookup = context.claim_objects(claims.referenced(namespace, read.pod))
     return read_demand(read, context.dialects, lookup)
-
-
-def _foreign(names: frozenset[str], context: Context) -> bool:
-    """Whether a container asks for an extended resource no loaded map reads, which a DeviceClass of
-    the cluster may stand for (KEP-5004): then the cluster's classes are read too."""
-    return any(
-        name not in context.dialects
-        and (is_extended_resource(name) or name.startswith(CLASS_RESOURCE_PREFIX))
-        for name in names
-    )
 
 
 class Gate(Protocol):
