@@ -90,19 +90,21 @@ def _sharing_guard(
 ) -> tuple[SharedMemoryGuard, ...]:
     """The overcommit guard, where the node agent labels nodes (elsewhere nothing reports a GPU full),
     counting the nodes that offer shares: a whole-GPU node full of one training job is not one."""
+    if not any(SHARED_MEMORY_FULL in n.labels for n in inventory.nodes):
+        return ()
     form = target.shared
     names = form.resource_names() - {target.whole_gpu}
     said = [
         n.labels[SHARED_MEMORY_FULL]
         for n in inventory.nodes
         if SHARED_MEMORY_FULL in n.labels
-        and (any(name in n.allocatable for name in names) or (form.label and form.label in n.labels))
+        and (
+            any(name in n.allocatable for name in names) or (form.node_label and form.node_label in n.labels)
+        )
     ]
-    if not any(SHARED_MEMORY_FULL in n.labels for n in inventory.nodes):
-        return ()
-    every_node_shares = form.form == "label" and form.label in slices.marked and not slices.whole
-    full = sum(1 for value in said if value == "true")
-    return (SharedMemoryGuard(target, full, len(said), every_node_shares),)
+    all_full = bool(said) and all(value == "true" for value in said)
+    every_node_shares = bool(form.node_label) and form.node_label in slices.marked and not slices.whole
+    return (SharedMemoryGuard(target, all_full, every_node_shares),)
 
 
 def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) -> CloudMap:

@@ -111,7 +111,7 @@ def rewrite_pod(
     demand = demand if demand is not None else read_demand(pod, context.dialects, templates)
     if demand.claim_problems and context.target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
-    refused = sharing_refusals(demand, context.target, context.dialects.catalogue)
+    refused = sharing_refusals(demand, context.target, context.dialects)
     if refused:
         raise Untranslatable(refused)
     spec = pod.get("spec") or {}

@@ -117,9 +117,7 @@ def usage_report(
         use = pod_use(demand, context.target, context.dialects.catalogue).equivalents
         shares = any(a.kind == "shared" for a in demand.asks)
         bound.setdefault(node, []).append((name, use, shares, dra))
-    sharing_labels = {
-        m.shared.label for m in context.dialects.maps if m.shared.form == "label" and m.shared.label
-    }
+    sharing_labels = {m.shared.node_label for m in context.dialects.maps if m.shared.node_label}
     catalogue = context.dialects.catalogue
     rows, unlisted = [], 0
     for node in sorted(nodes, key=_node_name):

@@ -16,7 +16,7 @@ from typing import Any
 
 from webhook.core.asks.demand import ContainerAsk, PodDemand
 from webhook.core.rewriting.podedits import require_expression
-from webhook.core.vocabulary.catalogue import Catalogue
+from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.topology import SHARED_MEMORY_FULL
 
@@ -30,7 +30,7 @@ def shares(demand: PodDemand, target: CloudMap, every_node_shares: bool = False)
     `every_node_shares`, every node offering the whole-GPU resource shares it)."""
     # One pass, nothing worked out a plain whole-GPU pod does not need: this runs on every pod create.
     found = []
-    label = target.shared.label if target.shared.form == "label" else ""
+    label = target.shared.node_label
     landing_on_shares: bool | None = None
     for a in demand.asks:
         kind = a.kind
@@ -51,14 +51,15 @@ def shares(demand: PodDemand, target: CloudMap, every_node_shares: bool = False)
     return found
 
 
-def sharing_refusals(demand: PodDemand, target: CloudMap, catalogue: Catalogue) -> list[str]:
+def sharing_refusals(demand: PodDemand, target: CloudMap, dialects: Dialects) -> list[str]:
     """Why the pod's shares cannot be served within policy.sharing; [] when they can."""
     found = shares(demand, target)
     if not found:
         return []
     refusals = []
     fill = target.sharing_memory_fill
-    offered = target.models_offered(catalogue)
+    catalogue = dialects.catalogue
+    offered = dialects.models_offered(target)  # remembered per map: this runs on every shared pod
     pinned = [m for m in offered if m in (demand.selection.models or ())]
     candidates = sorted((catalogue.models[m] for m in pinned or offered), key=lambda m: m.memory_bytes)
     for ask in found:
@@ -114,16 +115,15 @@ def _how_to_say(target: CloudMap) -> str:
 
 class SharedMemoryGuard:
     """A mutation (see core.deciding.context.Mutation): keeps shared-GPU pods off nodes whose shared
-    GPUs are past κ, where the node agent labels nodes. `full` and `labelled`: how many of the nodes
-    offering shares carry the label as true, and at all, in this view of the cluster."""
+    GPUs are past κ, where the node agent labels nodes. `all_full`: every node offering shares that
+    carries the label says true, in this view of the cluster."""
 
     label_keys: frozenset[str] = frozenset()  # reads and writes no pod label or annotation
     annotation_keys: frozenset[str] = frozenset()
 
-    def __init__(self, target: CloudMap, full: int, labelled: int, every_node_shares: bool = False):
+    def __init__(self, target: CloudMap, all_full: bool, every_node_shares: bool = False):
         self.target = target
-        self.full = full
-        self.labelled = labelled
+        self.all_full = all_full
         self.every_node_shares = every_node_shares
 
     def wants(self, pod: Mapping[str, Any], demand: PodDemand | None = None) -> bool:
@@ -137,7 +137,7 @@ class SharedMemoryGuard:
                 f"gpuport: shared GPU: kept off nodes with {SHARED_MEMORY_FULL}=true (past {percent} of "
                 "memory)"
             )
-        if self.labelled and self.full == self.labelled:
+        if self.all_full:
             warnings.append(
                 f"gpuport: every node's shared GPUs are past {percent} of memory now: the pod waits"
             )

@@ -276,7 +276,10 @@ def translate_pod(
         warnings.append(f"gpuport: node selector {model_key} not in {'|'.join(avoided)}")
     if whole:
         # Partitions and shared GPUs are plain whole-GPU resources there, told apart only by a label.
-        for key in (target.mig.label if target.mig.form == "partition-label" else "", _sharing_label(target)):
+        for key in (
+            target.mig.label if target.mig.form == "partition-label" else "",
+            target.shared.node_label,
+        ):
             if (
                 key
                 and key not in node_labels
@@ -360,10 +363,6 @@ def _plan_claims(
         if isinstance(c, Mapping) and isinstance(c.get("name"), str) and c["name"] not in leaving
     }
     return plan_claims(target.dra, requests, sidecars, frozenset(taken))
-
-
-def _sharing_label(target: CloudMap) -> str:
-    return target.shared.label if target.shared.form == "label" else ""
 
 
 def _carry_spot(

@@ -52,7 +52,7 @@ def slice_markers(target: CloudMap) -> tuple[SliceMarker, ...]:
         markers.append(
             SliceMarker(target.mig.product_label, "MIG instances", "a MIG instance", by_value=True)
         )
-    if target.shared.form == "label":
+    if target.shared.node_label:
         markers.append(SliceMarker(target.shared.label, "shared GPUs", "a shared GPU"))
     return tuple(markers)
 
@@ -63,9 +63,13 @@ class SliceNodes:
     and whether some carry none (whole GPUs)."""
 
     marked: frozenset[str]
-    whole: bool
     # GPUs each whole-GPU node offers, by node kind (NODE_KIND's value; the node's name without it).
     whole_counts: tuple[tuple[str, frozenset[int]], ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        """Whether some node offering the whole-GPU resource carries no slice marker."""
+        return bool(self.whole_counts)
 
 
 def slice_nodes(
@@ -83,9 +87,7 @@ def slice_nodes(
         marked |= carried
         if not carried:
             counts.setdefault(labels.get(NODE_KIND, name), set()).add(int(gpus))
-    return SliceNodes(
-        frozenset(marked), bool(counts), tuple((k, frozenset(v)) for k, v in sorted(counts.items()))
-    )
+    return SliceNodes(frozenset(marked), tuple((k, frozenset(v)) for k, v in sorted(counts.items())))
 
 
 def whole_only(

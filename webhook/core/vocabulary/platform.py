@@ -93,6 +93,11 @@ class SharedForm:
     def annotation_names(self) -> tuple[str, ...]:
         return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
 
+    @property
+    def node_label(self) -> str:
+        """The node label that marks shared GPUs (the label form's), else ""."""
+        return self.label if self.form == "label" else ""
+
     def resource_names(self) -> frozenset[str]:
         names = {
             self.resource,
