@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 
 from tests.helpers import context
+from webhook.adapters.kube import kubeclient
 from webhook.commands import usage as command
 from webhook.commands.cli import main
 from webhook.core.migration.usage import usage_report
@@ -322,7 +323,7 @@ def test_markdown_output_is_a_pipe_table_with_a_bold_total():
 
 
 def test_the_cli_prints_each_format_from_what_it_read(monkeypatch, capsys):
-    monkeypatch.setattr(command, "_read_cluster", lambda kubeconfig: cluster())
+    monkeypatch.setattr(kubeclient, "read_cluster", lambda kubeconfig, read: cluster())
     assert main(["usage", "--kubeconfig", "unused", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 5
     assert main(["usage", "--kubeconfig", "unused", "-o", "markdown"]) == 0
@@ -335,7 +336,7 @@ def test_the_cli_prints_each_format_from_what_it_read(monkeypatch, capsys):
 def test_the_cli_prints_the_other_nodes_whatever_one_node_s_annotation_holds(monkeypatch, capsys, annotation):
     nodes, pods = cluster()
     nodes[0]["metadata"]["annotations"][CAPABILITY_ANNOTATION] = annotation
-    monkeypatch.setattr(command, "_read_cluster", lambda kubeconfig: (nodes, pods))
+    monkeypatch.setattr(kubeclient, "read_cluster", lambda kubeconfig, read: (nodes, pods))
     assert main(["usage", "--kubeconfig", "unused"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^gpu-a +all +bad agent data +ml/infer-1, ml/infer-2, ml/train +1\.857 ", out, re.M)

@@ -478,6 +478,19 @@ def test_cli_reports_an_unreachable_cluster_as_bad_input(tmp_path):
     assert "Traceback" not in err
 
 
+def test_cli_reports_a_kubeconfig_it_cannot_load_as_bad_input(tmp_path):
+    # The client library raises its own ConfigException on such a file, which escaped as a traceback.
+    for text in ("not: a kubeconfig\n", "apiVersion: v1\nkind: Config\ncontexts: []\n"):
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(text)
+        code, _, err = cli("--from", "gke", "--to", "eks", "--kubeconfig", str(kubeconfig), str(EXAMPLE))
+        assert code == 2, err
+        assert err.startswith(
+            f"gpuport preflight: reading the cluster's nodes and quotas: kubeconfig {kubeconfig}:"
+        )
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_replicas_that_fit_nowhere_are_said_with_what_every_node_lacks():
     spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"})["spec"]
     # p5.48xlarge (H100) is what an H100 pod becomes on EKS; the inventory has only p4d nodes.

@@ -61,17 +61,13 @@ def run(args: argparse.Namespace) -> int:
     except (StartupError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return bad_input("preflight", exc)
     if args.kubeconfig:
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         from webhook.adapters.kube.inventory_reader import inventory_from_cluster
-        from webhook.adapters.kube.kubeclient import api_client
+        from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
         from webhook.core.vocabulary.inventory import InventoryError
 
         try:
-            inventory = inventory_from_cluster(client.CoreV1Api(api_client(args.kubeconfig)))
-        except (OSError, InventoryError, ApiException, HTTPError) as exc:
+            inventory = read_cluster(args.kubeconfig, inventory_from_cluster)
+        except (ClusterUnreadable, InventoryError) as exc:
             return bad_input("preflight", f"reading the cluster's nodes and quotas: {exc}")
     source = next(m for m in context.dialects.maps if m.name == args.source)
     report = preflight(

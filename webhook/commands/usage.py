@@ -6,7 +6,7 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.commands.common import Subcommands, bad_input
 
@@ -54,8 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from webhook.core.vocabulary.inventory import InventoryError, parse_inventory
 
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
+    from webhook.adapters.kube.usage_reader import nodes_and_pods
+
     try:
-        nodes, pods = _read_cluster(kubeconfig)
+        nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
     except ClusterUnreadable as exc:
         return bad_input("usage", exc)
     try:
@@ -73,46 +76,6 @@ def run(args: argparse.Namespace) -> int:
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
     sys.stdout.write(render(report))
     return 0
-
-
-class ClusterUnreadable(Exception):
-    """The kubeconfig or the API server: one line saying which and why."""
-
-
-def _read_cluster(kubeconfig: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError, MaxRetryError
-
-    from webhook.adapters.kube.kubeclient import api_client
-    from webhook.adapters.kube.usage_reader import nodes_and_pods
-
-    try:
-        api = api_client(kubeconfig)
-    except Exception as exc:  # the client library raises what its YAML and dict walks raise on a bad file
-        raise ClusterUnreadable(f"kubeconfig {kubeconfig}: {_one_line(exc)}") from None
-    where = api.configuration.host
-    try:
-        return nodes_and_pods(client.CoreV1Api(api))
-    except ApiException as exc:
-        raise ClusterUnreadable(f"{where} answered {exc.status} {exc.reason}{_said(exc.body)}") from None
-    except MaxRetryError as exc:
-        raise ClusterUnreadable(f"cannot reach {where}: {_one_line(exc.reason or exc)}") from None
-    except (HTTPError, OSError) as exc:
-        raise ClusterUnreadable(f"cannot read {where}: {_one_line(exc)}") from None
-
-
-def _one_line(exc: object) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _said(body: Any) -> str:
-    try:
-        message = json.loads(body).get("message")
-    except (TypeError, ValueError, AttributeError):
-        return ""
-    return f": {' '.join(message.split())}" if isinstance(message, str) and message.strip() else ""
 
 
 # -- rendering -------------------------------------------------------------------------------------
