@@ -56,3 +56,13 @@ def test_the_reader_is_a_parameter_and_a_vanished_process_has_no_pod():
     pod_of = pod_uid_reader(texts.get)
     assert pod_of(42) == UID
     assert pod_of(43) is None  # no /proc/43: the process ended, or the agent does not see host PIDs
+
+
+def test_the_real_proc_is_read_and_a_process_that_is_gone_has_no_cgroup():
+    import os
+
+    from webhook.nodeagent.cgroup import read_proc_cgroup
+
+    own = read_proc_cgroup(os.getpid())
+    assert own is not None and ":" in own.splitlines()[0]  # hierarchy-id:controllers:path
+    assert read_proc_cgroup(2**22 + 1) is None  # above the kernel's pid_max: no such process

@@ -344,6 +344,24 @@ def test_the_fake_answers_as_the_real_driver_does_on_mig():
     assert rates.gpu == 100 and not hasattr(rates, "memory")
 
 
+def test_the_fake_s_answers_carry_only_the_fields_pynvml_s_own_structs_have():
+    # Checked against the installed pynvml, not against the fake: a field the fake made up (or a name
+    # the agent reads that the driver never sets) fails here, not on a node.
+    def fields(struct):
+        return {name for name, _ in struct._fields_}
+
+    fake = FakeNVML.load("a100-80gb-pcie-mig-balanced")
+    mig = fake.nvmlDeviceGetMigDeviceHandleByIndex(fake.nvmlDeviceGetHandleByIndex(0), 0)
+    assert set(vars(fake.nvmlDeviceGetMemoryInfo(mig))) == fields(pynvml.c_nvmlMemory_t)
+    for process in fake.nvmlDeviceGetComputeRunningProcesses(mig):
+        assert set(vars(process)) <= fields(pynvml.c_nvmlProcessInfo_v3_t)
+    t4 = FakeNVML.load("t4-1-time-sliced-five-pods")
+    rates = t4.nvmlDeviceGetUtilizationRates(t4.nvmlDeviceGetHandleByIndex(0))
+    assert set(vars(rates)) <= fields(pynvml.c_nvmlUtilization_t)
+    attributes = fake.nvmlDeviceGetAttributes(mig)
+    assert set(vars(attributes)) <= fields(pynvml.c_nvmlDeviceAttributes)
+
+
 def test_kappa_comes_from_the_environment_and_a_bad_value_is_refused_clearly(monkeypatch):
     served = []
     monkeypatch.setattr("webhook.nodeagent.agent.serve_metrics", lambda registry, port: served.append(port))
