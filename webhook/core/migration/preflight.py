@@ -42,8 +42,6 @@ from webhook.core.vocabulary.workloads import (
     containers,
     held_at_once,
     mapping_at,
-    requested,
-    resource_section,
 )
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -333,9 +331,10 @@ def _pod_resources(template: Mapping[str, Any]) -> dict[str, Decimal]:
     """Extended resources one pod holds on its node, as Kubernetes counts them (held_at_once)."""
     parts: dict[str, list[tuple[ContainerRef, Decimal]]] = {}
     for container in containers(mapping_at(template, ("spec",)) or {}):
-        names = {*resource_section(container.spec, "requests"), *resource_section(container.spec, "limits")}
-        for name in filter(is_extended_resource, names):
-            parts.setdefault(name, []).append((container, quantity.parse(requested(container.spec, name))))
+        requests, limits = container.requests, container.limits
+        for name in filter(is_extended_resource, {*requests, *limits}):
+            amount = requests[name] if name in requests else limits[name]  # a missing request is the limit
+            parts.setdefault(name, []).append((container, quantity.parse(amount)))
     return {name: held_at_once(found, Decimal(0), max) for name, found in parts.items()}
 
 
