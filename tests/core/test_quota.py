@@ -9,9 +9,9 @@ from tests.helpers import context
 from tests.quota_fakes import QUOTA
 from tests.translation_cases import pod
 from webhook.core.asks.demand import read_demand
-from webhook.core.budget.equivalents import pod_use, show
-from webhook.core.budget.quota import GPU_MEMORY, PodFacts, Quota, applies, exceeded, pod_facts
-from webhook.core.vocabulary.gpu_use import GpuUse
+from webhook.core.budget.equivalents import pod_use
+from webhook.core.budget.quota import PodFacts, Quota, applies, exceeded, pod_facts
+from webhook.core.vocabulary.gpu_use import GPU_MEMORY, GpuUse, show
 
 
 def use(obj, cloud="generic"):

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
     """The table's rows (header first, the TOTAL row last), each cell as printed."""
-    from webhook.core.budget.equivalents import show
+    from webhook.core.vocabulary.gpu_use import show
 
     rows: list[tuple[str, ...]] = [_COLUMNS]
     for node in report.nodes:
@@ -135,7 +135,7 @@ def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
 
 
 def _allocation_line(report: "UsageReport") -> str:
-    from webhook.core.budget.equivalents import show
+    from webhook.core.vocabulary.gpu_use import show
 
     t = report.totals
     ratio = "-" if t.allocation_ratio is None else f"{float(t.allocation_ratio):.3f}"

@@ -14,18 +14,16 @@ Why one module of ~330 lines: the reservation record, the in-memory store and th
 compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 
-import functools
 import json
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Protocol
 
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
-from webhook.core.vocabulary.gpu_use import GpuUse
+from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
 TTL_SECONDS = 30.0
 MAX_ATTEMPTS = 20
@@ -89,8 +87,7 @@ def encode(reservations: list[Reservation]) -> str:
     return json.dumps(
         {
             r.key: {
-                "gpu": str(r.usage.equivalents),
-                "mib": r.usage.memory_mib,
+                **to_wire(r.usage),
                 "quotas": list(r.quotas),
                 "expires": r.expires,
             }
@@ -101,18 +98,11 @@ def encode(reservations: list[Reservation]) -> str:
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _usage(gpu: str, mib: int) -> GpuUse:
-    # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
-    # reading a Lease of a few hundred of them on every commit.
-    return GpuUse(Fraction(gpu), mib)
-
-
 def decode(text: str | None) -> list[Reservation]:
     if not text:
         return []
     return [
-        Reservation(key, _usage(str(v["gpu"]), int(v["mib"])), tuple(v["quotas"]), float(v["expires"]))
+        Reservation(key, from_wire(v), tuple(v["quotas"]), float(v["expires"]))
         for key, v in json.loads(text).items()
     ]
 

@@ -70,10 +70,3 @@ def pod_use(demand: PodDemand, target: CloudMap, catalogue: Catalogue, shared_cl
     if shared_claims:
         use = sum(demand.claims.shared().values(), use)
     return use
-
-
-def show(value: Fraction) -> str:
-    """3 as "3", 3/7 as "0.429": the quota message's numbers, as kubectl users read them."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):.3f}".rstrip("0")

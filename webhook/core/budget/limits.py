@@ -21,11 +21,12 @@ from fractions import Fraction
 from typing import Any
 
 from webhook.core.asks.demand import PodDemand
-from webhook.core.budget.equivalents import ask_equivalents, pod_use, show
+from webhook.core.budget.equivalents import ask_equivalents, pod_use
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.errors import BadInput
+from webhook.core.vocabulary.gpu_use import show
 from webhook.core.vocabulary.platform import CloudMap
 
 LIMITS_ANNOTATION = "gpuport.io/gpu-limits"

@@ -8,15 +8,11 @@ requests.nvidia.com/gpu: 8), counted across every GPU form, plus an optional GPU
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
-from webhook.core.budget.equivalents import show
-from webhook.core.vocabulary.gpu_use import GpuUse
-from webhook.core.vocabulary.quantity import MIB
+from webhook.core.vocabulary.gpu_use import MEASURES, GpuUse
 from webhook.core.vocabulary.workloads import mapping_at, resource_entries
 
-GPU_MEMORY = "requests.gpuport.io/gpu-memory"
 FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
 
 
@@ -76,21 +72,21 @@ def applies(quota: Quota, facts: PodFacts) -> bool:
 
 
 def gpu_quotas(quotas: list[Quota], whole_gpu: str) -> list[Quota]:
-    return [q for q in quotas if f"requests.{whole_gpu}" in q.hard or GPU_MEMORY in q.hard]
+    keys = [m.quota_key(whole_gpu) for m in MEASURES]
+    return [q for q in quotas if any(key in q.hard for key in keys)]
 
 
 def exceeded(quota: Quota, asked: GpuUse, used: GpuUse, whole_gpu: str) -> str | None:
     """The built-in plugin's message if this pod would take `quota` past its limits, else None."""
-    key = f"requests.{whole_gpu}"
     over = []
-    if key in quota.hard:
-        limit = Fraction(str(quota.hard[key]))
-        if used.equivalents + asked.equivalents > limit:
-            over.append((key, show(asked.equivalents), show(used.equivalents), show(limit)))
-    if GPU_MEMORY in quota.hard:
-        limit_mib = int(quota.hard[GPU_MEMORY] / MIB)
-        if used.memory_mib + asked.memory_mib > limit_mib:
-            over.append((GPU_MEMORY, f"{asked.memory_mib}Mi", f"{used.memory_mib}Mi", f"{limit_mib}Mi"))
+    for measure in MEASURES:
+        key = measure.quota_key(whole_gpu)
+        if key not in quota.hard:
+            continue
+        limit = measure.limit(quota.hard[key])
+        taken, held = measure.of(asked), measure.of(used)
+        if held + taken > limit:
+            over.append((key, measure.show(taken), measure.show(held), measure.show(limit)))
     if not over:
         return None
     over.sort()

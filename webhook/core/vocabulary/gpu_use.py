@@ -1,11 +1,20 @@
 """GPU use as the budget counts it: GPU-equivalents and the GPU memory that comes with them.
 
 One value for a container's ask, a claim's charge, a pod's total and a quota's used total, so the
-budget's arithmetic (adding pods, taking a pod's peak) is written once.
+budget's arithmetic (adding pods, taking a pod's peak) is written once. `MEASURES` says, for each of
+its fields, which ResourceQuota entry limits it, how a limit and a figure read, and how the quota
+ledger writes it: a new budget dimension is a field and a row here, plus how an ask (budget/
+equivalents.py) and a claim (asks/pod_claims.device_charge) come to it.
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from webhook.core.vocabulary.quantity import MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +22,7 @@ class GpuUse:
     equivalents: Fraction = Fraction(0)
     memory_mib: int = 0  # GPU memory the use may take, for the optional gpuport.io/gpu-memory budget
 
+    # Written out, not looped over MEASURES: the quota gate adds one per pod in a namespace.
     def __add__(self, other: "GpuUse") -> "GpuUse":
         return GpuUse(self.equivalents + other.equivalents, self.memory_mib + other.memory_mib)
 
@@ -23,3 +33,64 @@ class GpuUse:
 
 
 NO_GPU = GpuUse()
+
+
+def show(value: Fraction) -> str:
+    """3 as "3", 3/7 as "0.429": the quota message's numbers, as kubectl users read them."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.3f}".rstrip("0")
+
+
+@dataclass(frozen=True)
+class Measure:
+    field: str  # GpuUse's attribute
+    quota_key: Callable[[str], str]  # the ResourceQuota `hard` entry, given the cluster's whole-GPU name
+    limit: Callable[[Decimal], Any]  # that entry's quantity in the field's unit
+    show: Callable[[Any], str]  # a figure as the denial message says it
+    wire: str  # the ledger's key
+    to_wire: Callable[[Any], Any]
+    from_wire: Callable[[Any], Any]
+
+    def of(self, use: GpuUse) -> Any:
+        return getattr(use, self.field)
+
+
+GPU_MEMORY = "requests.gpuport.io/gpu-memory"
+
+MEASURES: tuple[Measure, ...] = (
+    Measure(
+        field="equivalents",
+        quota_key=lambda whole_gpu: f"requests.{whole_gpu}",
+        limit=lambda hard: Fraction(str(hard)),
+        show=show,
+        wire="gpu",
+        to_wire=str,
+        from_wire=lambda text: Fraction(str(text)),
+    ),
+    Measure(
+        field="memory_mib",
+        quota_key=lambda whole_gpu: GPU_MEMORY,
+        limit=lambda hard: int(hard / MIB),
+        show=lambda mib: f"{mib}Mi",
+        wire="mib",
+        to_wire=int,
+        from_wire=int,
+    ),
+)
+
+
+def to_wire(use: GpuUse) -> dict[str, Any]:
+    return {m.wire: m.to_wire(m.of(use)) for m in MEASURES}
+
+
+def from_wire(entry: Mapping[str, Any]) -> GpuUse:
+    """A use as the ledger wrote it; a measure an older replica did not write counts nothing."""
+    return _from_wire(tuple(str(entry[m.wire]) if m.wire in entry else None for m in MEASURES))
+
+
+@lru_cache(maxsize=256)
+def _from_wire(values: tuple[str | None, ...]) -> GpuUse:
+    # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
+    # reading a Lease of a few hundred of them on every commit.
+    return GpuUse(**{m.field: m.from_wire(v) for m, v in zip(MEASURES, values, strict=True) if v is not None})
