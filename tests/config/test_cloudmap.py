@@ -213,3 +213,15 @@ def test_a_map_that_leaves_a_word_out_gets_the_values_default():
         GOOD + "policy:\n  topology: required\n  fractional: mig\n", "lab.yaml", catalogue
     )
     assert (strict.topology_policy, strict.fractional_policy) == ("required", "mig")
+
+
+def test_every_sharing_form_says_what_it_means_and_how_it_is_asked_for():
+    from typing import get_args
+
+    from webhook.core.vocabulary import platform
+
+    assert set(platform.SHARING_TRAITS) == set(get_args(platform.SharedFormName))
+    for cloud_map in load_directory(default_directory()).maps.values():
+        # Each map that shares GPUs tells a user who wants part of one how to ask, in its own words.
+        offered = any("share" in option for option in cloud_map.partial_gpu_options())
+        assert offered == cloud_map.shared.offered, cloud_map.name

@@ -50,6 +50,16 @@ def test_a_cluster_without_partial_gpus_says_to_ask_for_whole_ones():
     )
 
 
+def test_on_kai_a_half_gpu_is_told_to_ask_by_kais_annotations():
+    from tests.helpers import context
+
+    decision = mutate(pod_with_resources(gpu("0.5", "0.5")), context("kai"))
+    assert decision.reason == "fractional-gpu"
+    assert decision.message.endswith(
+        "or a share of a GPU by pod annotation (gpu-fraction or gpu-memory, with schedulerName kai-scheduler)"
+    )
+
+
 def test_fractional_mig_slice_is_denied(generic_context):
     decision = mutate(
         pod_with_resources(gpu("0.5", "0.5", resource="nvidia.com/mig-1g.10gb")), generic_context

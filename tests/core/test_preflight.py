@@ -153,6 +153,29 @@ def test_shared_memory_limit_becoming_time_slicing_is_half_credit():
     assert result["mig_sharing_mode"][0] == 1.0
 
 
+def test_a_memory_share_moved_to_kai_is_reserved_there_not_capped():
+    # KAI's gpu-memory annotation is a reservation its scheduler keeps; nothing caps it at run time.
+    spec = pod({"aliyun.com/gpu-mem": "8"})["spec"]
+    result = checks(run([deployment("d", spec)], source="ack", target="kai"))
+    assert result["gpu_memory"] == (
+        0.5,
+        "8192 MiB becomes a share the scheduler reserves: memory is not capped",
+    )
+    assert result["mig_sharing_mode"][0] == 1.0
+
+
+def test_a_share_without_a_size_scores_zero_where_shares_are_sized():
+    # Time-slicing (GKE's shared label) has no size to give; KAI and HAMi need one, as translate says.
+    spec = pod(
+        {"nvidia.com/gpu": "1"}, selector={"cloud.google.com/gke-gpu-sharing-strategy": "time-sharing"}
+    )["spec"]
+    for target in ("kai", "hami"):
+        result = checks(run([deployment("d", spec)], source="gke", target=target))
+        assert result["gpu_memory"][0] == 0.0, target
+        assert "names none" in result["gpu_memory"][1]
+    assert checks(run([deployment("d", spec)], source="gke", target="eks"))["gpu_memory"][0] == 1.0
+
+
 @pytest.mark.parametrize(
     ("labels", "compat", "why_part"),
     [

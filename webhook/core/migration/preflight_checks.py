@@ -60,18 +60,26 @@ def memory_check(
             else:
                 result = (1.0, f"{ask.mig_profile.name} → {min(fits).name}: ≥ {ask.mig_profile.memory_gb} GB")
         elif ask.kind == "shared" and ask.share and ask.share.memory_mib:
-            if target.shared.form == "memory":
-                result = (1.0, f"{ask.share.memory_mib} MiB stays a memory limit")
-            elif target.shared.form in ("resource", "label"):
-                result = (0.5, f"{ask.share.memory_mib} MiB becomes time-slicing: memory is no longer capped")
-            else:
+            traits = target.shared.traits
+            if not target.shared.offered:
                 result = (0.0, f"{target.name} offers no shared GPUs")
-        elif ask.kind == "shared" and target.shared.form == "memory":
-            result = (0.0, f"{target.name} shares by memory and the ask names no size")
+            else:
+                result = (
+                    1.0 if traits.caps_memory else 0.5,
+                    f"{ask.share.memory_mib} MiB {traits.memory_fate}",
+                )
+        elif ask.kind == "shared" and target.shared.traits.needs_size and not _sized(ask):
+            result = (0.0, f"{target.name} shares GPUs by size ({target.shared.form}) and the ask names none")
         else:
             continue
         worst = min(worst, result, key=lambda r: r[0])
     return worst
+
+
+def _sized(ask: ContainerAsk) -> bool:
+    """Whether a share says how much of a GPU: memory, or a percentage of memory or cores."""
+    share = ask.share
+    return share is not None and (share.memory_mib, share.memory_percent, share.core_percent) != (None,) * 3
 
 
 def mode_check(asks: list[ContainerAsk], target: CloudMap) -> tuple[float, str]:
@@ -87,7 +95,7 @@ def mode_check(asks: list[ContainerAsk], target: CloudMap) -> tuple[float, str]:
         elif ask.kind == "shared":
             result = (
                 (1.0, f"sharing offered ({target.shared.form})")
-                if target.shared.form != "none"
+                if target.shared.offered
                 else (0.0, f"{target.name} offers no GPU sharing")
             )
         elif ask.kind == "fraction":

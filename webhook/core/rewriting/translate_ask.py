@@ -193,7 +193,7 @@ def _place_shared(
                 f"{_offer(target)}"
             ]
         )
-    if form.form == "none":
+    if not form.offered:
         raise Untranslatable(
             [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target)}"]
         )

@@ -80,17 +80,13 @@ class Dialects:
 
     @functools.cached_property
     def memory_forms(self) -> tuple[tuple[SharedForm, str, frozenset[str]], ...]:
-        """(form, vendor, the resource names that make an ask a share) of each map sharing GPUs by
-        memory, in map order: its memory, percentage or core resource, or a count resource of its
-        own (aliyun.com/gpu-count; HAMi's count is nvidia.com/gpu, a whole GPU when alone)."""
+        """(form, vendor, the resource names that make an ask a share: SharedForm.memory_share_names)
+        of each map sharing GPUs by memory, in map order."""
         found = []
         for cloud_map in self.maps:
-            form = cloud_map.shared
-            if form.form != "memory":
-                continue
-            own_count = form.count_resource if form.count_resource != cloud_map.whole_gpu else ""
-            names = {form.memory_resource, form.memory_percent_resource, form.core_resource, own_count}
-            found.append((form, cloud_map.vendor, frozenset(n for n in names if n)))
+            names = cloud_map.shared.memory_share_names(cloud_map.whole_gpu)
+            if names:
+                found.append((cloud_map.shared, cloud_map.vendor, names))
         return tuple(found)
 
     @functools.cached_property
@@ -112,7 +108,7 @@ class Dialects:
             profile = cloud_map.mig.profile_of(name)
             if profile is not None:
                 return ResourceMeaning(True, "mig", cloud_map.vendor, profile)
-            if cloud_map.shared.form == "resource" and name == cloud_map.shared.resource:
+            if cloud_map.shared.share_resource(name):
                 return ResourceMeaning(True, "shared", cloud_map.vendor)
             if name == cloud_map.whole_gpu:
                 return ResourceMeaning(True, "whole", cloud_map.vendor)
@@ -147,8 +143,7 @@ class Dialects:
                     profile = MigProfile.parse(value)
                 except ProfileError:
                     unparsed.append(f"{key}={value}")
-            if cloud_map.shared.form == "label" and key == cloud_map.shared.label:
-                shared = shared or value in cloud_map.shared.values
+            shared = shared or cloud_map.shared.marks_shared(key, value)
         return LabelMeaning(names_models, frozenset(models), profile, shared, tuple(unparsed))
 
     def __contains__(self, resource: str) -> bool:
@@ -170,7 +165,7 @@ class Dialects:
     @functools.cached_property
     def annotation_shares(self) -> tuple[CloudMap, ...]:
         """The maps whose scheduler reads a GPU share from pod annotations (KAI's gpu-fraction)."""
-        return tuple(m for m in self.maps if m.shared.form == "annotation")
+        return tuple(m for m in self.maps if m.shared.annotation_names())
 
     @functools.cached_property
     def dynamic_mig(self) -> tuple[tuple[Mapping[str, str], str], ...]:
