@@ -166,7 +166,7 @@ def test_the_schema_lists_exactly_the_words_the_values_know_with_the_same_defaul
     from dataclasses import fields
     from typing import get_args, get_type_hints
 
-    from webhook.core.vocabulary import dra_api, platform
+    from webhook.core.vocabulary import dra_api, platform, sharing
 
     words = {
         ("properties", "vendor"): (platform.CloudMap, "vendor"),
@@ -183,14 +183,14 @@ def test_the_schema_lists_exactly_the_words_the_values_know_with_the_same_defaul
         default = next(f.default for f in fields(cls) if f.name == name)
         assert schema.get("default", "") == default, name
 
-    sharing = ("properties", "policy", "properties", "sharing", "properties")
+    policy_sharing = ("properties", "policy", "properties", "sharing", "properties")
     for key, name in (("memory_fill", "sharing_memory_fill"), ("memory_required", "sharing_memory_required")):
         default = next(f.default for f in fields(platform.CloudMap) if f.name == name)
-        assert _schema_property((*sharing, key))["default"] == default, name
+        assert _schema_property((*policy_sharing, key))["default"] == default, name
 
     resources = ("properties", "resources", "properties")
     assert _form_words((*resources, "mig")) == set(get_args(platform.MigFormName))
-    assert _form_words((*resources, "shared")) == set(get_args(platform.SharedFormName))
+    assert _form_words((*resources, "shared")) == set(get_args(sharing.SharedFormName))
     dra = ("properties", "dra", "properties")
     assert set(_schema_property((*dra, "types", "additionalProperties"))["enum"]) == set(
         get_args(platform.DeviceKind)
@@ -218,9 +218,9 @@ def test_a_map_that_leaves_a_word_out_gets_the_values_default():
 def test_every_sharing_form_says_what_it_means_and_how_it_is_asked_for():
     from typing import get_args
 
-    from webhook.core.vocabulary import platform
+    from webhook.core.vocabulary import sharing
 
-    assert set(platform.SHARING_TRAITS) == set(get_args(platform.SharedFormName))
+    assert set(sharing.SHARING_TRAITS) == set(get_args(sharing.SharedFormName))
     for cloud_map in load_directory(default_directory()).maps.values():
         # Each map that shares GPUs tells a user who wants part of one how to ask, in its own words.
         offered = any("share" in option for option in cloud_map.partial_gpu_options())

@@ -137,7 +137,7 @@ def test_hints_fill_fields_that_are_null_as_if_absent(tmp_path, policy):
 
 
 def test_a_required_term_that_is_not_a_map_is_named_not_edited(tmp_path):
-    from webhook.core.vocabulary.workloads import MalformedField
+    from webhook.core.rewriting.podedits import MalformedField
 
     inventory = parse_inventory(list(yaml.safe_load_all(mixed_cluster(tmp_path).read_text())))
     hints = PlacementHints(replace(context("generic").target, topology_policy="required"), inventory)

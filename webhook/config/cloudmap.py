@@ -25,8 +25,8 @@ from webhook.core.vocabulary.platform import (
     ModelAnnotations,
     ModelLabel,
     NodeLabels,
-    SharedForm,
 )
+from webhook.core.vocabulary.sharing import SharedForm
 
 CATALOGUE_FILE = "gpus.yaml"
 

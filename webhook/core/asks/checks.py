@@ -111,8 +111,7 @@ def _parsed(
 
 def _translated_by_policy(name: str, amount: Decimal, target: CloudMap, dialects: Dialects) -> bool:
     """A cloud map may turn part of a whole GPU into a MIG slice or a shared GPU instead of denying it."""
-    whole_names = {m.whole_gpu for m in dialects.maps}
-    return target.fractional_policy != "deny" and name in whole_names and 0 < amount < 1
+    return target.fractional_policy != "deny" and name in dialects.whole_gpu_names and 0 < amount < 1
 
 
 def _fractional(

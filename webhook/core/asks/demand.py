@@ -23,7 +23,7 @@ from webhook.core.asks.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, r
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import MigProfile
 from webhook.core.vocabulary.dialects import MEANINGS_KEPT, Dialects
-from webhook.core.vocabulary.platform import SharedForm
+from webhook.core.vocabulary.sharing import SharedForm
 from webhook.core.vocabulary.workloads import (
     ContainerRef,
     PodRead,
@@ -198,7 +198,7 @@ def read_demand(
             selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
     asks, used = _dynamic_mig(asks, annotations, dialects)
     selection = selection._replace(annotations=selection.annotations | used)
-    shared, problem = _annotation_share(read, dialects)
+    shared, problem = _annotation_share(read, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
             problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
@@ -239,10 +239,11 @@ def _claim_asks(
     return asks, models, avoid
 
 
-def _annotation_share(read: PodRead, dialects: Dialects) -> tuple[ContainerAsk | None, str]:
+def _annotation_share(
+    read: PodRead, annotations: Mapping[str, Any], dialects: Dialects
+) -> tuple[ContainerAsk | None, str]:
     """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
     gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
-    annotations = read.annotations
     for cloud_map in dialects.annotation_shares:
         form = cloud_map.shared
         if read.spec.get("schedulerName") != cloud_map.scheduler_name:

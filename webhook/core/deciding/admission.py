@@ -14,7 +14,7 @@ from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context, Mut
 from webhook.core.deciding.decision import Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.patch import diff_mutation
-from webhook.core.rewriting.podedits import add_tolerations, missing_tolerations
+from webhook.core.rewriting.podedits import MalformedField, add_tolerations, editable, missing_tolerations
 from webhook.core.rewriting.sharing_guard import sharing_refusals
 from webhook.core.rewriting.translate import (
     TRANSLATED_FROM,
@@ -28,13 +28,12 @@ from webhook.core.rewriting.whole_gpus import SliceMarker, keep_whole, slices_on
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import pod_templates
 from webhook.core.vocabulary.workloads import (
-    MalformedField,
     PodRead,
     containers,
-    editable,
     mapping_at,
     pod_spec_path,
     read_pod,
+    resource_names_in,
 )
 
 
@@ -250,7 +249,7 @@ def _absent(
         warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
     if context.present_resources is not None:
         if names is None:
-            names = read_pod({"spec": spec}).resource_names
+            names = resource_names_in(spec)
         for name in sorted(n for n in names if context.target.is_accelerator(n)):
             if name not in context.present_resources:
                 warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")

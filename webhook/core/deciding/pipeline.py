@@ -158,7 +158,7 @@ def validate(
     the pod's DRA claims ask for as well: one budget for both worlds."""
     order = gates.on_validate
     # Read once where the checks and a gate both walk it; the checks alone walk the spec as it is.
-    read = read_pod(review.object or {}) if review.is_pod_create and order else None
+    read = read_pod(review.object or {}) if order and review.is_pod_create else None
     decision = decide_validation(review, context, read)
     if not (decision.allowed and read is not None):
         return decision

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core.asks.pod_claims import TEMPLATE_PREFIX
+from webhook.core.rewriting.podedits import editable
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.platform import DraForm
-from webhook.core.vocabulary.workloads import editable
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuport"}
 ASKS_ANNOTATION = "gpuport.io/asks"  # what the template asks for, in words, for `kubectl describe`

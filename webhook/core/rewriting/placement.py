@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.asks.demand import PodDemand
-from webhook.core.rewriting.podedits import require_expression
+from webhook.core.rewriting.podedits import editable, require_expression
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.inventory import Inventory
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.topology import best_cost
 from webhook.core.vocabulary.workloads import (
     container_specs,
-    editable,
     mapping_at,
     resource_entries,
     resource_section,

@@ -9,7 +9,57 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.asks.demand import ContainerAsk
-from webhook.core.vocabulary.workloads import editable, terms_to_edit
+from webhook.core.vocabulary.errors import BadInput
+from webhook.core.vocabulary.workloads import REQUIRED_NODE_AFFINITY, mapping_at
+
+
+class MalformedField(BadInput):
+    """A field gpuport must edit holds the wrong kind of value (a map where Kubernetes reads a list):
+    the API server would refuse the pod too, and no edit can be made into it."""
+
+
+def editable(parent: dict[str, Any], key: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:
+    """parent[key], to edit in place: made an empty `kind` when absent or null. YAML's `annotations:`
+    with nothing under it is null, which the API server reads as absent; setdefault would hand back
+    the None. Any other value of the wrong kind is a MalformedField."""
+    value = parent.get(key)
+    if value is None:
+        value = parent[key] = kind()
+    elif not isinstance(value, kind):
+        raise MalformedField(f"{key} is {_kind_of(value)}; Kubernetes reads {_kind_of(kind())} there")
+    return value
+
+
+def terms_to_edit(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The required node-affinity terms, to edit in place (the list in the spec); None when there are
+    none. Readers skip a term or expression they cannot read; an edit cannot, so each term and each of
+    its matchExpressions must be a map, else MalformedField."""
+    required = mapping_at(pod_spec, REQUIRED_NODE_AFFINITY)
+    terms = required.get("nodeSelectorTerms") if required is not None else None
+    if terms is None:
+        return None
+    _maps(terms, "nodeSelectorTerms")
+    for term in terms:
+        expressions = term.get("matchExpressions")
+        if expressions is not None:
+            _maps(expressions, "matchExpressions")
+    return terms  # type: ignore[no-any-return]  # each a dict: checked just above
+
+
+def _maps(values: Any, key: str) -> None:
+    if not isinstance(values, list):
+        raise MalformedField(f"{key} is {_kind_of(values)}; Kubernetes reads a list there")
+    for value in values:
+        if not isinstance(value, dict):
+            raise MalformedField(f"{key} holds {_kind_of(value)}; Kubernetes reads maps there")
+
+
+def _kind_of(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    return f"the {type(value).__name__} {value!r}"
 
 
 def add_tolerations(spec: dict[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -21,6 +21,7 @@ from webhook.core.asks.demand import PodDemand
 from webhook.core.rewriting.dra import ClaimPlan, add_claim, plan_claims, remove_claim
 from webhook.core.rewriting.podedits import (
     add_tolerations,
+    editable,
     remove_selectors,
     require_expression,
     require_label,
@@ -29,7 +30,7 @@ from webhook.core.rewriting.podedits import (
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, mig_candidates, translate_ask
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
-from webhook.core.vocabulary.workloads import editable, held_at_once
+from webhook.core.vocabulary.workloads import held_at_once
 
 __all__ = [
     "TRANSLATED_FROM",

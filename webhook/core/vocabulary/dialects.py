@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
-from webhook.core.vocabulary.platform import CloudMap, SharedForm
+from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.vocabulary.sharing import SharedForm
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -71,6 +72,11 @@ class Dialects:
         """How many label and resource meanings this vocabulary keeps: at most MEANINGS_KEPT of each,
         whatever pods name."""
         return len(self._label_meanings) + len(self._resource_meanings)
+
+    @functools.cached_property
+    def whole_gpu_names(self) -> frozenset[str]:
+        """Every platform's whole-GPU resource (nvidia.com/gpu, amd.com/gpu, ...)."""
+        return frozenset(m.whole_gpu for m in self.maps)
 
     @functools.cached_property
     def selections(self) -> dict[Any, Any]:

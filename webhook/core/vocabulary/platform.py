@@ -7,12 +7,12 @@ from typing import Literal
 
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.vocabulary.sharing import SharedForm
 
 # The words a map chooses among. The schema (config/schemas/cloudmap.schema.json) lists the same, for
 # editors; tests/config/test_cloudmap.py holds the two together, defaults included.
 Vendor = Literal["nvidia", "amd"]
 MigFormName = Literal["none", "mixed", "single", "partition-label", "by-memory"]
-SharedFormName = Literal["none", "resource", "label", "memory", "annotation"]
 DeviceKind = Literal["whole", "mig", "partition"]  # what a DRA device of a `type` is
 FractionalPolicy = Literal["deny", "mig", "shared"]  # what a fractional whole-GPU ask becomes
 MigToWhole = Literal["deny", "allow"]  # whether a MIG slice may become a whole GPU
@@ -67,110 +67,6 @@ class MigForm:
             return MigProfile.parse(name)
         except ProfileError:
             return None
-
-
-@dataclass(frozen=True)
-class SharingTraits:
-    """What a sharing form means wherever it is read, written or judged, so the layers above ask the
-    form instead of comparing its name: a new form is a row here (its reading in asks/demand.py and its
-    writing in rewriting/translate_ask.py are the rest)."""
-
-    caps_memory: bool  # a share's memory size is enforced there
-    needs_size: bool  # a share there must say how much (memory or a fraction)
-    memory_fate: str  # what becomes of a share's memory size there, for preflight
-
-
-SHARING_TRAITS: Mapping[SharedFormName, SharingTraits] = {
-    "none": SharingTraits(False, False, "no shared GPUs are offered"),
-    "resource": SharingTraits(False, False, "becomes time-slicing: memory is no longer capped"),
-    "label": SharingTraits(False, False, "becomes time-slicing: memory is no longer capped"),
-    "memory": SharingTraits(True, True, "stays a memory limit"),
-    # KAI reserves the share when scheduling; without a separate isolator nothing caps it at run time.
-    "annotation": SharingTraits(False, True, "becomes a share the scheduler reserves: memory is not capped"),
-}
-
-
-@dataclass(frozen=True)
-class SharedForm:
-    form: SharedFormName = "none"
-    resource: str = ""
-    label: str = ""
-    values: tuple[str, ...] = ()
-    memory_resource: str = ""
-    memory_percent_resource: str = ""  # memory as a percentage of one card
-    memory_unit_bytes: int = 0
-    count_resource: str = ""
-    core_resource: str = ""
-    core_per_gpu: int = 100
-    count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
-    replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
-    max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
-    fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
-    memory_annotation: str = ""  # annotation form: GPU memory in MiB
-    # What must be configured for `resource` to exist at all, said whenever it is written: a name that
-    # depends on the device plugin's settings is never written as if certain.
-    requires: str = ""
-
-    @property
-    def traits(self) -> SharingTraits:
-        return SHARING_TRAITS[self.form]
-
-    @property
-    def offered(self) -> bool:
-        return self.form != "none"
-
-    def annotation_names(self) -> tuple[str, ...]:
-        """The pod annotations a share is asked with (the annotation form's), else ()."""
-        if self.form != "annotation":
-            return ()
-        return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
-
-    @property
-    def node_label(self) -> str:
-        """The node label that marks shared GPUs (the label form's), else ""."""
-        return self.label if self.form == "label" else ""
-
-    def marks_shared(self, key: str, value: str) -> bool:
-        """Whether a node label requirement key=value asks for shared GPUs."""
-        return bool(self.node_label) and key == self.node_label and value in self.values
-
-    def share_resource(self, name: str) -> bool:
-        """Whether `name` alone asks for a shared GPU, counted in GPUs (the resource form's)."""
-        return self.form == "resource" and name == self.resource
-
-    def memory_share_names(self, whole_gpu: str) -> frozenset[str]:
-        """The resources that make an ask a share by memory (the memory form's): its memory,
-        percentage or core resource, or a count resource of its own (aliyun.com/gpu-count; HAMi's
-        count is the whole-GPU resource, a whole GPU when alone)."""
-        if self.form != "memory":
-            return frozenset()
-        own_count = self.count_resource if self.count_resource != whole_gpu else ""
-        names = {self.memory_resource, self.memory_percent_resource, self.core_resource, own_count}
-        return frozenset(n for n in names if n)
-
-    def offer(self, whole_gpu: str, scheduler: str = "") -> str:
-        """How a user asks for a shared GPU here, in the platform's words ("" when none is offered);
-        `scheduler` is the schedulerName the platform's pods carry, where one reads the ask."""
-        if self.form == "resource":
-            return f"a shared GPU ({self.resource}: 1)"
-        if self.form == "label":
-            return f"a shared GPU ({whole_gpu}: 1 with node selector {self.label}: {self.values[0]})"
-        if self.form == "memory":
-            return f"a share of a GPU by memory ({self.memory_resource})"
-        if self.form == "annotation":
-            by = f", with schedulerName {scheduler}" if scheduler else ""
-            return f"a share of a GPU by pod annotation ({' or '.join(self.annotation_names())}{by})"
-        return ""
-
-    def resource_names(self) -> frozenset[str]:
-        names = {
-            self.resource,
-            self.memory_resource,
-            self.memory_percent_resource,
-            self.count_resource,
-            self.core_resource,
-        }
-        return frozenset(n for n in names if n)
 
 
 @dataclass(frozen=True)
@@ -316,8 +212,8 @@ class CloudMap:
             return f"device class {self.dra.mig_class}" if self.dra.mig_class else ""
         return "" if self.mig.form == "none" else self.mig.form
 
-    def partial_gpu_options(self) -> list[str]:
-        """What a user who wants part of a GPU can ask for on this platform, in its own words."""
+    @functools.cached_property
+    def _partial_gpu_options(self) -> tuple[str, ...]:
         options = []
         if self.mig.form == "mixed":
             options.append(
@@ -332,4 +228,9 @@ class CloudMap:
             )
         if self.shared.offered:
             options.append(self.shared.offer(self.whole_gpu, self.scheduler_name))
-        return options
+        return tuple(options)
+
+    def partial_gpu_options(self) -> tuple[str, ...]:
+        """What a user who wants part of a GPU can ask for on this platform, in its own words (said in
+        every fractional-GPU denial: worked out once per map)."""
+        return self._partial_gpu_options

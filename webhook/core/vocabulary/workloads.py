@@ -4,8 +4,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, TypeVar
 
-from webhook.core.vocabulary.errors import BadInput
-
 # (API group, kind) → path from the object root to its pod spec.
 POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Pod"): ("spec",),
@@ -115,55 +113,6 @@ def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
-class MalformedField(BadInput):
-    """A field gpuport must edit holds the wrong kind of value (a map where Kubernetes reads a list):
-    the API server would refuse the pod too, and no edit can be made into it."""
-
-
-def editable(parent: dict[str, Any], key: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:
-    """parent[key], to edit in place: made an empty `kind` when absent or null. YAML's `annotations:`
-    with nothing under it is null, which the API server reads as absent; setdefault would hand back
-    the None. Any other value of the wrong kind is a MalformedField."""
-    value = parent.get(key)
-    if value is None:
-        value = parent[key] = kind()
-    elif not isinstance(value, kind):
-        raise MalformedField(f"{key} is {_kind_of(value)}; Kubernetes reads {_kind_of(kind())} there")
-    return value
-
-
-def terms_to_edit(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The required node-affinity terms, to edit in place (the list in the spec); None when there are
-    none. Readers skip a term or expression they cannot read; an edit cannot, so each term and each of
-    its matchExpressions must be a map, else MalformedField."""
-    required = mapping_at(pod_spec, REQUIRED_NODE_AFFINITY)
-    terms = required.get("nodeSelectorTerms") if required is not None else None
-    if terms is None:
-        return None
-    _maps(terms, "nodeSelectorTerms")
-    for term in terms:
-        expressions = term.get("matchExpressions")
-        if expressions is not None:
-            _maps(expressions, "matchExpressions")
-    return terms  # type: ignore[no-any-return]  # each a dict: checked just above
-
-
-def _maps(values: Any, key: str) -> None:
-    if not isinstance(values, list):
-        raise MalformedField(f"{key} is {_kind_of(values)}; Kubernetes reads a list there")
-    for value in values:
-        if not isinstance(value, dict):
-            raise MalformedField(f"{key} holds {_kind_of(value)}; Kubernetes reads maps there")
-
-
-def _kind_of(value: object) -> str:
-    if isinstance(value, Mapping):
-        return "a map"
-    if isinstance(value, list):
-        return "a list"
-    return f"the {type(value).__name__} {value!r}"
-
-
 def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
     return POD_SPEC_PATHS.get((group, kind))
 
@@ -185,8 +134,11 @@ def containers(
     pod_spec: Mapping[str, Any],
     spec_path: tuple[str, ...] = ("spec",),
     lists: tuple[str, ...] = CONTAINER_LISTS,
-) -> Iterator[ContainerRef]:
+) -> list[ContainerRef]:
+    """Every container of the pod spec, init containers first. A list, not a generator: every
+    review walks them all, and a pod has a handful."""
     dotted = ".".join(spec_path)
+    found = []
     for list_name in lists:
         items = pod_spec.get(list_name)
         if not isinstance(items, list):
@@ -194,15 +146,18 @@ def containers(
         for index, container in enumerate(items):
             if type(container) is dict or isinstance(container, Mapping):
                 name = container.get("name")
-                yield ContainerRef(
-                    list_name,
-                    index,
-                    name if isinstance(name, str) else "?",
-                    container,
-                    dotted,
-                    resource_section(container, "limits"),
-                    resource_section(container, "requests"),
+                found.append(
+                    ContainerRef(
+                        list_name,
+                        index,
+                        name if isinstance(name, str) else "?",
+                        container,
+                        dotted,
+                        resource_section(container, "limits"),
+                        resource_section(container, "requests"),
+                    )
                 )
+    return found
 
 
 @dataclass(slots=True)
@@ -255,6 +210,15 @@ def container_specs(
             for container in items:
                 if type(container) is dict or isinstance(container, Mapping):
                     yield container
+
+
+def resource_names_in(pod_spec: Mapping[str, Any]) -> frozenset[str]:
+    """Every resource name the containers' limits and requests write (PodRead.resource_names, for a
+    spec not read as a pod: a translated one)."""
+    names: set[str] = set()
+    for container in container_specs(pod_spec):
+        names.update(resource_section(container, "limits"), resource_section(container, "requests"))
+    return frozenset(names)
 
 
 def resource_section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
