@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from webhook.core.asks.checks import Violation, check_containers
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
-from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context, Mutation
+from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
 from webhook.core.deciding.decision import Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.patch import diff_mutation
@@ -46,14 +46,17 @@ def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
 
 
 def mutation_after_checks(
-    request: AdmissionRequest, context: Context, demand: PodDemand | None = None
+    request: AdmissionRequest,
+    context: Context,
+    demand: PodDemand | None = None,
+    read: PodRead | None = None,
 ) -> Decision:
     """decide_mutation once `check_request` has had nothing to say (the pipeline runs its gates in
-    between)."""
+    between). `read`: the pod, when the caller read it already."""
     if not request.is_pod_create:
         return allow("checked", warnings=preview(request, context))
-    pod = request.object or {}
     try:
+        pod = read if read is not None else (request.object or {})
         patch, warnings, templates = rewrite_pod(pod, context, demand, record=True)
     except Untranslatable as exc:
         return deny("untranslatable", untranslatable_message(request, context.target, exc))
@@ -96,7 +99,7 @@ class Rewrite(NamedTuple):
 
 
 def rewrite_pod(
-    pod: Mapping[str, Any],
+    pod: Mapping[str, Any] | PodRead,
     context: Context,
     demand: PodDemand | None = None,
     hints: bool = True,
@@ -106,18 +109,22 @@ def rewrite_pod(
     """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
     A pod already in the target's words changes only where it could not schedule as written (the
     map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files).
-    `templates` resolves the pod's ResourceClaimTemplates, so that DRA claims are read as asks too."""
-    demand = demand if demand is not None else read_demand(pod, context.dialects, templates)
+    `templates` resolves the pod's ResourceClaimTemplates, so that DRA claims are read as asks too.
+    `pod` may be the pod as read already (its spec and annotations are taken from that reading)."""
+    read = pod if isinstance(pod, PodRead) else read_pod(pod)
+    pod = read.pod
+    demand = demand if demand is not None else read_demand(read, context.dialects, templates)
     if demand.claim_problems and context.target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     refused = sharing_refusals(demand, context.target, context.dialects)
     if refused:
         raise Untranslatable(refused)
-    spec = pod.get("spec") or {}
+    spec = read.spec
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
     native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
-    wanted = [m for m in context.mutations if _wants(m, pod, demand)]
+    # A mutation that cannot say whether it may change this pod is asked nothing and runs.
+    wanted = [m for m in context.mutations if (w := getattr(m, "wants", None)) is None or w(pod, demand)]
     if native and not hints:
         wanted = []
     tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
@@ -133,7 +140,7 @@ def rewrite_pod(
     # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
     # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod
     # gpuport translated keeps both when it is reviewed again (reinvocation, a replayed manifest).
-    annotations = _annotations(pod)
+    annotations = read.annotations
     forged = record and REWRITES in annotations and TRANSLATED_FROM not in annotations
     if native and not wanted and not tolerate and not forged and not off:
         # No copy, no diff; the pod's models and resource names are the ones read with its demand.
@@ -199,15 +206,9 @@ def decide_template(
         return TemplateDecision([v.message for v in violations], None)
     try:
         demand = read_demand(read, context.dialects, context.claim_objects(templates) if templates else None)
-        return TemplateDecision([], rewrite_pod(template, context, demand, hints=hints))
+        return TemplateDecision([], rewrite_pod(read, context, demand, hints=hints))
     except Untranslatable as exc:
         return TemplateDecision(list(exc.messages), None)
-
-
-def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = pod.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return annotations if isinstance(annotations, Mapping) else {}
 
 
 def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
@@ -227,12 +228,6 @@ def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
                 "it stays Pending"
             )
     return warnings
-
-
-def _wants(mutation: Mutation, pod: Mapping[str, Any], demand: PodDemand) -> bool:
-    """Whether a mutation may change this pod: one that cannot say is asked nothing and runs."""
-    wants = getattr(mutation, "wants", None)
-    return True if wants is None else bool(wants(pod, demand))
 
 
 def _absent(

@@ -123,6 +123,7 @@ def _decide(
     key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
     decision: Decision | None = None
+    read: PodRead | None = None
     if remembered is not None:
         demand, decision = remembered
         if demand is None:
@@ -142,7 +143,7 @@ def _decide(
             if refused:
                 return refused
     if decision is None:
-        decision = mutation_after_checks(review, context, demand)
+        decision = mutation_after_checks(review, context, demand, read)
         if memo is not None and key is not None and demand is not None:
             memo.put(key, context, (demand, decision))
     return decision
