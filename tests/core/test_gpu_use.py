@@ -34,6 +34,7 @@ def test_adding_and_taking_the_most_work_measure_by_measure(a, b):
 
 @given(uses)
 def test_what_the_ledger_writes_it_reads_back_exactly(use):
+    assert set(to_wire(use)) == {m.wire for m in MEASURES}
     assert from_wire(to_wire(use)) == use
 
 

@@ -293,7 +293,9 @@ def kubeconfig(apiserver, path: Path, token: str | None = None, user: str = "adm
                             "server": f"https://127.0.0.1:{apiserver.port}",
                             # The certificate kube-apiserver made itself, with the CA that signed it:
                             # the commands under test verify the server as they would any cluster.
-                            "certificate-authority": str(apiserver.workdir / "apiserver-certs" / "apiserver.crt"),
+                            "certificate-authority": str(
+                                apiserver.workdir / "apiserver-certs" / "apiserver.crt"
+                            ),
                         },
                     }
                 ],

@@ -55,8 +55,8 @@ def mutation_after_checks(
     between). `read`: the pod, when the caller read it already."""
     if not request.is_pod_create:
         return allow("checked", warnings=preview(request, context))
+    pod = read if read is not None else (request.object or {})
     try:
-        pod = read if read is not None else (request.object or {})
         patch, warnings, templates = rewrite_pod(pod, context, demand, record=True)
     except Untranslatable as exc:
         return deny("untranslatable", untranslatable_message(request, context.target, exc))

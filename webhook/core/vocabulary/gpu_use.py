@@ -3,7 +3,7 @@
 One value for a container's ask, a claim's charge, a pod's total and a quota's used total, so the
 budget's arithmetic (adding pods, taking a pod's peak) is written once. `MEASURES` says, for each of
 its fields, which ResourceQuota entry limits it, how a limit and a figure read, and how the quota
-ledger writes it: a new budget dimension is a field and a row here, plus how an ask (budget/
+ledger reads it: a new budget dimension is a field and a row here, plus how an ask (budget/
 equivalents.py) and a claim (asks/pod_claims.device_charge) come to it.
 """
 
@@ -48,8 +48,7 @@ class Measure:
     quota_key: Callable[[str], str]  # the ResourceQuota `hard` entry, given the cluster's whole-GPU name
     limit: Callable[[Decimal], Any]  # that entry's quantity in the field's unit
     show: Callable[[Any], str]  # a figure as the denial message says it
-    wire: str  # the ledger's key
-    to_wire: Callable[[Any], Any]
+    wire: str  # the ledger's key (to_wire writes it)
     from_wire: Callable[[Any], Any]
 
     def of(self, use: GpuUse) -> Any:
@@ -65,7 +64,6 @@ MEASURES: tuple[Measure, ...] = (
         limit=lambda hard: Fraction(str(hard)),
         show=show,
         wire="gpu",
-        to_wire=str,
         from_wire=lambda text: Fraction(str(text)),
     ),
     Measure(
@@ -74,23 +72,28 @@ MEASURES: tuple[Measure, ...] = (
         limit=lambda hard: int(hard / MIB),
         show=lambda mib: f"{mib}Mi",
         wire="mib",
-        to_wire=int,
         from_wire=int,
     ),
 )
 
 
+_WIRE_KEYS = tuple(m.wire for m in MEASURES)
+
+
 def to_wire(use: GpuUse) -> dict[str, Any]:
-    return {m.wire: m.to_wire(m.of(use)) for m in MEASURES}
+    """The ledger's fields for `use`. Written out like __add__, not looped over MEASURES: the Lease of
+    a burst's few hundred reservations is written on every commit (tests/core/test_gpu_use.py holds
+    the keys to MEASURES)."""
+    return {"gpu": str(use.equivalents), "mib": use.memory_mib}
 
 
 def from_wire(entry: Mapping[str, Any]) -> GpuUse:
     """A use as the ledger wrote it; a measure an older replica did not write counts nothing."""
-    return _from_wire(tuple(str(entry[m.wire]) if m.wire in entry else None for m in MEASURES))
+    return _from_wire(*[entry.get(key) for key in _WIRE_KEYS])
 
 
+# A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
+# reading a Lease of a few hundred of them on every commit.
 @lru_cache(maxsize=256)
-def _from_wire(values: tuple[str | None, ...]) -> GpuUse:
-    # A burst's reservations repeat a handful of sizes; parsing a Fraction from text is the slow part of
-    # reading a Lease of a few hundred of them on every commit.
+def _from_wire(*values: Any) -> GpuUse:
     return GpuUse(**{m.field: m.from_wire(v) for m, v in zip(MEASURES, values, strict=True) if v is not None})
