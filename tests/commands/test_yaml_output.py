@@ -16,8 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from tests.helpers import context
 from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
 from webhook.adapters.files.yamledit import BOM, entry_span, plain, round_trip, split_documents, units
-from webhook.core.asks.checks import check_pod_spec
-from webhook.core.deciding.admission import rewrite_pod
+from webhook.core.deciding.admission import decide_template
 from webhook.core.vocabulary.templates import pod_templates
 
 CORPUS = sorted((Path(__file__).parents[1] / "manifests").glob("*.yaml"))
@@ -35,13 +34,10 @@ def webhook_result(document, target):
     """What the webhook's core makes of each pod template, applied to a plain copy of the document."""
     expected = copy.deepcopy(document)
     for path, template in pod_templates(expected):
-        ctx = CONTEXTS[target]
-        if check_pod_spec(template["spec"], ("spec",), ctx.target, ctx.dialects):
+        decided = decide_template(copy.deepcopy(template), CONTEXTS[target], hints=False)
+        if decided.rewrite is None:  # refused: the document is printed as it was
             continue
-        try:
-            patch = rewrite_pod(copy.deepcopy(template), ctx, hints=False).patch
-        except Exception:  # denied: the document is printed as it was
-            continue
+        patch = decided.rewrite.patch
         if any(op["path"].startswith("/metadata") for op in patch):
             template.setdefault("metadata", {})  # a Pod made from the template always has metadata
         translated = jsonpatch.apply_patch(template, patch)

@@ -13,7 +13,7 @@ from typing import Any
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
-from webhook.core.vocabulary.workloads import ContainerRef, containers
+from webhook.core.vocabulary.workloads import ContainerRef
 
 
 @dataclass(frozen=True)
@@ -28,15 +28,6 @@ class Violation:
 def is_extended_resource(name: str) -> bool:
     """Kubernetes' rule: a domain-qualified name outside *kubernetes.io/, not a quota key."""
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def check_pod_spec(
-    pod_spec: Mapping[str, Any],
-    spec_path: tuple[str, ...],
-    target: CloudMap,
-    dialects: Dialects,
-) -> list[Violation]:
-    return check_containers(containers(pod_spec, spec_path), target, dialects)
 
 
 def check_containers(found: Iterable[ContainerRef], target: CloudMap, dialects: Dialects) -> list[Violation]:
