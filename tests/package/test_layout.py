@@ -1,4 +1,5 @@
-"""The package's shape as issue #13 set it: modules stay small or say why they are not."""
+"""The package's shape as issues #13 and #25 set it: modules stay small or say why they are not, and a
+new sharing form or budget measure is written where issue #25 says it goes."""
 
 import ast
 from pathlib import Path
@@ -90,3 +91,54 @@ def test_every_error_the_core_raises_is_one_of_its_three_kinds():
             ):
                 unkinded.append(f"{info.name}.{name}")
     assert unkinded == []
+
+
+def _compares_a_sharing_form_by_name(tree: ast.AST) -> bool:
+    """Whether the module compares some `.form` with a sharing form's word (MIG forms have others;
+    "none" is both kinds' and SharedForm.offered answers it)."""
+    from typing import get_args
+
+    from webhook.core.vocabulary.sharing import SharedFormName
+
+    words = set(get_args(SharedFormName)) - {"none"}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        said = {
+            e.value
+            for s in sides
+            for e in (s.elts if isinstance(s, ast.Tuple | ast.Set | ast.List) else [s])
+            if isinstance(e, ast.Constant)
+        }
+        if said & words and any(isinstance(s, ast.Attribute) and s.attr == "form" for s in sides):
+            return True
+    return False
+
+
+def test_a_sharing_form_is_told_apart_by_name_only_where_asks_are_read_written_and_defined():
+    # Issue 25: a new sharing form is a word and a row in vocabulary/sharing.py, a schema branch, its
+    # reading (asks/demand.py, through Dialects) and its writing (rewriting/translate_ask.py). Any other
+    # module branching on the form's name would be one more file to touch.
+    comparing = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if _compares_a_sharing_form_by_name(ast.parse(path.read_text(encoding="utf-8")))
+    )
+    assert comparing == ["core/rewriting/translate_ask.py", "core/vocabulary/sharing.py"]
+
+
+def test_the_quota_and_its_ledger_name_no_measure_of_a_gpu_use():
+    # Issue 25: a new budget measure is a field and a row in vocabulary/gpu_use.py, plus how an ask
+    # (budget/equivalents.py) and a claim (asks/pod_claims.py) come to it. The quota's arithmetic and
+    # the ledger go through MEASURES, so naming a field there would be one more file to touch.
+    from dataclasses import fields
+
+    from webhook.core.vocabulary.gpu_use import GpuUse
+
+    measures = {f.name for f in fields(GpuUse)}
+    naming = {}
+    for name in ("core/budget/quota.py", "adapters/kube/ledger.py", "adapters/kube/quota_gate.py"):
+        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+        naming[name] = sorted({n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & measures)
+    assert naming == {name: [] for name in naming}
