@@ -468,16 +468,6 @@ def per_node_answer(
     return answer, keys
 
 
-def answering(objects: ClaimObjects, answer: Mapping[str, Any], keys: frozenset[str]) -> ClaimObjects:
-    """`objects`, with what it cannot say of devices per node (for `keys`) answered by `answer`."""
-
-    def find(key: str) -> Mapping[str, Any] | None:
-        found = objects(key)
-        return answer if found is None and key in keys else found
-
-    return find
-
-
 def _type_of(form: DraForm, kind: str) -> str:
     return next((t for t, k in form.types.items() if k == kind), "")
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.asks.claims import ClaimObjects, answering, per_node_answer
+from webhook.core.asks.claims import ClaimObjects, per_node_answer
 from webhook.core.deciding.decision_key import MetadataKeys
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.rewriting.whole_gpus import SliceNodes
@@ -55,7 +55,15 @@ class Context:
         from this view of the nodes where the objects cannot say (allocationMode: All). The one place
         the webhook, translate, preflight and explain make this answer; worked out once per context."""
         found = self._per_node
-        return objects if found is None else answering(objects, *found)
+        if found is None:
+            return objects
+        answer, keys = found
+
+        def answering(key: str) -> Mapping[str, Any] | None:
+            found = objects(key)
+            return answer if found is None and key in keys else found
+
+        return answering
 
     @functools.cached_property
     def metadata_keys(self) -> MetadataKeys | None:

@@ -13,12 +13,13 @@ field outside the key). A field the decision starts to read must be added here.
 """
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import orjson
 
 from webhook.core.deciding.review import AdmissionRequest
-from webhook.core.vocabulary.workloads import CONTAINER_LISTS, is_map
+from webhook.core.vocabulary.workloads import CONTAINER_LISTS
 
 POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
@@ -35,11 +36,11 @@ def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes 
     """A 16-byte digest for a pod create; None for any other request (they are not memoized).
     `keys`: the labels and annotations the context's decision reads; None keys on all of them."""
     pod = request.object
-    if not request.is_pod_create or not is_map(pod):
+    if not request.is_pod_create or not isinstance(pod, Mapping):
         return None
     metadata = pod.get("metadata")
     spec = pod.get("spec")
-    if not is_map(metadata) or not is_map(spec):
+    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
         return None
     if spec.get("resourceClaims"):
         # What a claim asks for is in its template, outside the pod and changeable: decide afresh.
@@ -54,7 +55,9 @@ def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes 
     for list_name in CONTAINER_LISTS:
         items = spec.get(list_name)
         if isinstance(items, list):
-            read.append([{f: c.get(f) for f in CONTAINER_FIELDS} if is_map(c) else c for c in items])
+            read.append(
+                [{f: c.get(f) for f in CONTAINER_FIELDS} if isinstance(c, Mapping) else c for c in items]
+            )
         else:
             read.append(items)
     read += [spec.get(name) for name in POD_FIELDS]

@@ -16,7 +16,6 @@ import jsonpatch
 import orjson
 
 from webhook.core.vocabulary.errors import Broken
-from webhook.core.vocabulary.workloads import is_map
 
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
 EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -57,13 +56,19 @@ def editable_view(sections: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return view
 
 
-def _sections(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The pod's metadata and spec, each {} when it is not a map."""
-    found = {}
+def _sections(pod: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    """The pod's metadata and spec, each {} when it is not a map; and which of them are not (null
+    or absent: a path into one would not apply, so what the mutation puts there is added whole)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    missing = []
     for parent in _EDITABLE:
         section = pod.get(parent)
-        found[parent] = section if is_map(section) else {}
-    return found
+        if isinstance(section, Mapping):
+            found[parent] = section
+        else:
+            found[parent] = {}
+            missing.append(parent)
+    return found, missing
 
 
 def _container_copy(container: Any) -> Any:
@@ -77,20 +82,18 @@ def _container_copy(container: Any) -> Any:
 
 def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any]]:
     """Run `mutate` on an editable view of `pod` and return the JSON Patch from pod to the result."""
-    sections = _sections(pod)  # read once, for the copy and for the walk
+    sections, missing = _sections(pod)  # read once, for the copy and for the walk
     after = editable_view(sections)
     mutate(after)
     _reject_edits_outside(after)
-    ops: list[dict[str, Any]] = []
-    for parent in _EDITABLE:
-        if not is_map(pod.get(parent)) and after[parent]:
-            # metadata (or spec) null or absent: a path into it would not apply; add it whole.
-            ops.append({"op": "add", "path": f"/{parent}", "value": after[parent]})
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": f"/{parent}", "value": after[parent]} for parent in missing if after[parent]
+    ]
     for parent, key in EDITABLE_FIELDS:
+        if parent in missing:
+            continue  # added whole above
         old = sections[parent]
         new = after[parent]
-        if not is_map(pod.get(parent)):
-            continue  # added whole above
         if key in old:
             if key not in new:
                 ops.append({"op": "remove", "path": _PATHS[parent, key]})
