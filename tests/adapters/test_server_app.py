@@ -82,7 +82,7 @@ def test_unexpected_error_on_validate_denies_without_a_traceback(monkeypatch):
     def explode(request, context):
         raise KeyError("boom")
 
-    monkeypatch.setattr(pipeline, "decide_validation", explode)
+    monkeypatch.setattr(pipeline, "check_request", explode)
     app_client = create_app(ServerState(context=None)).test_client()
     response = post_fixture(app_client, "/validate", "validate-pod-create-gpu-8.json")
     assert response.status_code == 200

@@ -1,7 +1,6 @@
 """DRA claims → device-plugin asks: what is read exactly, what is refused with the expression quoted,
 and the round trip (a pod sent to a DRA cluster and back asks for what it asked for)."""
 
-import contextlib
 import copy
 import re
 
@@ -14,9 +13,8 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, summarize
 from webhook.core.asks.claims import UnreadableClaim, read_claim, read_claim_requests
 from webhook.core.asks.demand import read_demand
-from webhook.core.deciding.admission import decide_mutation, rewrite_pod
+from webhook.core.deciding.admission import decide_mutation, decide_template
 from webhook.core.deciding.decision_key import decision_key
-from webhook.core.rewriting.translate import Untranslatable
 from webhook.core.vocabulary.catalogue import MigProfile
 
 DRA = context("dra-nvidia")
@@ -175,10 +173,17 @@ def template_of(spec, name="two"):
     }
 
 
+def rewritten(pod, ctx, lookup):
+    """The pod's rewrite as every caller reaches it (checks, claims read through `lookup`)."""
+    decided = decide_template(pod, ctx, templates=lookup)
+    assert decided.rewrite is not None, decided.refusals
+    return decided.rewrite
+
+
 def test_a_dra_pod_gets_the_target_s_resources_and_its_claims_go():
     pod = dra_pod()
     lookup = {"two": template_of(claim(f"{PRODUCT} == 'NVIDIA H100 80GB HBM3'"))}.get
-    result = jsonpatch.apply_patch(pod, rewrite_pod(pod, context("generic"), templates=lookup).patch)
+    result = jsonpatch.apply_patch(pod, rewritten(pod, context("generic"), lookup).patch)
     assert "resourceClaims" not in result["spec"]
     assert result["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
     assert summarize(result)["requires"] == {
@@ -220,7 +225,7 @@ def test_there_and_back_asks_for_what_going_straight_asks_for(source, target):
     there = decide_mutation(parsed(review_of(copy.deepcopy(original))), DRA)
     on_dra = jsonpatch.apply_patch(original, list(there.patch))
     templates = {t["metadata"]["name"]: t for t in there.claim_templates}
-    back = rewrite_pod(on_dra, context(target), templates=templates.get)
+    back = rewritten(on_dra, context(target), templates.get)
     straight = decide_mutation(parsed(review_of(copy.deepcopy(original))), context(target))
     expected = jsonpatch.apply_patch(original, list(straight.patch))
     returned = jsonpatch.apply_patch(on_dra, back.patch)
@@ -254,10 +259,8 @@ def test_an_unreadable_claim_is_refused_on_a_device_plugin_target_and_runs_as_wr
     pod = dra_pod()
     expression = f"{PRODUCT}.matches('A100')"
     lookup = {"two": template_of(claim(expression))}.get
-    with pytest.raises(Untranslatable) as info:
-        rewrite_pod(pod, context("eks"), templates=lookup)
-    assert expression in str(info.value)
-    assert rewrite_pod(pod, DRA, templates=lookup).patch == []
+    assert expression in "; ".join(decide_template(pod, context("eks"), templates=lookup).refusals)
+    assert rewritten(pod, DRA, lookup).patch == []
 
 
 def test_the_preflight_reads_a_dra_workload_beside_its_template_and_scores_both_directions():
@@ -372,8 +375,7 @@ def test_a_claim_made_ahead_counts_for_quota_but_is_never_turned_into_a_device_p
     assert [(a.kind, a.count, a.claim) for a in demand.asks] == [("whole", 2, "gpus")]
     (problem,) = demand.claim_problems
     assert problem.startswith("claim gpus is ResourceClaim team-gpus, made ahead and possibly shared")
-    with pytest.raises(Untranslatable):
-        rewrite_pod(pod, context("generic"), templates=made_ahead.get)
+    assert decide_template(pod, context("generic"), templates=made_ahead.get).refusals
     assert read_demand(pod, DRA.dialects, {}.get).claims.uncountable == (
         "claim gpus (ResourceClaim team-gpus): it could not be read (create it before the pod, or retry)",
     )
@@ -414,8 +416,8 @@ def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template
     if asks_by_resource:  # and to DRA: claims are added beside whatever is there
         pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     lookup = lambda name: template if isinstance(template, dict) else None  # noqa: E731
-    with contextlib.suppress(Untranslatable):  # a refusal with reasons is an answer
-        rewrite_pod(pod, context(target), templates=lookup)
+    decided = decide_template(pod, context(target), templates=lookup)
+    assert (decided.rewrite is None) is bool(decided.refusals)  # a refusal with reasons is an answer
     read_demand(pod, context(target).dialects, lookup)
 
 

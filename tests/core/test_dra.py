@@ -495,11 +495,11 @@ def test_init_containers_and_the_app_hold_what_a_device_plugin_gives_never_the_s
     # Read back for a device-plugin cluster: every container asks for what it is given (the init
     # containers the whole claim: 4); the pod still holds at most 4 at once.
     templates = {t["metadata"]["name"]: t for t in decision.claim_templates}
-    from webhook.core.deciding.admission import rewrite_pod
+    from webhook.core.deciding.admission import decide_template
 
-    back = jsonpatch.apply_patch(
-        result, rewrite_pod(result, context("generic"), templates=templates.get).patch
-    )
+    rewrite = decide_template(result, context("generic"), templates=templates.get).rewrite
+    assert rewrite is not None
+    back = jsonpatch.apply_patch(result, rewrite.patch)
     assert [c["resources"]["limits"] for c in back["spec"]["initContainers"]] == [
         {"nvidia.com/gpu": "4"},
         {"nvidia.com/gpu": "4"},

@@ -32,6 +32,7 @@ from webhook.core.deciding.decision import Decision, deny
 from webhook.core.deciding.pipeline import ClaimTemplates, read_pod_demand
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
+from webhook.core.vocabulary.workloads import read_pod
 
 log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
@@ -240,7 +241,7 @@ class QuotaGate:
         found = self._usage.get(key)
         if found is None:
             namespace = str(other["metadata"].get("namespace"))
-            demand = read_pod_demand(other, namespace, context, self.templates)
+            demand = read_pod_demand(read_pod(other), namespace, context, self.templates)
             if demand.claims.uncountable:  # never remembered: the next read may succeed
                 name = other["metadata"].get("name")
                 raise RunningPodUncountable(f"{name} ({'; '.join(demand.claims.uncountable)})")

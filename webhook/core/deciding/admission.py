@@ -7,7 +7,7 @@ makes the webhook idempotent under reinvocation and testable without a server.
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.asks.checks import Violation, check_containers
+from webhook.core.asks.checks import check_containers
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
@@ -26,68 +26,52 @@ from webhook.core.rewriting.translate import (
 )
 from webhook.core.rewriting.whole_gpus import SliceMarker, keep_whole, slices_only, whole_only
 from webhook.core.vocabulary.platform import CloudMap
-from webhook.core.vocabulary.templates import pod_templates
-from webhook.core.vocabulary.workloads import (
-    PodRead,
-    containers,
-    mapping_at,
-    pod_spec_path,
-    read_pod,
-    resource_names_in,
-)
+from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, PodRead, read_at, read_pod, resource_names_in
 
 
 def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
     """The /mutate path: deny what can never run, then rewrite Pods (never workload templates)."""
     checked = check_request(request, context)
-    if checked is not None:
+    if isinstance(checked, Decision):
         return checked
-    return mutation_after_checks(request, context)
+    return mutation_after_checks(request, context, checked, read_demand(checked, context.dialects))
 
 
 def mutation_after_checks(
-    request: AdmissionRequest,
-    context: Context,
-    demand: PodDemand | None = None,
-    read: PodRead | None = None,
+    request: AdmissionRequest, context: Context, read: PodRead, demand: PodDemand
 ) -> Decision:
-    """decide_mutation once `check_request` has had nothing to say (the pipeline runs its gates in
-    between). `read`: the pod, when the caller read it already."""
-    if not request.is_pod_create:
-        return allow("checked", warnings=preview(request, context))
-    pod = read if read is not None else (request.object or {})
+    """decide_mutation once `check_request` has had nothing to say and read the object (`read`, whose
+    asks are `demand`); the pipeline runs its gates in between. A pod create is rewritten. The
+    template of a workload is decided as its pods will be and said, never patched: its pods are
+    rewritten when they are created,
+    and a template changed in place would make GitOps tools report drift forever. A workload a
+    controller made (a Deployment's ReplicaSet, a CronJob's Job) is not said again: nobody reads the
+    warnings its controller gets, and its owner was told when applied."""
+    pod = request.is_pod_create
+    if not pod and (request.kind == "Pod" or _controlled(request.object or {})):
+        return allow("checked")
     try:
-        patch, warnings, templates = rewrite_pod(pod, context, demand, record=True)
+        rewrite = rewrite_pod(read, context, demand, hints=pod, record=pod)
     except Untranslatable as exc:
-        return deny("untranslatable", untranslatable_message(request, context.target, exc))
+        said = "; ".join(exc.messages)
+        if not pod:
+            return allow("checked", warnings=[f"gpuport: pods will be refused: {said}"])
+        subject = f'{request.kind} "{request.name}"' if request.name else request.kind
+        return deny("untranslatable", f"{subject} cannot run on this cluster ({context.target.name}): {said}")
+    if not pod:
+        warnings = [f"gpuport: pods: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
+        return allow("checked", warnings=warnings)
     return allow(
-        "mutated" if patch else "unchanged", patch=patch, warnings=warnings, claim_templates=templates
+        "mutated" if rewrite.patch else "unchanged",
+        patch=rewrite.patch,
+        warnings=rewrite.warnings,
+        claim_templates=rewrite.claim_templates,
     )
 
 
-def preview(request: AdmissionRequest, context: Context) -> list[str]:
-    """How the pods of a workload will be rewritten when they are created, said when the workload is
-    applied (its template stays as written: GitOps tools would report drift forever). The checks have
-    run on its template already (check_request). A workload a controller made (a Deployment's
-    ReplicaSet, a CronJob's Job) is not previewed: nobody reads the warnings its controller gets, and
-    its owner was previewed when applied."""
-    workload = request.object or {}
-    if request.kind == "Pod" or request.operation not in ("CREATE", "UPDATE") or _controlled(workload):
-        return []
-    warnings = []
-    for _, template in pod_templates(workload):
-        try:
-            rewrite = rewrite_pod(template, context, hints=False)
-        except Untranslatable as exc:
-            warnings.append(f"gpuport: pods will be refused: {'; '.join(exc.messages)}")
-            continue
-        warnings += [f"gpuport: pods: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
-    return warnings
-
-
 def _controlled(workload: Mapping[str, Any]) -> bool:
-    owners = mapping_at(workload, ("metadata",)) or {}
-    found = owners.get("ownerReferences")
+    metadata = workload.get("metadata")
+    found = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
     return isinstance(found, list) and any(isinstance(o, Mapping) and o.get("controller") for o in found)
 
 
@@ -99,21 +83,17 @@ class Rewrite(NamedTuple):
 
 
 def rewrite_pod(
-    pod: Mapping[str, Any] | PodRead,
+    read: PodRead,
     context: Context,
-    demand: PodDemand | None = None,
+    demand: PodDemand,
     hints: bool = True,
-    templates: TemplateLookup | None = None,
     record: bool = False,
 ) -> Rewrite:
-    """The JSON Patch that translates a Pod (or a pod template) to the target, and its warnings.
-    A pod already in the target's words changes only where it could not schedule as written (the
-    map's GPU-node tolerations) and by placement hints, unless `hints` is off (offline, for files).
-    `templates` resolves the pod's ResourceClaimTemplates, so that DRA claims are read as asks too.
-    `pod` may be the pod as read already (its spec and annotations are taken from that reading)."""
-    read = pod if isinstance(pod, PodRead) else read_pod(pod)
+    """The JSON Patch that translates a Pod (or a pod template), as read and with its asks (`demand`),
+    to the target, and its warnings. A pod already in the target's words changes only where it could
+    not schedule as written (the map's GPU-node tolerations) and by placement hints, unless `hints` is
+    off (offline, for files)."""
     pod = read.pod
-    demand = demand if demand is not None else read_demand(read, context.dialects, templates)
     if demand.claim_problems and context.target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     refused = sharing_refusals(demand, context.target, context.dialects)
@@ -251,40 +231,28 @@ def _absent(
     return warnings
 
 
-def untranslatable_message(request: AdmissionRequest, target: CloudMap, exc: Untranslatable) -> str:
-    subject = f'{request.kind} "{request.name}"' if request.name else request.kind
-    return f"{subject} cannot run on this cluster ({target.name}): " + "; ".join(exc.messages)
-
-
-def decide_validation(request: AdmissionRequest, context: Context, read: PodRead | None = None) -> Decision:
+def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
     """The /validate path: the same checks, on the final object after every mutating webhook."""
-    checked = check_request(request, context, read)
-    return checked if checked is not None else allow("checked")
+    checked = check_request(request, context)
+    return checked if isinstance(checked, Decision) else allow("checked")
 
 
-def check_request(
-    request: AdmissionRequest, context: Context, read: PodRead | None = None
-) -> Decision | None:
-    """A denial, an allowance for requests gpuport does not look at, or None to go on. `read`: the
-    pod, when the caller read it already (its containers are checked as read)."""
+def check_request(request: AdmissionRequest, context: Context) -> Decision | PodRead:
+    """A denial, or an allowance for requests gpuport does not look at; else the object's pod spec as
+    read (a Pod's, a workload's template's), which every step after the checks walks."""
     if request.operation not in ("CREATE", "UPDATE"):
         return allow("operation-ignored")
-    path = pod_spec_path(request.group, request.kind)
+    path = POD_SPEC_PATHS.get((request.group, request.kind))
     if path is None:
         return allow("kind-ignored")
-    pod_spec = mapping_at(request.object or {}, path)
-    if pod_spec is None:
+    read = read_at(request.object or {}, path)
+    if read is None:
         return allow("no-pod-spec")
-    found = read.containers if read is not None else containers(pod_spec, path)
-    violations = check_containers(found, context.target, context.dialects)
-    if violations:
-        return deny(violations[0].reason, denial_message(request, violations))
-    return None
-
-
-def denial_message(request: AdmissionRequest, violations: list[Violation]) -> str:
+    violations = check_containers(read.containers, context.target, context.dialects)
+    if not violations:
+        return read
     subject = f'{request.kind} "{request.name}"' if request.name else request.kind
     if len(violations) == 1:
-        return f"{subject}: {violations[0].message}"
+        return deny(violations[0].reason, f"{subject}: {violations[0].message}")
     listed = "; ".join(f"({n}) {v.message}" for n, v in enumerate(violations, 1))
-    return f"{subject} has {len(violations)} problems: {listed}"
+    return deny(violations[0].reason, f"{subject} has {len(violations)} problems: {listed}")

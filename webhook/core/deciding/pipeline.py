@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from webhook.core.asks.demand import PodDemand, read_demand, reads_claims
 from webhook.core.asks.pod_claims import TemplateLookup
-from webhook.core.deciding.admission import check_request, decide_validation, mutation_after_checks
+from webhook.core.deciding.admission import check_request, mutation_after_checks
 from webhook.core.deciding.context import Context
-from webhook.core.deciding.decision import Decision, deny
+from webhook.core.deciding.decision import Decision, allow, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
-from webhook.core.vocabulary.workloads import PodRead, read_pod
+from webhook.core.vocabulary.workloads import PodRead
 
 
 class Memo(Protocol):
@@ -43,11 +43,10 @@ class ClaimTemplates(Protocol):
 
 
 def read_pod_demand(
-    pod: Mapping[str, Any] | PodRead, namespace: str, context: Context, claims: ClaimTemplates | None
+    read: PodRead, namespace: str, context: Context, claims: ClaimTemplates | None
 ) -> PodDemand:
-    """The pod's asks, its DRA claims' included when there is a cluster to read templates from
-    (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
-    read = pod if isinstance(pod, PodRead) else read_pod(pod)
+    """The asks of a pod as read, its DRA claims' included when there is a cluster to read templates
+    from (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
     lookup = None
     if claims is not None and reads_claims(read, context.dialects):
         lookup = context.claim_objects(claims.referenced(namespace, read.pod))
@@ -122,31 +121,34 @@ def _decide(
 ) -> Decision:
     key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
-    decision: Decision | None = None
-    read: PodRead | None = None
     if remembered is not None:
         demand, decision = remembered
         if demand is None:
             return decision  # the checks refused it: nothing after them runs
-    else:
-        # Read once: the checks, the gates and the translation all walk this reading of the pod.
-        read = read_pod(review.object or {}) if review.is_pod_create else None
-        checked = check_request(review, context, read)
-        if checked is not None:
-            if memo is not None and key is not None and not checked.allowed:
-                memo.put(key, context, (None, checked))
-            return checked
-        demand = read_pod_demand(read, review.namespace, context, claims) if read is not None else None
-    if demand is not None:
-        for gate in gates.on_mutate:
-            refused = gate.admit(review, context, demand)
-            if refused:
-                return refused
-    if decision is None:
-        decision = mutation_after_checks(review, context, demand, read)
-        if memo is not None and key is not None and demand is not None:
-            memo.put(key, context, (demand, decision))
+        return _refusal(gates.on_mutate, review, context, demand) or decision
+    # The object is read once, by the checks: the gates and the translation walk that reading.
+    read = check_request(review, context)
+    if isinstance(read, Decision):
+        if memo is not None and key is not None and not read.allowed:
+            memo.put(key, context, (None, read))
+        return read
+    # A workload's template is read without its claims: its pods' are read when they are created.
+    demand = read_pod_demand(read, review.namespace, context, claims if review.is_pod_create else None)
+    if review.is_pod_create:
+        refused = _refusal(gates.on_mutate, review, context, demand)
+        if refused is not None:
+            return refused
+    decision = mutation_after_checks(review, context, read, demand)
+    if memo is not None and key is not None:  # a key is made for pod creates alone
+        memo.put(key, context, (demand, decision))
     return decision
+
+
+def _refusal(
+    order: tuple[Gate, ...], review: AdmissionRequest, context: Context, demand: PodDemand
+) -> Decision | None:
+    """The first gate's answer in `order` (on /mutate a refusal ends the review there)."""
+    return next(filter(None, (gate.admit(review, context, demand) for gate in order)), None)
 
 
 def validate(
@@ -157,11 +159,12 @@ def validate(
 ) -> Decision:
     """/validate: the checks, then each gate in order until one refuses. The gates see the devices
     the pod's DRA claims ask for as well: one budget for both worlds."""
+    read = check_request(review, context)
+    if isinstance(read, Decision):
+        return read
+    decision = allow("checked")
     order = gates.on_validate
-    # Read once where the checks and a gate both walk it; the checks alone walk the spec as it is.
-    read = read_pod(review.object or {}) if order and review.is_pod_create else None
-    decision = decide_validation(review, context, read)
-    if not (decision.allowed and read is not None):
+    if not (order and review.is_pod_create):
         return decision
     demand = read_pod_demand(read, review.namespace, context, claims)
     for gate in order:

@@ -113,10 +113,6 @@ def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
-def pod_spec_path(group: str, kind: str) -> tuple[str, ...] | None:
-    return POD_SPEC_PATHS.get((group, kind))
-
-
 # The three walks below run on every container of every review: they test for a dict inline, as
 # is_map does, without the call.
 
@@ -197,6 +193,17 @@ def read_pod(pod: Mapping[str, Any]) -> PodRead:
     spec = pod.get("spec")
     spec = spec if is_map(spec) else {}
     return PodRead(pod, spec, tuple(containers(spec)))
+
+
+def read_at(obj: Mapping[str, Any], spec_path: tuple[str, ...]) -> PodRead | None:
+    """The pod spec at `spec_path` in an object (POD_SPEC_PATHS: a Pod's own, a Deployment's
+    template's), read with the map that holds it (the Pod, the template: its metadata is the pods');
+    None where no map stands there. Its containers' fields are named from the object's root."""
+    holder = mapping_at(obj, spec_path[:-1])
+    if holder is None:
+        return None
+    spec = holder.get(spec_path[-1])
+    return PodRead(holder, spec, tuple(containers(spec, spec_path))) if is_map(spec) else None
 
 
 def container_specs(
