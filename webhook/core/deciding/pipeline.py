@@ -121,34 +121,32 @@ def _decide(
 ) -> Decision:
     key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
+    read: PodRead | None = None  # None: the decision is the remembered one
     if remembered is not None:
         demand, decision = remembered
         if demand is None:
             return decision  # the checks refused it: nothing after them runs
-        return _refusal(gates.on_mutate, review, context, demand) or decision
-    # The object is read once, by the checks: the gates and the translation walk that reading.
-    read = check_request(review, context)
-    if isinstance(read, Decision):
-        if memo is not None and key is not None and not read.allowed:
-            memo.put(key, context, (None, read))
-        return read
-    # A workload's template is read without its claims: its pods' are read when they are created.
-    demand = read_pod_demand(read, review.namespace, context, claims if review.is_pod_create else None)
-    if review.is_pod_create:
-        refused = _refusal(gates.on_mutate, review, context, demand)
-        if refused is not None:
-            return refused
+    else:
+        # The object is read once, by the checks: the gates and the translation walk that reading.
+        checked = check_request(review, context)
+        if isinstance(checked, Decision):
+            if memo is not None and key is not None and not checked.allowed:
+                memo.put(key, context, (None, checked))
+            return checked
+        read = checked
+        # A workload's template is read without its claims: its pods' are read when they are created.
+        demand = read_pod_demand(read, review.namespace, context, claims if review.is_pod_create else None)
+    if review.is_pod_create:  # remembered or not: the gates read the cluster as it is now
+        for gate in gates.on_mutate:
+            refused = gate.admit(review, context, demand)
+            if refused is not None:
+                return refused
+    if read is None:
+        return decision
     decision = mutation_after_checks(review, context, read, demand)
     if memo is not None and key is not None:  # a key is made for pod creates alone
         memo.put(key, context, (demand, decision))
     return decision
-
-
-def _refusal(
-    order: tuple[Gate, ...], review: AdmissionRequest, context: Context, demand: PodDemand
-) -> Decision | None:
-    """The first gate's answer in `order` (on /mutate a refusal ends the review there)."""
-    return next(filter(None, (gate.admit(review, context, demand) for gate in order)), None)
 
 
 def validate(
