@@ -8,12 +8,10 @@ again is harmless, and a template's name can never come to mean something else.
 
 import hashlib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.core.asks.pod_claims import TEMPLATE_PREFIX
-from webhook.core.rewriting.podedits import editable
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.platform import DraForm
 
@@ -218,46 +216,3 @@ def claim_name(list_name: str, index: int, container_name: str) -> str:
     if len(name) <= 63 and container_name != "?":
         return name
     return f"{TEMPLATE_PREFIX}{'init' if list_name == 'initContainers' else 'c'}{index}"
-
-
-def add_claim(
-    spec: dict[str, Any], list_name: str, index: int, name: str, template: str, request: str = ""
-) -> None:
-    """Give the pod a claim made from `template` and the container a reference to it (to one of its
-    requests, when `request` names one)."""
-    claims = editable(spec, "resourceClaims", list)
-    claims[:] = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
-    claims.append({"name": name, "resourceClaimTemplateName": template})
-    used = editable(editable(spec[list_name][index], "resources", dict), "claims", list)
-    if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
-        used.append({"name": name, "request": request} if request else {"name": name})
-
-
-def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) -> None:
-    """Take the claim from the container, and from the pod once no container refers to it."""
-    resources = spec[list_name][index].get("resources")
-    used = resources.get("claims") if isinstance(resources, dict) else None
-    if isinstance(used, list):
-        resources["claims"] = [c for c in used if not (isinstance(c, Mapping) and c.get("name") == name)]
-        if not resources["claims"]:
-            del resources["claims"]
-    still_used = any(
-        name in _claims_used(c) for key in ("initContainers", "containers") for c in _list(spec, key)
-    )
-    if not still_used and isinstance(spec.get("resourceClaims"), list):
-        kept = [c for c in spec["resourceClaims"] if not (isinstance(c, Mapping) and c.get("name") == name)]
-        if kept:
-            spec["resourceClaims"] = kept
-        else:
-            del spec["resourceClaims"]
-
-
-def _list(mapping: Mapping[str, Any], key: str) -> list[Any]:
-    found = mapping.get(key)
-    return found if isinstance(found, list) else []
-
-
-def _claims_used(container: Any) -> set[str]:
-    resources = container.get("resources") if isinstance(container, Mapping) else None
-    used = _list(resources, "claims") if isinstance(resources, Mapping) else []
-    return {c["name"] for c in used if isinstance(c, Mapping) and isinstance(c.get("name"), str)}

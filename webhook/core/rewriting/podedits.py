@@ -1,7 +1,8 @@
-"""Edits on a Pod-shaped view: the few spec fields translation changes, changed in place and only
-as far as asked. Each edit keeps what the author wrote around it (other selector keys, other
-affinity terms, the value of an amount that already means the same) and reports whether it changed
-anything, so a pod already in the target's words comes out byte for byte.
+"""Edits on a Pod-shaped view: the few spec fields translation changes (a DRA claim's entries
+included; dra.py says what the claim asks for), changed in place and only as far as asked. Each
+edit keeps what the author wrote around it (other selector keys, other affinity terms, the value of
+an amount that already means the same) and reports whether it changed anything, so a pod already in
+the target's words comes out byte for byte.
 """
 
 import copy
@@ -191,3 +192,46 @@ def require_expression(spec: dict[str, Any], expression: dict[str, Any]) -> bool
     required = editable(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", dict)
     required["nodeSelectorTerms"] = [{"matchExpressions": [expression]}]
     return True
+
+
+def add_claim(
+    spec: dict[str, Any], list_name: str, index: int, name: str, template: str, request: str = ""
+) -> None:
+    """Give the pod a claim made from `template` and the container a reference to it (to one of its
+    requests, when `request` names one)."""
+    claims = editable(spec, "resourceClaims", list)
+    claims[:] = [c for c in claims if not (isinstance(c, Mapping) and c.get("name") == name)]
+    claims.append({"name": name, "resourceClaimTemplateName": template})
+    used = editable(editable(spec[list_name][index], "resources", dict), "claims", list)
+    if not any(isinstance(c, Mapping) and c.get("name") == name for c in used):
+        used.append({"name": name, "request": request} if request else {"name": name})
+
+
+def remove_claim(spec: dict[str, Any], list_name: str, index: int, name: str) -> None:
+    """Take the claim from the container, and from the pod once no container refers to it."""
+    resources = spec[list_name][index].get("resources")
+    used = resources.get("claims") if isinstance(resources, dict) else None
+    if isinstance(used, list):
+        resources["claims"] = [c for c in used if not (isinstance(c, Mapping) and c.get("name") == name)]
+        if not resources["claims"]:
+            del resources["claims"]
+    still_used = any(
+        name in _claims_used(c) for key in ("initContainers", "containers") for c in _list(spec, key)
+    )
+    if not still_used and isinstance(spec.get("resourceClaims"), list):
+        kept = [c for c in spec["resourceClaims"] if not (isinstance(c, Mapping) and c.get("name") == name)]
+        if kept:
+            spec["resourceClaims"] = kept
+        else:
+            del spec["resourceClaims"]
+
+
+def _list(mapping: Mapping[str, Any], key: str) -> list[Any]:
+    found = mapping.get(key)
+    return found if isinstance(found, list) else []
+
+
+def _claims_used(container: Any) -> set[str]:
+    resources = container.get("resources") if isinstance(container, Mapping) else None
+    used = _list(resources, "claims") if isinstance(resources, Mapping) else []
+    return {c["name"] for c in used if isinstance(c, Mapping) and isinstance(c.get("name"), str)}

@@ -18,10 +18,12 @@ from typing import Any, NamedTuple
 import orjson
 
 from webhook.core.asks.demand import PodDemand
-from webhook.core.rewriting.dra import ClaimPlan, add_claim, plan_claims, remove_claim
+from webhook.core.rewriting.dra import ClaimPlan, plan_claims
 from webhook.core.rewriting.podedits import (
+    add_claim,
     add_tolerations,
     editable,
+    remove_claim,
     remove_selectors,
     require_expression,
     require_label,
