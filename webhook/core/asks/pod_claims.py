@@ -10,7 +10,7 @@ Why one module of ~440 lines: a pod's claims are read once for both answers, and
 containers' references (which claim or request each uses), so splitting them would read twice.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import reduce
@@ -218,7 +218,7 @@ def read_pod_claims(
 
 
 def _extended_charges(
-    found_in: tuple[ContainerRef, ...],
+    found_in: Sequence[ContainerRef],
     objects: ClaimObjects,
     maps: tuple[CloudMap, ...],
     catalogue: Catalogue,
@@ -312,7 +312,7 @@ def _claim_problems(claim: _Claim, said: str) -> list[str]:
 
 
 def _uses(
-    found_in: tuple[ContainerRef, ...],
+    found_in: Sequence[ContainerRef],
     claims: Mapping[str, _Claim],
     catalogue: Catalogue,
     problems: list[str],

@@ -11,7 +11,7 @@ from webhook.core.asks.checks import check_containers
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
-from webhook.core.deciding.decision import Decision, allow, deny
+from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.patch import diff_mutation
 from webhook.core.rewriting.podedits import MalformedField, add_tolerations, editable, missing_tolerations
@@ -49,7 +49,7 @@ def mutation_after_checks(
     warnings its controller gets, and its owner was told when applied."""
     pod = request.is_pod_create
     if not pod and (request.kind == "Pod" or _controlled(request.object or {})):
-        return allow("checked")
+        return CHECKED
     try:
         rewrite = rewrite_pod(read, context, demand, hints=pod, record=pod)
     except Untranslatable as exc:
@@ -234,7 +234,7 @@ def _absent(
 def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
     """The /validate path: the same checks, on the final object after every mutating webhook."""
     checked = check_request(request, context)
-    return checked if isinstance(checked, Decision) else allow("checked")
+    return checked if isinstance(checked, Decision) else CHECKED
 
 
 def check_request(request: AdmissionRequest, context: Context) -> Decision | PodRead:

@@ -16,7 +16,7 @@ from webhook.core.asks.demand import PodDemand, read_demand, reads_claims
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.admission import check_request, mutation_after_checks
 from webhook.core.deciding.context import Context
-from webhook.core.deciding.decision import Decision, allow, deny
+from webhook.core.deciding.decision import CHECKED, Decision, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.vocabulary.workloads import PodRead
@@ -160,7 +160,7 @@ def validate(
     read = check_request(review, context)
     if isinstance(read, Decision):
         return read
-    decision = allow("checked")
+    decision = CHECKED
     order = gates.on_validate
     if not (order and review.is_pod_create):
         return decision
