@@ -126,6 +126,7 @@ def _decide(
         demand, decision = remembered
         if demand is None:
             return decision  # the checks refused it: nothing after them runs
+        pod_create = True  # a key is made for pod creates alone
     else:
         # The object is read once, by the checks: the gates and the translation walk that reading.
         checked = check_request(review, context)
@@ -134,9 +135,10 @@ def _decide(
                 memo.put(key, context, (None, checked))
             return checked
         read = checked
+        pod_create = review.is_pod_create
         # A workload's template is read without its claims: its pods' are read when they are created.
-        demand = read_pod_demand(read, review.namespace, context, claims if review.is_pod_create else None)
-    if review.is_pod_create:  # remembered or not: the gates read the cluster as it is now
+        demand = read_pod_demand(read, review.namespace, context, claims if pod_create else None)
+    if pod_create:  # remembered or not: the gates read the cluster as it is now
         for gate in gates.on_mutate:
             refused = gate.admit(review, context, demand)
             if refused is not None:
