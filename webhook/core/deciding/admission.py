@@ -43,10 +43,9 @@ def mutation_after_checks(
     """decide_mutation once `check_request` has had nothing to say and read the object (`read`, whose
     asks are `demand`); the pipeline runs its gates in between. A pod create is rewritten. The
     template of a workload is decided as its pods will be and said, never patched: its pods are
-    rewritten when they are created,
-    and a template changed in place would make GitOps tools report drift forever. A workload a
-    controller made (a Deployment's ReplicaSet, a CronJob's Job) is not said again: nobody reads the
-    warnings its controller gets, and its owner was told when applied."""
+    rewritten when they are created, and a template changed in place would make GitOps tools report
+    drift forever. A workload a controller made (a Deployment's ReplicaSet, a CronJob's Job) is not
+    said again: nobody reads the warnings its controller gets, and its owner was told when applied."""
     pod = request.is_pod_create
     if not pod and (request.kind == "Pod" or _controlled(request.object or {})):
         return CHECKED
