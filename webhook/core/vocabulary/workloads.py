@@ -163,8 +163,8 @@ class PodRead:
 
     pod: Mapping[str, Any]
     spec: Mapping[str, Any]  # {} when absent or not a map
-    # Init containers first, each list in its order; the list containers() made (copying it to a
-    # tuple cost /validate a tenth of its time), never changed after.
+    # Init containers first, each list in its order; the list containers() made, never changed
+    # after (copying it to a tuple cost /validate 0.3 of its 6 µs).
     containers: Sequence[ContainerRef]
     # Worked out when first asked (a pod the checks refuse never needs them); slots, so a property
     # and not functools.cached_property, which needs an instance __dict__.
