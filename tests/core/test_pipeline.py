@@ -73,3 +73,28 @@ def test_the_limits_run_on_mutate_and_both_gates_on_validate_limits_first():
     gates = pipeline.Gates(limits, quota)
     assert gates.on_mutate == (limits,) and gates.on_validate == (limits, quota)
     assert pipeline.Gates(quota=quota).on_mutate == ()
+
+
+def test_a_workload_a_controller_made_is_checked_without_reading_its_asks(monkeypatch):
+    asked = []
+    real = pipeline.read_pod_demand
+
+    def reading(*args):
+        asked.append(args[0])
+        return real(*args)
+
+    monkeypatch.setattr(pipeline, "read_pod_demand", reading)
+    # A shared-GPU ask generic cannot give: said when its owner applies it, never again after.
+    template = {"spec": pod({"aliyun.com/gpu-mem": "8"})["spec"]}
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "d-1", "namespace": "team-a"},
+        "spec": {"template": template},
+    }
+    applied = pipeline.mutate(parsed(review_of(replicaset)), CTX)
+    assert applied.warnings and len(asked) == 1
+    replicaset["metadata"]["ownerReferences"] = [{"kind": "Deployment", "name": "d", "controller": True}]
+    made = pipeline.mutate(parsed(review_of(replicaset)), CTX)
+    assert (made.allowed, made.reason, made.warnings) == (True, "checked", ())
+    assert len(asked) == 1  # the controller's copy: checked, its asks never read

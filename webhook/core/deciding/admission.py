@@ -44,11 +44,10 @@ def mutation_after_checks(
     asks are `demand`); the pipeline runs its gates in between. A pod create is rewritten. The
     template of a workload is decided as its pods will be and said, never patched: its pods are
     rewritten when they are created, and a template changed in place would make GitOps tools report
-    drift forever. A workload a controller made (a Deployment's ReplicaSet, a CronJob's Job) is not
-    said again: nobody reads the warnings its controller gets, and its owner was told when applied."""
+    drift forever. A workload a controller made (a Deployment's ReplicaSet, a CronJob's Job) never
+    gets here (check_request): nobody reads the warnings its controller gets, and its owner was told
+    when applied."""
     pod = request.is_pod_create
-    if not pod and (request.kind == "Pod" or _controlled(request.object or {})):
-        return CHECKED
     try:
         rewrite = rewrite_pod(read, context, demand, hints=pod, record=pod)
     except Untranslatable as exc:
@@ -68,8 +67,12 @@ def mutation_after_checks(
     )
 
 
-def _controlled(workload: Mapping[str, Any]) -> bool:
-    metadata = workload.get("metadata")
+def _nothing_to_say(request: AdmissionRequest) -> bool:
+    """A request past the checks that is neither rewritten nor told how its pods will be: a Pod not
+    being created, or a workload a controller made (see mutation_after_checks). Its asks go unread."""
+    if request.kind == "Pod":
+        return not request.is_pod_create
+    metadata = (request.object or {}).get("metadata")
     found = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
     return isinstance(found, list) and any(isinstance(o, Mapping) and o.get("controller") for o in found)
 
@@ -237,19 +240,21 @@ def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
 
 
 def check_request(request: AdmissionRequest, context: Context) -> Decision | PodRead:
-    """A denial, or an allowance for requests gpuport does not look at; else the object's pod spec as
-    read (a Pod's, a workload's template's), which every step after the checks walks."""
+    """A denial, or an allowance for requests gpuport does not look at or has nothing more to say
+    of; else the object's pod spec as read (a Pod's, a workload's template's), which every step
+    after the checks walks."""
     if request.operation not in ("CREATE", "UPDATE"):
         return allow("operation-ignored")
     path = POD_SPEC_PATHS.get((request.group, request.kind))
     if path is None:
         return allow("kind-ignored")
+    quiet = _nothing_to_say(request)  # still checked: the checks answer for every object
     read = read_at(request.object or {}, path)
     if read is None:
         return allow("no-pod-spec")
     violations = check_containers(read.containers, context.target, context.dialects)
     if not violations:
-        return read
+        return CHECKED if quiet else read
     subject = f'{request.kind} "{request.name}"' if request.name else request.kind
     if len(violations) == 1:
         return deny(violations[0].reason, f"{subject}: {violations[0].message}")
