@@ -1,6 +1,7 @@
 """DRA claims → device-plugin asks: what is read exactly, what is refused with the expression quoted,
 and the round trip (a pod sent to a DRA cluster and back asks for what it asked for)."""
 
+import contextlib
 import copy
 import re
 
@@ -13,9 +14,11 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, summarize
 from webhook.core.asks.claims import UnreadableClaim, read_claim, read_claim_requests
 from webhook.core.asks.demand import read_demand
-from webhook.core.deciding.admission import decide_mutation, decide_template
+from webhook.core.deciding.admission import decide_mutation, decide_template, rewrite_pod
 from webhook.core.deciding.decision_key import decision_key
+from webhook.core.rewriting.translate import Untranslatable
 from webhook.core.vocabulary.catalogue import MigProfile
+from webhook.core.vocabulary.workloads import read_pod
 
 DRA = context("dra-nvidia")
 MAPS, CATALOGUE = DRA.dialects.maps, DRA.dialects.catalogue
@@ -416,9 +419,13 @@ def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template
     if asks_by_resource:  # and to DRA: claims are added beside whatever is there
         pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     lookup = lambda name: template if isinstance(template, dict) else None  # noqa: E731
-    decided = decide_template(pod, context(target), templates=lookup)
+    ctx = context(target)
+    decided = decide_template(pod, ctx, templates=lookup)
     assert (decided.rewrite is None) is bool(decided.refusals)  # a refusal with reasons is an answer
-    read_demand(pod, context(target).dialects, lookup)
+    # The rewrite itself, on shapes the checks would refuse first as well.
+    read = read_pod(pod)
+    with contextlib.suppress(Untranslatable):
+        rewrite_pod(read, ctx, read_demand(read, ctx.dialects, ctx.claim_objects(lookup)))
 
 
 def test_translate_and_preflight_read_claims_made_ahead_beside_the_workload_alike():
