@@ -16,6 +16,7 @@ import jsonpatch
 import orjson
 
 from webhook.core.vocabulary.errors import Broken
+from webhook.core.vocabulary.workloads import is_map
 
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
 EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -63,7 +64,7 @@ def _sections(pod: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], lis
     missing = []
     for parent in _EDITABLE:
         section = pod.get(parent)
-        if isinstance(section, Mapping):
+        if is_map(section):
             found[parent] = section
         else:
             found[parent] = {}

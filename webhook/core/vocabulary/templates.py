@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from webhook.core.vocabulary.workloads import POD_SPEC_PATHS
+from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, mapping_at
 
 Path = tuple[str, ...]
 
@@ -261,11 +261,11 @@ def _inline(doc: Any, pointer: str, node: Mapping[str, Any]) -> tuple[str, Any]:
 def _argo_steps(doc: Mapping[str, Any], path: Path) -> Iterator[tuple[str, Mapping[str, Any], Any, str]]:
     """(pointer, template, the workflow's spec, why it is reported or "") for each template of an Argo
     workflow that runs containers (see STEP)."""
-    spec, where = _map_at(doc, path[:-3]), ".".join(path[:-3])
+    spec, where = mapping_at(doc, path[:-3]) or {}, ".".join(path[:-3])
     entries = [(at, t) for at, t in _walk(doc, path[:-1], "") if isinstance(t, Mapping)]
     callers = [t for _, t in entries if "steps" in t or "dag" in t]
     shared = sum(1 for _, t in entries if not any(k in t for k in _NO_POD)) > 1 or _names(spec, "templateRef")
-    defaults = sorted(_POD_FIELDS & set(_map_at(spec, ("templateDefaults",))))
+    defaults = sorted(_POD_FIELDS & set(mapping_at(spec, ("templateDefaults",)) or {}))
     whole = ""
     if spec.get("podSpecPatch"):
         whole = f"Argo merges {where}.podSpecPatch into every pod"
@@ -301,7 +301,7 @@ def _argo_held(t: Mapping[str, Any], spec: Any, where: str, callers: list[Any], 
 def _step_containers(t: Mapping[str, Any]) -> list[Any]:
     """A step's containers as its pod holds them (see STEP)."""
     containers = [t[k] for k in ("container", "script") if isinstance(t.get(k), Mapping)]
-    for listed in _map_at(t, ("containerSet",)).get("containers"), t.get("sidecars"):
+    for listed in (mapping_at(t, ("containerSet",)) or {}).get("containers"), t.get("sidecars"):
         containers += listed if isinstance(listed, list) else []
     return containers
 
@@ -373,12 +373,6 @@ def _walk(node: Any, path: Path, pointer: str) -> Iterator[tuple[str, Any]]:
                 yield from _walk(child, rest, f"{pointer}/{index}")
     elif isinstance(node, Mapping) and head in node:
         yield from _walk(node[head], rest, f"{pointer}/{head}")
-
-
-def _map_at(node: Any, path: Path) -> Mapping[str, Any]:
-    """The map at a path with no "*" in it, {} where there is none."""
-    found = next((found for _, found in _walk(node, path, "")), None)
-    return found if isinstance(found, Mapping) else {}
 
 
 def _escape(part: str) -> str:
@@ -505,7 +499,7 @@ def controller_notes(
     if kind_key(doc)[0] == "argoproj.io":
         return [_ARGO_CLAIMS] if "resourceClaims" in added else []
     who = _ON_KNATIVE.get(kind_key(doc))
-    annotations = _map_at(doc, ("metadata", "annotations"))
+    annotations = mapping_at(doc, ("metadata", "annotations")) or {}
     if who is None or annotations.get(_KSERVE_MODE) in _OFF_KNATIVE:
         return []
     flags = [flag for field, flag in _KNATIVE_FLAGS.items() if field in added]

@@ -205,9 +205,7 @@ def read_at(obj: Mapping[str, Any], spec_path: tuple[str, ...]) -> PodRead | Non
     if holder is None:
         return None
     spec = holder.get(spec_path[-1])
-    if type(spec) is not dict and (spec is None or not isinstance(spec, Mapping)):
-        return None
-    return PodRead(holder, spec, containers(spec, spec_path))
+    return PodRead(holder, spec, containers(spec, spec_path)) if is_map(spec) else None
 
 
 def container_specs(
