@@ -15,7 +15,7 @@ from webhook.config.loading import ClusterDra, build_context
 from webhook.core.asks.claims import class_key, devices_key
 from webhook.core.asks.demand import read_demand
 from webhook.core.budget.equivalents import pod_use
-from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding import pipeline
 
 NV = "gpu.nvidia.com"
 ATTR = f"device.attributes['{NV}']"
@@ -36,7 +36,7 @@ def dra_context(*classes, api_version="resource.k8s.io/v1"):
 
 
 def decide(body, ctx):
-    return decide_mutation(parsed(review_of(body)), ctx)
+    return pipeline.decide(parsed(review_of(body)), ctx)
 
 
 def only_the_toleration(body, decision):

@@ -14,7 +14,7 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
 from webhook.commands.cli import main
 from webhook.config.cloudmap import default_directory
-from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding import pipeline
 
 GKE_DEPLOYMENT = """\
 # Training job written for GKE
@@ -75,7 +75,7 @@ def test_the_cli_and_the_webhook_agree_on_every_matrix_pod(tmp_path, capsys):
         templates = {}
         for name, cli_result in zip(SOURCES, translated[: len(SOURCES)], strict=True):
             source = SOURCES[name][1]
-            decision = decide_mutation(parsed(review_of(copy.deepcopy(source))), context(target))
+            decision = pipeline.decide(parsed(review_of(copy.deepcopy(source))), context(target))
             expected = jsonpatch.apply_patch(source, list(decision.patch)) if decision.allowed else source
             # The webhook also records what it changed on the pod (for kubectl describe and the pod's
             # Event); the CLI says it on stderr.

@@ -4,15 +4,15 @@ import pytest
 
 from tests.helpers import fixture, gpu, parsed, pod_with_resources, review_of
 from webhook.core.asks.checks import is_extended_resource
-from webhook.core.deciding.admission import decide_mutation, decide_validation
+from webhook.core.deciding import pipeline
 
 
 def mutate(obj, ctx, **kw):
-    return decide_mutation(parsed(review_of(obj, **kw)), ctx)
+    return pipeline.decide(parsed(review_of(obj, **kw)), ctx)
 
 
 def test_half_gpu_is_denied_with_mig_and_shared_alternatives(generic_context):
-    decision = decide_mutation(
+    decision = pipeline.decide(
         parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json")), generic_context
     )
     assert not decision.allowed
@@ -161,15 +161,15 @@ def test_several_problems_become_one_denial_listing_all(generic_context):
 
 
 def test_whole_gpu_pod_passes_with_an_empty_patch(generic_context):
-    decision = decide_mutation(parsed(fixture("pod-create-gpu-limit-1.json")), generic_context)
+    decision = pipeline.decide(parsed(fixture("pod-create-gpu-limit-1.json")), generic_context)
     assert decision.allowed
     assert decision.patch == ()
 
 
 def test_validate_path_runs_the_same_checks_on_the_final_object(generic_context):
-    ok = decide_validation(parsed(fixture("validate-pod-create-gpu-8.json")), generic_context)
+    ok = pipeline.validate(parsed(fixture("validate-pod-create-gpu-8.json")), generic_context)
     assert ok.allowed
-    frac = decide_validation(
+    frac = pipeline.validate(
         parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json")), generic_context
     )
     assert not frac.allowed and frac.reason == "fractional-gpu"
@@ -202,7 +202,7 @@ def test_the_readme_shows_the_denial_the_server_really_gives(generic_context):
     readme = (REPO / "README.md").read_text()
     shown = readme.split("and the answer denies it with a message a user can act on:", 1)[1]
     shown = shown.split("```", 2)[1]
-    decision = decide_mutation(
+    decision = pipeline.decide(
         parsed(fixture("pod-create-fractional-gpu-500m-before-validation.json")), generic_context
     )
     assert " ".join(shown.split()) == decision.message

@@ -14,7 +14,8 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import SOURCES, summarize
 from webhook.core.asks.claims import UnreadableClaim, read_claim, read_claim_requests
 from webhook.core.asks.demand import read_demand
-from webhook.core.deciding.admission import decide_mutation, decide_template, rewrite_pod
+from webhook.core.deciding import pipeline
+from webhook.core.deciding.admission import decide_template, rewrite_pod
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.rewriting.translate import Untranslatable
 from webhook.core.vocabulary.catalogue import MigProfile
@@ -225,11 +226,11 @@ ROUND_TRIP = ["generic-whole", "gke-whole", "eks-8", "generic-8", "gke-mig", "ge
 @pytest.mark.parametrize("target", ["generic", "eks", "gke", "aks"])
 def test_there_and_back_asks_for_what_going_straight_asks_for(source, target):
     original = SOURCES[source][1]
-    there = decide_mutation(parsed(review_of(copy.deepcopy(original))), DRA)
+    there = pipeline.decide(parsed(review_of(copy.deepcopy(original))), DRA)
     on_dra = jsonpatch.apply_patch(original, list(there.patch))
     templates = {t["metadata"]["name"]: t for t in there.claim_templates}
     back = rewritten(on_dra, context(target), templates.get)
-    straight = decide_mutation(parsed(review_of(copy.deepcopy(original))), context(target))
+    straight = pipeline.decide(parsed(review_of(copy.deepcopy(original))), context(target))
     expected = jsonpatch.apply_patch(original, list(straight.patch))
     returned = jsonpatch.apply_patch(on_dra, back.patch)
     assert canonical(returned, target) == canonical(expected, target)
@@ -341,7 +342,7 @@ def test_what_gpuport_writes_for_amd_selects_by_product_name():
             },
         }
     )
-    (template,) = decide_mutation(parsed(review), amd).claim_templates
+    (template,) = pipeline.decide(parsed(review), amd).claim_templates
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     assert [s["cel"]["expression"] for s in request["exactly"]["selectors"]] == [
         'device.attributes["gpu.amd.com"].type == "amdgpu"',

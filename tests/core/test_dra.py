@@ -16,7 +16,6 @@ from webhook.adapters.files.offline import dump_documents, load_documents, trans
 from webhook.config.cloudmap import CloudMapError, default_directory, load_directory, parse_cloud_map
 from webhook.core.asks.demand import read_demand
 from webhook.core.deciding import pipeline
-from webhook.core.deciding.admission import decide_mutation
 from webhook.core.rewriting.dra import claim_name, claim_template, whole_request
 
 DRA = context("dra-nvidia")
@@ -28,7 +27,7 @@ A100_80_NAMES = (
 
 
 def decide(obj, ctx=DRA, **kw):
-    return decide_mutation(parsed(review_of(obj, **kw)), ctx)
+    return pipeline.decide(parsed(review_of(obj, **kw)), ctx)
 
 
 def after(obj, decision):

@@ -18,7 +18,6 @@ from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
 from webhook.core.asks.demand import read_demand
 from webhook.core.deciding import pipeline
-from webhook.core.deciding.admission import decide_mutation
 from webhook.core.deciding.decision_key import decision_key
 
 
@@ -144,7 +143,7 @@ def test_a_replica_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, n
     assert len(memo) == 1
     assert (
         pipeline.mutate(replica, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
-        == decide_mutation(replica, ctx)
+        == pipeline.decide(replica, ctx)
         == first
     )
 
@@ -185,7 +184,7 @@ def test_a_change_the_decision_reads_is_decided_afresh(pod, edit):
     assert decision_key(other, ctx.metadata_keys) != decision_key(original, ctx.metadata_keys)
     memo = DecisionMemo()
     pipeline.mutate(original, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
-    assert pipeline.mutate(other, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == decide_mutation(
+    assert pipeline.mutate(other, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == pipeline.decide(
         other, ctx
     )
 
@@ -212,7 +211,7 @@ def test_memoized_decisions_equal_fresh_ones_across_reloads_and_node_changes(ste
         ctx = CONTEXTS[name]()
         for candidate in (pod, with_noise(pod, noise)):
             review = request_for(candidate)
-            assert pipeline.mutate(review, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == decide_mutation(
+            assert pipeline.mutate(review, ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST) == pipeline.decide(
                 review, ctx
             )
 
@@ -272,7 +271,7 @@ def test_the_pods_of_an_indexed_job_share_one_decision():
         pod["metadata"]["generateName"] = f"train-{index}-"
         review = request_for(pod)
         answers.append(pipeline.mutate(review, WITH_HINTS, pipeline.NO_GATES, memo))
-        assert answers[-1] == decide_mutation(review, WITH_HINTS)
+        assert answers[-1] == pipeline.decide(review, WITH_HINTS)
     assert len(memo) == 1
     assert answers[0].patch and any("prefer one" in w for w in answers[0].warnings)  # the job's own hint
 
@@ -348,4 +347,4 @@ def test_a_pod_and_the_pod_reduced_to_its_key_decide_the_same(pod, noise, target
     full = request_for(with_noise(pod, noise))
     reduced = request_for(reduced_to_its_key(with_noise(pod, noise), ctx.metadata_keys))
     assert decision_key(full, ctx.metadata_keys) == decision_key(reduced, ctx.metadata_keys)
-    assert decide_mutation(full, ctx) == decide_mutation(reduced, ctx)
+    assert pipeline.decide(full, ctx) == pipeline.decide(reduced, ctx)

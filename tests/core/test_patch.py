@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import context, fixture, parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
-from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding import pipeline
 from webhook.core.rewriting import patch as patching
 from webhook.core.rewriting.patch import PatchError, apply, diff_mutation
 
@@ -232,7 +232,7 @@ def test_deciding_never_changes_the_pod_it_was_given(source, target, extra):
         container.update(copy.deepcopy(extra))
     request = parsed(review_of(pod))
     before = copy.deepcopy(request.object)
-    decision = decide_mutation(request, context(target))
+    decision = pipeline.decide(request, context(target))
     assert request.object == before
     if decision.allowed and decision.patch:
         patched = apply(before, list(decision.patch))

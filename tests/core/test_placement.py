@@ -17,7 +17,7 @@ from tests.inventories import agent_node, mixed_cluster, write_inventory
 from tests.translation_cases import SOURCES, pod
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import build_context
-from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding import pipeline
 from webhook.core.rewriting.placement import NUMA_HINT, PlacementHints, cost_table, node_classes
 from webhook.core.vocabulary.inventory import parse_inventory
 
@@ -25,7 +25,7 @@ CATALOGUE = context().dialects.catalogue
 
 
 def admit(obj, ctx):
-    decision = decide_mutation(parsed(review_of(obj)), ctx)
+    decision = pipeline.decide(parsed(review_of(obj)), ctx)
     assert decision.allowed, decision.message
     return jsonpatch.apply_patch(obj, list(decision.patch)), decision
 
@@ -57,7 +57,7 @@ def test_an_8_gpu_pod_is_steered_to_the_nvswitch_class(tmp_path):
     ]
     assert any("NVLink domain ≥ 8" in w for w in decision.warnings)
     assert NUMA_HINT not in result["metadata"].get("annotations", {})  # 8 GPUs span both NUMA nodes
-    again = decide_mutation(parsed(review_of(result)), ctx)
+    again = pipeline.decide(parsed(review_of(result)), ctx)
     assert again.patch == ()
 
 
@@ -234,7 +234,7 @@ def test_a_pod_already_in_this_cluster_s_words_is_never_changed_by_node_data(tmp
     inventory = write_inventory(tmp_path, agent_node("h100-a", "h100-sxm-8-nvswitch"))
     ctx = build_context(default_directory(), "generic", inventory)
     native = pod({"nvidia.com/mig-1g.5gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
-    decision = decide_mutation(parsed(review_of(native)), ctx)
+    decision = pipeline.decide(parsed(review_of(native)), ctx)
     assert decision.allowed and decision.patch == ()
     assert decision.warnings == (
         "gpuport: no node has A100-40GB now; the pod waits for one",
@@ -353,7 +353,7 @@ def test_topology_plans_are_kept_per_gpu_count_only_up_to_the_largest_node(tmp_p
     admit(pod({"nvidia.com/gpu": "8"}), ctx)
     first = plans[0]
     for _ in range(2):
-        decision = decide_mutation(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
+        decision = pipeline.decide(parsed(review_of(pod({"nvidia.com/gpu": "100000"}))), ctx)
         assert any("no node has 100000 healthy GPUs" in w for w in decision.warnings)
     assert planned == [8, 100000, 100000]  # past the largest node: worked out each time, never kept
     _, second = admit(pod({"nvidia.com/gpu": "8"}), ctx)
@@ -405,7 +405,7 @@ def test_asking_the_hints_whether_they_want_a_pod_never_changes_its_decision(pod
     ctx = HINTED[target]
     always = replace(ctx, mutations=tuple(AlwaysWanted(m) for m in ctx.mutations))
     review = parsed(review_of(pod))
-    assert decide_mutation(review, ctx) == decide_mutation(review, always)
+    assert pipeline.decide(review, ctx) == pipeline.decide(review, always)
 
 
 class AlwaysWanted:

@@ -545,25 +545,25 @@ def test_the_model_check_agrees_with_the_inventory():
 
 def test_a_native_pod_pinned_to_an_instance_type_too_small_for_it_is_said():
     from tests.helpers import parsed, review_of
-    from webhook.core.deciding.admission import decide_mutation
+    from webhook.core.deciding import pipeline
 
     small = pod({"nvidia.com/gpu": "4"}, {"node.kubernetes.io/instance-type": "g5.xlarge"})
-    decision = decide_mutation(parsed(review_of(small)), context("eks"))
+    decision = pipeline.decide(parsed(review_of(small)), context("eks"))
     assert decision.allowed and decision.patch == ()
     assert decision.warnings == (
         "gpuport: no node.kubernetes.io/instance-type named (g5.xlarge) holds 4 GPUs (at most 1): "
         "it stays Pending",
     )
     fits = pod({"nvidia.com/gpu": "4"}, {"node.kubernetes.io/instance-type": "g5.12xlarge"})
-    assert decide_mutation(parsed(review_of(fits)), context("eks")).warnings == ()
+    assert pipeline.decide(parsed(review_of(fits)), context("eks")).warnings == ()
     # A sidecar's GPU runs beside the app's on the same node: 1 + 1 do not fit a 1-GPU instance type.
     beside = pod({"nvidia.com/gpu": "1"}, {"node.kubernetes.io/instance-type": "g5.xlarge"})
     beside["spec"]["initContainers"] = [
         {"name": "proxy", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     ]
-    assert decide_mutation(parsed(review_of(beside)), context("eks")).warnings == (
+    assert pipeline.decide(parsed(review_of(beside)), context("eks")).warnings == (
         "gpuport: no node.kubernetes.io/instance-type named (g5.xlarge) holds 2 GPUs (at most 1): "
         "it stays Pending",
     )
     beside["spec"]["initContainers"][0].pop("restartPolicy")  # a plain init container runs alone
-    assert decide_mutation(parsed(review_of(beside)), context("eks")).warnings == ()
+    assert pipeline.decide(parsed(review_of(beside)), context("eks")).warnings == ()

@@ -14,7 +14,7 @@ from tests.helpers import parsed, review_of
 from tests.translation_cases import SOURCES, TARGETS
 from webhook.adapters.http.server import ServerState, create_app
 from webhook.core.asks.checks import is_extended_resource
-from webhook.core.deciding.admission import decide_mutation, decide_validation
+from webhook.core.deciding import pipeline
 from webhook.core.deciding.review import build_response
 
 RESOURCES = st.sampled_from(
@@ -95,7 +95,7 @@ def rewrite_like_translation(view, pod):
 @given(pod=pods(odd_metadata=True))
 def test_patch_applies_and_reapplying_changes_nothing(generic_context, pod):
     context = replace(generic_context, mutations=(rewrite_like_translation,))
-    decision = decide_mutation(parsed(review_of(pod)), context)
+    decision = pipeline.decide(parsed(review_of(pod)), context)
     response = build_response("uid", decision)
     json.dumps(response)  # serialisable
     assert response["response"]["uid"] == "uid"
@@ -103,7 +103,7 @@ def test_patch_applies_and_reapplying_changes_nothing(generic_context, pod):
         assert decision.patch == ()
         return
     once = jsonpatch.apply_patch(pod, list(decision.patch))
-    again = decide_mutation(parsed(review_of(once)), context)
+    again = pipeline.decide(parsed(review_of(once)), context)
     assert again.allowed
     assert again.patch == ()
 
@@ -135,7 +135,7 @@ def test_denials_are_exactly_what_kubernetes_would_refuse(generic_context, pod):
 
     containers = pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
     expected_denied = any(invalid(c) for c in containers)
-    assert decide_validation(parsed(review_of(pod)), generic_context).allowed is (not expected_denied)
+    assert pipeline.validate(parsed(review_of(pod)), generic_context).allowed is (not expected_denied)
 
 
 @settings(max_examples=150, deadline=None)
@@ -243,7 +243,7 @@ def test_translation_from_any_dialect_applies_and_is_idempotent(
         pod["spec"]["tolerations"] = [
             {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
         ]
-    decision = decide_mutation(parsed(review_of(pod)), context(target))
+    decision = pipeline.decide(parsed(review_of(pod)), context(target))
     if not decision.allowed:
         assert decision.patch == () and decision.message
         return
@@ -251,5 +251,5 @@ def test_translation_from_any_dialect_applies_and_is_idempotent(
     for key, value in extra_selector.items():
         assert once["spec"]["nodeSelector"][key] == value  # selectors that are not about GPUs survive
     assert once["metadata"].get("labels") == pod["metadata"].get("labels")
-    again = decide_mutation(parsed(review_of(once)), context(target))
+    again = pipeline.decide(parsed(review_of(once)), context(target))
     assert again.allowed and again.patch == ()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
 from webhook.core.asks.demand import read_demand, read_selection
-from webhook.core.deciding.admission import decide_mutation
+from webhook.core.deciding import pipeline
 from webhook.core.rewriting.translate import TRANSLATED_FROM, compact_json
 
 CONTEXTS = {name: context(name) for name in TARGETS}
@@ -22,7 +22,7 @@ def admit(obj, target, **map_overrides):
     ctx = CONTEXTS[target]
     if map_overrides:
         ctx = replace(ctx, target=replace(ctx.target, **map_overrides))
-    return decide_mutation(parsed(review_of(obj)), ctx), ctx
+    return pipeline.decide(parsed(review_of(obj)), ctx), ctx
 
 
 def translated(obj, target, **map_overrides):
@@ -385,7 +385,7 @@ def test_a_resource_asked_as_zero_beside_the_ask_agrees_in_requests_and_limits()
     resources = {"nvidia.com/gpu.shared": "0", "aliyun.com/gpu-mem": "1"}
     ack = pod(resources)
     ack["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/gpu.shared": "0"}
-    decision = decide_mutation(parsed(review_of(ack)), context("generic"))
+    decision = pipeline.decide(parsed(review_of(ack)), context("generic"))
     assert decision.allowed, decision.message
     translated = jsonpatch.apply_patch(ack, list(decision.patch))["spec"]["containers"][0]["resources"]
     assert translated == {

@@ -29,18 +29,10 @@ from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, PodRead, read_at, read_pod, resource_names_in
 
 
-def decide_mutation(request: AdmissionRequest, context: Context) -> Decision:
-    """The /mutate path: deny what can never run, then rewrite Pods (never workload templates)."""
-    checked = check_request(request, context)
-    if isinstance(checked, Decision):
-        return checked
-    return mutation_after_checks(request, context, checked, read_demand(checked, context.dialects))
-
-
 def mutation_after_checks(
     request: AdmissionRequest, context: Context, read: PodRead, demand: PodDemand
 ) -> Decision:
-    """decide_mutation once `check_request` has had nothing to say and read the object (`read`, whose
+    """The /mutate decision once `check_request` has had nothing to say and read the object (`read`, whose
     asks are `demand`); the pipeline runs its gates in between. A pod create is rewritten. The
     template of a workload is decided as its pods will be and said, never patched: its pods are
     rewritten when they are created, and a template changed in place would make GitOps tools report
@@ -231,12 +223,6 @@ def _absent(
             if name not in context.present_resources:
                 warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
     return warnings
-
-
-def decide_validation(request: AdmissionRequest, context: Context) -> Decision:
-    """The /validate path: the same checks, on the final object after every mutating webhook."""
-    checked = check_request(request, context)
-    return checked if isinstance(checked, Decision) else CHECKED
 
 
 def check_request(request: AdmissionRequest, context: Context) -> Decision | PodRead:

@@ -92,7 +92,7 @@ def mutate(
     templates the translated pod refers to. With a memo, a pod create equal in everything the
     decision reads to a recent one (the next replica of a ReplicaSet) takes that one's demand and
     decision; the gates and the templates still run."""
-    return with_claim_templates(review, _decide(review, context, gates, memo, claims), claims)
+    return with_claim_templates(review, decide(review, context, gates, memo, claims), claims)
 
 
 def with_claim_templates(
@@ -112,13 +112,15 @@ def with_claim_templates(
     return deny("claim-template-failed", problem) if problem else decision
 
 
-def _decide(
+def decide(
     review: AdmissionRequest,
     context: Context,
-    gates: Gates,
-    memo: Memo | None,
-    claims: ClaimTemplates | None,
+    gates: Gates = NO_GATES,
+    memo: Memo | None = None,
+    claims: ClaimTemplates | None = None,
 ) -> Decision:
+    """The /mutate decision before the claim templates it needs are made: what `mutate` answers on a
+    cluster that has them, and what the tests and the bench ask of the core alone."""
     key = decision_key(review, context.metadata_keys) if memo is not None else None
     remembered = memo.get(key, context) if memo is not None and key is not None else None
     read: PodRead | None = None  # None: the decision is the remembered one
