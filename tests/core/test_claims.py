@@ -379,7 +379,7 @@ def test_a_claim_made_ahead_counts_for_quota_but_is_never_turned_into_a_device_p
     assert [(a.kind, a.count, a.claim) for a in demand.asks] == [("whole", 2, "gpus")]
     (problem,) = demand.claim_problems
     assert problem.startswith("claim gpus is ResourceClaim team-gpus, made ahead and possibly shared")
-    assert decide_template(pod, context("generic"), templates=made_ahead.get).refusals
+    assert decide_template(pod, context("generic"), templates=made_ahead.get).refusals == [problem]
     assert read_demand(pod, DRA.dialects, {}.get).claims.uncountable == (
         "claim gpus (ResourceClaim team-gpus): it could not be read (create it before the pod, or retry)",
     )
