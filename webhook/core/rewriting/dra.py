@@ -30,6 +30,25 @@ class DeviceRequest:
     words: str  # "2 × A100-80GB", for the template's annotation and the warning
 
 
+@dataclass(frozen=True)
+class DeviceAsk:
+    """What one container's claim asks for, in gpuport's words: `count` whole GPUs ("gpu") or MIG
+    slices of `profile` ("mig"), on `models` (any when empty) and never on `avoid`. Translating an ask
+    says this much; plan_claims says it in the cluster's device classes and CEL."""
+
+    kind: str
+    count: int
+    models: tuple[str, ...] = ()
+    avoid: tuple[str, ...] = ()
+    profile: str = ""
+
+
+def device_request(form: DraForm, ask: DeviceAsk) -> DeviceRequest:
+    if ask.kind == "mig":
+        return mig_request(form, ask.count, ask.profile, ask.models, ask.avoid)
+    return whole_request(form, ask.count, ask.models, ask.avoid)
+
+
 def attribute(form: DraForm, name: str) -> str:
     return f'device.attributes["{form.driver}"].{name}'
 
@@ -117,11 +136,12 @@ class ClaimPlan:
 
 
 Planned = tuple[str, int, str, DeviceRequest]  # (list name, index, container name, request)
+Asked = tuple[str, int, str, DeviceAsk]  # (list name, index, container name, what its claim asks for)
 SPARE = "init"  # the request holding what init containers need beyond the app containers' devices
 
 
 def plan_claims(
-    form: DraForm, requests: list[Planned], sidecars: set[int], taken: frozenset[str] = frozenset()
+    form: DraForm, asked: list[Asked], sidecars: set[int], taken: frozenset[str] = frozenset()
 ) -> dict[tuple[str, int], ClaimPlan]:
     """The claims a translated pod gets, holding what a device plugin would give it: init containers
     run one at a time before the app containers, so the pod holds max(largest init, sum of the app
@@ -131,9 +151,11 @@ def plan_claims(
     (restartable init containers) run beside the others and keep claims of their own."""
     plans: dict[tuple[str, int], ClaimPlan] = {}
     groups: dict[tuple[str, tuple[str, ...]], list[Planned]] = {}
-    for planned in requests:
-        request = planned[3]
-        groups.setdefault((request.device_class, request.selectors), []).append(planned)
+    for list_name, index, name, device in asked:
+        request = device_request(form, device)
+        groups.setdefault((request.device_class, request.selectors), []).append(
+            (list_name, index, name, request)
+        )
     names = _Names(set(taken))
     for group in groups.values():
         inits = [p for p in group if p[0] == "initContainers" and p[1] not in sidecars]

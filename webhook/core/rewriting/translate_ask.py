@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from webhook.core.asks.demand import ContainerAsk, SharedAsk
-from webhook.core.rewriting.dra import DeviceRequest, mig_request, whole_request
+from webhook.core.rewriting.dra import DeviceAsk
 from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.vocabulary.errors import CannotSay
 from webhook.core.vocabulary.platform import CloudMap
@@ -38,7 +38,7 @@ class TargetAsk(NamedTuple):
     models: tuple[str, ...]  # the GPU models this ask now needs (empty: any the resource implies)
     note: str  # what changed, for the warning
     annotations: Mapping[str, str] = MappingProxyType({})  # pod annotations the form needs
-    device: DeviceRequest | None = None  # on a DRA cluster: what the container's claim asks for
+    device: DeviceAsk | None = None  # on a DRA cluster: what the container's claim asks for
 
 
 def translate_ask(
@@ -61,7 +61,7 @@ def translate_ask(
             extended = target.dra.extended_resource("whole", "")
             if extended and not models and not avoid:  # KEP-5004: the cluster makes the claim itself
                 return TargetAsk({extended: str(ask.count)}, {}, (), "")
-            return TargetAsk({}, {}, (), "", device=whole_request(target.dra, ask.count, models, avoid))
+            return TargetAsk({}, {}, (), "", device=DeviceAsk("gpu", ask.count, models, avoid))
         return TargetAsk({target.whole_gpu: str(ask.count)}, {}, (), "")
     if ask.kind == "mig":
         return _place_mig(ask, ask.mig_profile, models, target, catalogue, avoid)
@@ -135,8 +135,7 @@ def _place_mig(
         extended = target.dra.extended_resource("mig", profile.name)
         if extended and not on and not avoid:  # KEP-5004: a device class stands for this profile
             return TargetAsk({extended: str(ask.count)}, {}, (), note)
-        device = mig_request(target.dra, ask.count, profile.name, on, avoid)
-        return TargetAsk({}, {}, (), note, device=device)
+        return TargetAsk({}, {}, (), note, device=DeviceAsk("mig", ask.count, on, avoid, profile.name))
     if target.mig.form == "mixed":
         return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
     if target.mig.form == "single":
