@@ -16,7 +16,6 @@ import jsonpatch
 import orjson
 
 from webhook.core.vocabulary.errors import Broken
-from webhook.core.vocabulary.workloads import is_map
 
 # (parent, key): the parts of a Pod that translation and placement may rewrite.
 EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -64,7 +63,7 @@ def _sections(pod: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], lis
     missing = []
     for parent in _EDITABLE:
         section = pod.get(parent)
-        if is_map(section):
+        if isinstance(section, Mapping):
             found[parent] = section
         else:
             found[parent] = {}
