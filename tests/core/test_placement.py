@@ -422,7 +422,7 @@ class AlwaysWanted:
 def test_what_a_pod_says_in_foreign_words_is_the_same_for_the_map_as_declared_and_as_narrowed(target):
     # rewrite_pod reads it once on the declared map and hands it to translation on the narrowed one.
     from webhook.core.asks.demand import read_demand
-    from webhook.core.rewriting.translate import read_foreign
+    from webhook.core.rewriting.foreign import read_foreign
 
     ctx = HINTED[target]
     assert ctx.target is not ctx.as_declared, "the inventory narrows the map"

@@ -13,7 +13,8 @@ from tests.helpers import context, parsed, review_of
 from tests.translation_cases import EXPECTED, EXPECTED_FOR_SOURCE, SOURCES, TARGETS, pod, summarize
 from webhook.core.asks.demand import read_demand, read_selection
 from webhook.core.deciding import pipeline
-from webhook.core.rewriting.translate import TRANSLATED_FROM, compact_json
+from webhook.core.rewriting.podedits import compact_json
+from webhook.core.rewriting.translate import TRANSLATED_FROM
 
 CONTEXTS = {name: context(name) for name in TARGETS}
 

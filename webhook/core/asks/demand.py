@@ -27,6 +27,7 @@ from webhook.core.vocabulary.sharing import SharedForm
 from webhook.core.vocabulary.workloads import (
     ContainerRef,
     PodRead,
+    held_at_once,
     is_map,
     read_pod,
     required_terms,
@@ -155,6 +156,12 @@ class PodDemand(NamedTuple):
     # The pod's DRA claims, read when there are objects to read them from: what each charges to the
     # GPU budget, what cannot be counted, and what cannot be said in device-plugin words.
     claims: PodClaims = NO_CLAIMS
+
+    @property
+    def gpus_on_one_node(self) -> int:
+        """GPUs (or slices, or shares) the pod needs on its node, counted as Kubernetes counts a
+        pod's requests (app containers and sidecars add up, init containers run one at a time)."""
+        return max(held_at_once([(a, a.count) for a in self.asks], 0, max), 1)
 
     @property
     def claim_problems(self) -> tuple[str, ...]:

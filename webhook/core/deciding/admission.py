@@ -13,19 +13,20 @@ from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
 from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.rewriting.foreign import is_native, read_foreign
 from webhook.core.rewriting.patch import diff_mutation
-from webhook.core.rewriting.podedits import MalformedField, add_tolerations, editable, missing_tolerations
-from webhook.core.rewriting.sharing_guard import sharing_refusals
-from webhook.core.rewriting.translate import (
-    TRANSLATED_FROM,
-    Untranslatable,
-    gpus_on_one_node,
-    is_native,
-    read_foreign,
-    translate_pod,
+from webhook.core.rewriting.podedits import (
+    AddTolerations,
+    MalformedField,
+    PodEdit,
+    apply_edits,
+    editable,
+    missing_tolerations,
 )
-from webhook.core.rewriting.whole_gpus import SliceMarker, keep_whole, slices_only, whole_only
-from webhook.core.vocabulary.platform import CloudMap
+from webhook.core.rewriting.sharing_guard import sharing_refusals
+from webhook.core.rewriting.translate import TRANSLATED_FROM, Untranslatable, translate_pod
+from webhook.core.rewriting.unmet import absent, too_small
+from webhook.core.rewriting.whole_gpus import keep_whole, slices_only, whole_only
 from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, PodRead, read_at, read_pod, resource_names_in
 
 
@@ -88,9 +89,10 @@ def rewrite_pod(
     not schedule as written (the map's GPU-node tolerations) and by placement hints, unless `hints` is
     off (offline, for files)."""
     pod = read.pod
-    if demand.claim_problems and context.target.dra is None:
+    target = context.target
+    if demand.claim_problems and target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
-    refused = sharing_refusals(demand, context.target, context.dialects)
+    refused = sharing_refusals(demand, target, context.dialects)
     if refused:
         raise Untranslatable(refused)
     spec = read.spec
@@ -101,46 +103,51 @@ def rewrite_pod(
     wanted = [m for m in context.mutations if (w := getattr(m, "wants", None)) is None or w(pod, demand)]
     if native and not hints:
         wanted = []
-    tolerate = bool(demand.asks) and missing_tolerations(spec, context.target.tolerations)
-    uncounted = [
+    warnings = [
         f"gpuport: {why}; a namespace with a GPU quota or GPU limits refuses this pod"
         for why in demand.claims.uncountable
     ]
-    off: tuple[SliceMarker, ...] = ()
+    # Every step decides first, as a plan of edits with their words; the edits are made in one place.
+    edits: list[PodEdit] = []
+    needed: list[dict[str, Any]] = []
+    unmet: list[str] = []  # what no node gives now: said after the edits
     if native and demand.asks:
-        uncounted += _too_small(demand, context.as_declared)
-        off, only = whole_only(demand, context.target, context.slice_nodes)
-        uncounted += slices_only(only, context.target)
+        if missing_tolerations(spec, target.tolerations):
+            edits.append(AddTolerations(target.tolerations))
+        off, only = whole_only(demand, target, context.slice_nodes)
+        edits += keep_whole(demand, target, context.dialects, off, context.slice_nodes is not None)
+        everywhere = slices_only(only, target)
+        warnings += too_small(demand, context.as_declared) + everywhere
+        # The pod's models and resource names are the ones read with its demand: no edit above
+        # changes them.
+        unmet = absent(
+            demand.selection.models,
+            demand.resource_names,
+            target,
+            context.present_models,
+            context.present_resources,
+        )
+    elif not native:
+        edits, needed = translate_pod(spec, demand, target, context.dialects, context.as_declared, foreign)
     # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
     # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod
     # gpuport translated keeps both when it is reviewed again (reinvocation, a replayed manifest).
     annotations = read.annotations
     forged = record and REWRITES in annotations and TRANSLATED_FROM not in annotations
-    if native and not wanted and not tolerate and not forged and not off:
-        # No copy, no diff; the pod's models and resource names are the ones read with its demand.
-        absent = _absent(spec, context, demand.selection.models, demand.resource_names) if demand.asks else []
-        return Rewrite([], uncounted + absent, [])
-    warnings: list[str] = uncounted
-    needed: list[dict[str, Any]] = []
+    if not edits and not wanted and not forged:
+        return Rewrite([], warnings + unmet, [])  # no copy, no diff
 
     def mutate(view: dict[str, Any]) -> None:
-        if native:
-            warnings.extend(add_tolerations(view["spec"], context.target.tolerations if tolerate else ()))
-            seen = context.slice_nodes is not None
-            warnings.extend(keep_whole(view["spec"], demand, context.target, context.dialects, off, seen))
-        else:
-            translation = translate_pod(
-                view, demand, context.target, context.dialects, context.as_declared, foreign
-            )
-            warnings.extend(translation.warnings)
-            needed.extend(translation.claim_templates)
-        # A translated pod asks for other models now: read them from what it became (only asked
-        # about when gpuport knows which models the nodes have).
-        models = demand.selection.models
-        if not native and context.present_models is not None:
-            models = read_selection(view["spec"], context.dialects).models
-        if demand.asks:  # as on the path without a copy: a pod asking for nothing waits for nothing
-            warnings.extend(_absent(view["spec"], context, models))
+        warnings.extend(apply_edits(view, edits))
+        if not native:
+            # A translated pod asks for other models and resources now: read them from what it
+            # became, when gpuport knows what the nodes have.
+            models = demand.selection.models
+            if context.present_models is not None:
+                models = read_selection(view["spec"], context.dialects).models
+            names = resource_names_in(view["spec"]) if context.present_resources is not None else frozenset()
+            unmet.extend(absent(models, names, target, context.present_models, context.present_resources))
+        warnings.extend(unmet)
         for mutation in wanted:
             warnings.extend(mutation(view, pod))
         if forged:
@@ -183,46 +190,6 @@ def decide_template(
         return TemplateDecision([], rewrite_pod(read, context, demand, hints=hints))
     except Untranslatable as exc:
         return TemplateDecision(list(exc.messages), None)
-
-
-def _too_small(demand: PodDemand, target: CloudMap) -> list[str]:
-    """A pod in this cluster's words pinned to node kinds (instance types, VM sizes) none of which holds
-    the GPUs it asks for on one node, by the map: said, never changed (the map may not know a size)."""
-    needed = 0
-    warnings = []
-    for key, operator, values in demand.constraints:
-        label = next((m for m in target.model_labels if m.label == key and m.gpus), None)
-        if label is None or operator != "In" or not values or not all(v in label.gpus for v in values):
-            continue  # a size the map does not know may well hold it
-        needed = needed or gpus_on_one_node(demand)
-        if not any(label.holds(v, needed) for v in values):
-            most = max(label.gpus[v] for v in values)
-            warnings.append(
-                f"gpuport: no {key} named ({', '.join(values)}) holds {needed} GPUs (at most {most}): "
-                "it stays Pending"
-            )
-    return warnings
-
-
-def _absent(
-    spec: Mapping[str, Any],
-    context: Context,
-    chosen: frozenset[str] | None,
-    names: frozenset[str] | None = None,
-) -> list[str]:
-    """What the pod now asks for (`chosen` models, its GPU resources) that no node has at the moment:
-    said, never changed (an autoscaler may add the node; gpuport does not second-guess a pod written
-    for this cluster). `names`: every resource name of the spec's containers, when already read."""
-    warnings = []
-    if context.present_models is not None and chosen and not chosen & context.present_models:
-        warnings.append(f"gpuport: no node has {' or '.join(sorted(chosen))} now; the pod waits for one")
-    if context.present_resources is not None:
-        if names is None:
-            names = resource_names_in(spec)
-        for name in sorted(n for n in names if context.target.is_accelerator(n)):
-            if name not in context.present_resources:
-                warnings.append(f"gpuport: no node offers {name} now; the pod waits for one")
-    return warnings
 
 
 def check_request(request: AdmissionRequest, context: Context) -> Decision | PodRead:

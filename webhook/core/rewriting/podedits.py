@@ -3,11 +3,21 @@ included; dra.py says what the claim asks for), changed in place and only as far
 edit keeps what the author wrote around it (other selector keys, other affinity terms, the value of
 an amount that already means the same) and reports whether it changed anything, so a pod already in
 the target's words comes out byte for byte.
+
+The rewriting steps decide without touching the pod: they plan a list of `PodEdit`s, each with the
+words that say it, and `apply_edits` makes them, in order, in one place. An edit that finds the pod
+already saying what it would write changes nothing and says nothing.
+
+Why one module of ~400 lines: each kind of `PodEdit` is made by the function beside it, and apply_edits
+makes them all; apart, every edit would be planned from one module and made in another.
 """
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from webhook.core.asks.demand import ContainerAsk
 from webhook.core.vocabulary.errors import BadInput
@@ -235,3 +245,170 @@ def _claims_used(container: Any) -> set[str]:
     resources = container.get("resources") if isinstance(container, Mapping) else None
     used = _list(resources, "claims") if isinstance(resources, Mapping) else []
     return {c["name"] for c in used if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
+
+
+class Say(NamedTuple):
+    """Words with no edit: a choice made while planning (the firstAvailable alternative taken...)."""
+
+    text: str
+
+
+class SetResources(NamedTuple):
+    """The container's GPU resources as the target names them (none: the ask moved elsewhere)."""
+
+    ask: ContainerAsk
+    resources: dict[str, str]
+
+
+class DropClaim(NamedTuple):
+    container: tuple[str, int]  # (list name, index)
+    name: str
+
+
+class AddClaim(NamedTuple):
+    """A claim made from `template` for the container (for one `request` of it, when named)."""
+
+    container: tuple[str, int]  # (list name, index)
+    name: str
+    template: str
+    request: str = ""
+
+
+class DropSelectors(NamedTuple):
+    """Node-selector keys and required affinity expressions on these keys go; what they said goes
+    into the pod's record of what it asked for before (RecordOriginal)."""
+
+    keys: frozenset[str]
+
+
+class RequireLabel(NamedTuple):
+    key: str
+    values: tuple[str, ...]
+    said: str = ""  # said only when the pod did not already require exactly that
+
+
+class RequireExpression(NamedTuple):
+    expression: Mapping[str, Any]
+    said: str = ""  # said only when some term lacked it
+
+
+class AddTolerations(NamedTuple):
+    tolerations: Sequence[Mapping[str, Any]]  # each added once, and each addition said
+
+
+class SetScheduler(NamedTuple):
+    name: str  # "" removes the pod's schedulerName
+    said: str
+
+
+class DropAnnotation(NamedTuple):
+    key: str
+    said: str
+
+
+class SetAnnotation(NamedTuple):
+    key: str
+    value: str
+    said: str  # said only when the pod's value differs
+
+
+class RecordOriginal(NamedTuple):
+    """The annotation `key` records what the pod asked for before: `written`, and whatever the
+    edits before this one took away."""
+
+    key: str
+    written: Mapping[str, Any]
+
+
+PodEdit = (
+    Say
+    | SetResources
+    | DropClaim
+    | AddClaim
+    | DropSelectors
+    | RequireLabel
+    | RequireExpression
+    | AddTolerations
+    | SetScheduler
+    | DropAnnotation
+    | SetAnnotation
+    | RecordOriginal
+)
+
+
+def apply_edits(view: dict[str, Any], edits: Sequence[PodEdit]) -> list[str]:
+    """Make `edits` on `view` (metadata + the editable spec fields) in order; the words of each edit
+    that changed something, in the same order."""
+    spec = view["spec"]
+    said: list[str] = []
+    taken: dict[str, Any] = {}  # what DropSelectors and DropAnnotation took, for RecordOriginal
+    for edit in edits:
+        match edit:
+            case Say(text):
+                said.append(text)
+            case SetResources(ask, resources):
+                rewrite_resources(spec, ask, resources)
+            case DropClaim((list_name, index), name):
+                remove_claim(spec, list_name, index, name)
+            case AddClaim((list_name, index), name, template, request):
+                add_claim(spec, list_name, index, name, template, request)
+            case DropSelectors(keys):
+                taken.update(remove_selectors(spec, keys))
+            case RequireLabel(key, values, text):
+                if require_label(spec, key, values) and text:
+                    said.append(text)
+            case RequireExpression(expression, text):
+                if require_expression(spec, dict(expression)) and text:
+                    said.append(text)
+            case AddTolerations(tolerations):
+                said += add_tolerations(spec, tolerations)
+            case SetScheduler(name, text):
+                if name:
+                    spec["schedulerName"] = name
+                else:
+                    del spec["schedulerName"]
+                said.append(text)
+            case DropAnnotation(key, text):
+                annotations = editable(view["metadata"], "annotations", dict)
+                taken.setdefault("annotations", {})[key] = annotations.pop(key, None)
+                said.append(text)
+            case SetAnnotation(key, value, text):
+                annotations = editable(view["metadata"], "annotations", dict)
+                if annotations.get(key) != value:
+                    annotations[key] = value
+                    said.append(text)
+            case RecordOriginal(key, written):
+                record = compact_json({**written, **taken})
+                editable(view["metadata"], "annotations", dict)[key] = record
+    return said
+
+
+def compact_json(value: Any) -> str:
+    """`json.dumps(value, sort_keys=True, separators=(",", ":"))`, the same text, in C when it can be:
+    the standard encoder cost a translated pod more than any other step of its rewrite. orjson writes
+    the same text for strings, integers, booleans and null under string keys when all of it is
+    printable ASCII (json.dumps escapes the rest, DEL included); floats (1e+16 against 1e16, NaN) and
+    anything else go to the standard library."""
+    if _plain(value):
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:  # an integer past 64 bits
+            text = ""
+        if text and text.isascii() and "\x7f" not in text:  # json.dumps escapes DEL too
+            return text
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(value: Any) -> bool:
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _PLAIN_LEAVES and not _plain(item)):
+                return False
+        return True
+    if kind is list:
+        return all(type(item) in _PLAIN_LEAVES or _plain(item) for item in value)
+    return kind in _PLAIN_LEAVES
+
+
+_PLAIN_LEAVES = frozenset({str, int, bool, type(None)})

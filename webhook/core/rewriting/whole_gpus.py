@@ -16,10 +16,9 @@ expression is added, and said.
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from webhook.core.asks.demand import PodDemand
-from webhook.core.rewriting.podedits import require_expression, require_label
+from webhook.core.rewriting.podedits import PodEdit, RequireExpression, RequireLabel
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
@@ -107,16 +106,16 @@ def whole_only(
 
 
 def keep_whole(
-    spec: dict[str, Any],
     demand: PodDemand,
     target: CloudMap,
     dialects: Dialects,
     off: tuple[SliceMarker, ...],
     seen: bool,
-) -> list[str]:
-    """Edit the pod so it lands on whole GPUs, off the nodes `off` marks, and say so. `seen`: the
-    nodes were looked at (else the map's word is all there is)."""
-    warnings = []
+) -> list[PodEdit]:
+    """The edits that keep the pod on whole GPUs, off the nodes `off` marks, each with its words.
+    `seen`: the nodes were looked at (else the map's word is all there is)."""
+    edits: list[PodEdit] = []
+    where = "some here" if seen else f"{target.name}: they"
     for marker in off:
         if marker.by_value:
             chosen = demand.selection.models
@@ -124,17 +123,14 @@ def keep_whole(
             vendors = {a.vendor for a in demand.asks}
             catalogue = dialects.catalogue.models
             plain = tuple(n for m in models if catalogue[m].vendor in vendors for n in catalogue[m].names)
-            edited = bool(plain) and require_label(spec, marker.key, plain)
+            said = f"{marker.key} a whole-GPU name (-MIG- nodes give {marker.slices})"
+            if plain:
+                edits.append(RequireLabel(marker.key, plain, f"gpuport: whole GPUs only: {said}"))
         else:
-            edited = require_expression(spec, {"key": marker.key, "operator": "DoesNotExist"})
-        if edited:
-            where = "some here" if seen else f"{target.name}: they"
-            if marker.by_value:
-                said = f"{marker.key} a whole-GPU name (-MIG- nodes give {marker.slices})"
-            else:
-                said = f"nodes without {marker.key} ({where} give {marker.slices})"
-            warnings.append(f"gpuport: whole GPUs only: {said}")
-    return warnings
+            said = f"nodes without {marker.key} ({where} give {marker.slices})"
+            expression = {"key": marker.key, "operator": "DoesNotExist"}
+            edits.append(RequireExpression(expression, f"gpuport: whole GPUs only: {said}"))
+    return edits
 
 
 def slices_only(only: tuple[SliceMarker, ...], target: CloudMap) -> list[str]:
