@@ -8,8 +8,8 @@ The rewriting steps decide without touching the pod: they plan a list of `PodEdi
 words that say it, and `apply_edits` makes them, in order, in one place. An edit that finds the pod
 already saying what it would write changes nothing and says nothing.
 
-Why one module of ~400 lines: each kind of `PodEdit` is made by the function beside it, and apply_edits
-makes them all; apart, every edit would be planned from one module and made in another.
+Why one module of ~430 lines: each kind of `PodEdit` is made by the edit function beside it, and
+apply_edits makes them all; apart, every edit would be planned from one module and made in another.
 """
 
 import copy
@@ -247,10 +247,21 @@ def _claims_used(container: Any) -> set[str]:
     return {c["name"] for c in used if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
 
 
+# Each kind of PodEdit makes itself (`make`): on the view (metadata + the editable spec fields),
+# adding its words to `said` when it changed something, and what it took away to `taken`, which
+# RecordOriginal writes down. A method per kind, not one dispatch on the kind: matching twelve
+# class patterns cost a translated pod 3 µs.
+Said = list[str]
+Taken = dict[str, Any]
+
+
 class Say(NamedTuple):
     """Words with no edit: a choice made while planning (the firstAvailable alternative taken...)."""
 
     text: str
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        said.append(self.text)
 
 
 class SetResources(NamedTuple):
@@ -259,10 +270,16 @@ class SetResources(NamedTuple):
     ask: ContainerAsk
     resources: dict[str, str]
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        rewrite_resources(view["spec"], self.ask, self.resources)
+
 
 class DropClaim(NamedTuple):
     container: tuple[str, int]  # (list name, index)
     name: str
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        remove_claim(view["spec"], *self.container, self.name)
 
 
 class AddClaim(NamedTuple):
@@ -273,6 +290,9 @@ class AddClaim(NamedTuple):
     template: str
     request: str = ""
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        add_claim(view["spec"], *self.container, self.name, self.template, self.request)
+
 
 class DropSelectors(NamedTuple):
     """Node-selector keys and required affinity expressions on these keys go; what they said goes
@@ -280,36 +300,68 @@ class DropSelectors(NamedTuple):
 
     keys: frozenset[str]
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        taken.update(remove_selectors(view["spec"], self.keys))
+
 
 class RequireLabel(NamedTuple):
     key: str
     values: tuple[str, ...]
     said: str = ""  # said only when the pod did not already require exactly that
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        if require_label(view["spec"], self.key, self.values) and self.said:
+            said.append(self.said)
+
 
 class RequireExpression(NamedTuple):
     expression: Mapping[str, Any]
     said: str = ""  # said only when some term lacked it
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        if require_expression(view["spec"], dict(self.expression)) and self.said:
+            said.append(self.said)
+
 
 class AddTolerations(NamedTuple):
     tolerations: Sequence[Mapping[str, Any]]  # each added once, and each addition said
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        said += add_tolerations(view["spec"], self.tolerations)
 
 
 class SetScheduler(NamedTuple):
     name: str  # "" removes the pod's schedulerName
     said: str
 
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        if self.name:
+            view["spec"]["schedulerName"] = self.name
+        else:
+            del view["spec"]["schedulerName"]
+        said.append(self.said)
+
 
 class DropAnnotation(NamedTuple):
     key: str
     said: str
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        annotations = editable(view["metadata"], "annotations", dict)
+        taken.setdefault("annotations", {})[self.key] = annotations.pop(self.key, None)
+        said.append(self.said)
 
 
 class SetAnnotation(NamedTuple):
     key: str
     value: str
     said: str  # said only when the pod's value differs
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        annotations = editable(view["metadata"], "annotations", dict)
+        if annotations.get(self.key) != self.value:
+            annotations[self.key] = self.value
+            said.append(self.said)
 
 
 class RecordOriginal(NamedTuple):
@@ -318,6 +370,10 @@ class RecordOriginal(NamedTuple):
 
     key: str
     written: Mapping[str, Any]
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        record = compact_json({**self.written, **taken})
+        editable(view["metadata"], "annotations", dict)[self.key] = record
 
 
 PodEdit = (
@@ -339,47 +395,10 @@ PodEdit = (
 def apply_edits(view: dict[str, Any], edits: Sequence[PodEdit]) -> list[str]:
     """Make `edits` on `view` (metadata + the editable spec fields) in order; the words of each edit
     that changed something, in the same order."""
-    spec = view["spec"]
-    said: list[str] = []
-    taken: dict[str, Any] = {}  # what DropSelectors and DropAnnotation took, for RecordOriginal
+    said: Said = []
+    taken: Taken = {}
     for edit in edits:
-        match edit:
-            case Say(text):
-                said.append(text)
-            case SetResources(ask, resources):
-                rewrite_resources(spec, ask, resources)
-            case DropClaim((list_name, index), name):
-                remove_claim(spec, list_name, index, name)
-            case AddClaim((list_name, index), name, template, request):
-                add_claim(spec, list_name, index, name, template, request)
-            case DropSelectors(keys):
-                taken.update(remove_selectors(spec, keys))
-            case RequireLabel(key, values, text):
-                if require_label(spec, key, values) and text:
-                    said.append(text)
-            case RequireExpression(expression, text):
-                if require_expression(spec, dict(expression)) and text:
-                    said.append(text)
-            case AddTolerations(tolerations):
-                said += add_tolerations(spec, tolerations)
-            case SetScheduler(name, text):
-                if name:
-                    spec["schedulerName"] = name
-                else:
-                    del spec["schedulerName"]
-                said.append(text)
-            case DropAnnotation(key, text):
-                annotations = editable(view["metadata"], "annotations", dict)
-                taken.setdefault("annotations", {})[key] = annotations.pop(key, None)
-                said.append(text)
-            case SetAnnotation(key, value, text):
-                annotations = editable(view["metadata"], "annotations", dict)
-                if annotations.get(key) != value:
-                    annotations[key] = value
-                    said.append(text)
-            case RecordOriginal(key, written):
-                record = compact_json({**written, **taken})
-                editable(view["metadata"], "annotations", dict)[key] = record
+        edit.make(view, said, taken)
     return said
 
 

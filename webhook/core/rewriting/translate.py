@@ -170,7 +170,8 @@ def translate_pod(
             if key and key not in node_labels:
                 expression = {"key": key, "operator": "DoesNotExist"}
                 edits.append(RequireExpression(expression, f"gpuport: whole GPUs only: nodes without {key}"))
-    edits.append(AddTolerations(target.tolerations))
+    if target.tolerations:
+        edits.append(AddTolerations(target.tolerations))
     scheduler = foreign.scheduler
     if scheduler:
         original["schedulerName"] = scheduler
