@@ -115,7 +115,8 @@ def rewrite_pod(
         if missing_tolerations(spec, target.tolerations):
             edits.append(AddTolerations(target.tolerations))
         off, only = whole_only(demand, target, context.slice_nodes)
-        edits += keep_whole(demand, target, context.dialects, off, context.slice_nodes is not None)
+        if off:
+            edits += keep_whole(demand, target, context.dialects, off, context.slice_nodes is not None)
         everywhere = slices_only(only, target)
         warnings += too_small(demand, context.as_declared) + everywhere
         # The pod's models and resource names are the ones read with its demand: no edit above
