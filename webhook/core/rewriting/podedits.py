@@ -15,7 +15,8 @@ apply_edits makes them all; apart, every edit would be planned from one module a
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -250,12 +251,14 @@ def _claims_used(container: Any) -> set[str]:
 # Each kind of PodEdit makes itself (`make`): on the view (metadata + the editable spec fields),
 # adding its words to `said` when it changed something, and what it took away to `taken`, which
 # RecordOriginal writes down. A method per kind, not one dispatch on the kind: matching twelve
-# class patterns cost a translated pod 3 µs.
+# class patterns cost a translated pod 3 µs. Slotted dataclasses, not NamedTuples: a plan is made
+# and used within one call, and a NamedTuple with defaults cost 0.7 µs to make, against 0.4.
 Said = list[str]
 Taken = dict[str, Any]
 
 
-class Say(NamedTuple):
+@dataclass(slots=True)
+class Say:
     """Words with no edit: a choice made while planning (the firstAvailable alternative taken...)."""
 
     text: str
@@ -264,7 +267,8 @@ class Say(NamedTuple):
         said.append(self.text)
 
 
-class SetResources(NamedTuple):
+@dataclass(slots=True)
+class SetResources:
     """The container's GPU resources as the target names them (none: the ask moved elsewhere)."""
 
     ask: ContainerAsk
@@ -274,7 +278,8 @@ class SetResources(NamedTuple):
         rewrite_resources(view["spec"], self.ask, self.resources)
 
 
-class DropClaim(NamedTuple):
+@dataclass(slots=True)
+class DropClaim:
     container: tuple[str, int]  # (list name, index)
     name: str
 
@@ -282,7 +287,8 @@ class DropClaim(NamedTuple):
         remove_claim(view["spec"], *self.container, self.name)
 
 
-class AddClaim(NamedTuple):
+@dataclass(slots=True)
+class AddClaim:
     """A claim made from `template` for the container (for one `request` of it, when named)."""
 
     container: tuple[str, int]  # (list name, index)
@@ -294,7 +300,8 @@ class AddClaim(NamedTuple):
         add_claim(view["spec"], *self.container, self.name, self.template, self.request)
 
 
-class DropSelectors(NamedTuple):
+@dataclass(slots=True)
+class DropSelectors:
     """Node-selector keys and required affinity expressions on these keys go; what they said goes
     into the pod's record of what it asked for before (RecordOriginal)."""
 
@@ -304,7 +311,8 @@ class DropSelectors(NamedTuple):
         taken.update(remove_selectors(view["spec"], self.keys))
 
 
-class RequireLabel(NamedTuple):
+@dataclass(slots=True)
+class RequireLabel:
     key: str
     values: tuple[str, ...]
     said: str = ""  # said only when the pod did not already require exactly that
@@ -314,7 +322,8 @@ class RequireLabel(NamedTuple):
             said.append(self.said)
 
 
-class RequireExpression(NamedTuple):
+@dataclass(slots=True)
+class RequireExpression:
     expression: Mapping[str, Any]
     said: str = ""  # said only when some term lacked it
 
@@ -323,14 +332,16 @@ class RequireExpression(NamedTuple):
             said.append(self.said)
 
 
-class AddTolerations(NamedTuple):
+@dataclass(slots=True)
+class AddTolerations:
     tolerations: Sequence[Mapping[str, Any]]  # each added once, and each addition said
 
     def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
         said += add_tolerations(view["spec"], self.tolerations)
 
 
-class SetScheduler(NamedTuple):
+@dataclass(slots=True)
+class SetScheduler:
     name: str  # "" removes the pod's schedulerName
     said: str
 
@@ -342,7 +353,8 @@ class SetScheduler(NamedTuple):
         said.append(self.said)
 
 
-class DropAnnotation(NamedTuple):
+@dataclass(slots=True)
+class DropAnnotation:
     key: str
     said: str
 
@@ -352,7 +364,8 @@ class DropAnnotation(NamedTuple):
         said.append(self.said)
 
 
-class SetAnnotation(NamedTuple):
+@dataclass(slots=True)
+class SetAnnotation:
     key: str
     value: str
     said: str  # said only when the pod's value differs
@@ -364,7 +377,8 @@ class SetAnnotation(NamedTuple):
             said.append(self.said)
 
 
-class RecordOriginal(NamedTuple):
+@dataclass(slots=True)
+class RecordOriginal:
     """The annotation `key` records what the pod asked for before: `written`, and whatever the
     edits before this one took away."""
 
