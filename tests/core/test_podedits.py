@@ -12,6 +12,7 @@ from webhook.core.rewriting.podedits import (
     DropAnnotation,
     DropSelectors,
     RecordOriginal,
+    RequireExpression,
     RequireLabel,
     Say,
     SetAnnotation,
@@ -28,12 +29,23 @@ def view(spec=None, annotations=None):
 
 
 def test_an_edit_the_pod_already_says_changes_nothing_and_says_nothing():
-    pod = view({"nodeSelector": {"zone": "a"}, "tolerations": [TOLERATION]}, {"team": "ml"})
+    whole = {"key": "cloud.google.com/gke-gpu-partition-size", "operator": "DoesNotExist"}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [whole]}]
+            }
+        }
+    }
+    pod = view(
+        {"nodeSelector": {"zone": "a"}, "tolerations": [TOLERATION], "affinity": affinity}, {"team": "ml"}
+    )
     before = copy.deepcopy(pod)
     said = apply_edits(
         pod,
         [
             RequireLabel("zone", ("a",), "gpuport: zone=a"),
+            RequireExpression(whole, "gpuport: whole GPUs only"),
             SetAnnotation("team", "ml", "gpuport: team=ml"),
             AddTolerations([TOLERATION]),
         ],
