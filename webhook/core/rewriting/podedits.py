@@ -337,7 +337,7 @@ class AddTolerations:
     tolerations: Sequence[Mapping[str, Any]]  # each added once, and each addition said
 
     def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
-        said += add_tolerations(view["spec"], self.tolerations)
+        said.extend(add_tolerations(view["spec"], self.tolerations))
 
 
 @dataclass(slots=True)

@@ -200,7 +200,7 @@ def _plan_claims(
 ) -> dict[tuple[str, int], ClaimPlan]:
     if target.dra is None:
         return {}
-    requests = [
+    asked = [
         (a.list_name, a.index, a.name, there.device)
         for a in demand.asks
         if (there := asked_there[(a.list_name, a.index)]).device is not None
@@ -214,7 +214,7 @@ def _plan_claims(
         for c in (entries if isinstance(entries, list) else ())
         if isinstance(c, Mapping) and isinstance(c.get("name"), str) and c["name"] not in leaving
     }
-    return plan_claims(target.dra, requests, sidecars, frozenset(taken))
+    return plan_claims(target.dra, asked, sidecars, frozenset(taken))
 
 
 def _carry_spot(
