@@ -159,3 +159,35 @@ def test_pod_facts():
     obj["spec"]["priorityClassName"] = "high"
     obj["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "1"
     assert pod_facts(obj) == PodFacts(True, False, "high")
+
+
+def test_two_kinds_of_gpu_in_one_container_are_both_counted():
+    # The device plugin serves both names to one container: 4 whole 7g slices and a 1g beside them.
+    obj = pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"})
+    demand = read_demand(obj, context().dialects)
+    assert "2 kinds of GPU at once" in demand.problems[0]  # translation still refuses it
+    assert use(obj).equivalents == 4 + Fraction(1, 7)
+
+
+def test_two_kinds_in_a_sidecar_are_counted_beside_the_app_containers():
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["spec"]["initContainers"] = [
+        {
+            "name": "sidecar",
+            "restartPolicy": "Always",
+            "resources": {"limits": {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}},
+        }
+    ]
+    assert use(obj).equivalents == 1 + 4 + Fraction(1, 7)
+
+
+def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
+    # HAMi reads nvidia.com/gpumem as a share of the count nvidia.com/gpu; a MIG name beside it is an
+    # ask of its own, which the device plugin serves whatever HAMi makes of the share.
+    obj = pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/gpumem": "1024"})
+    assert use(obj).equivalents >= 4
+
+
+def test_a_time_sliced_mig_replica_is_counted_as_its_slice():
+    # renameByDefault appends .shared to every name the device plugin advertises, MIG ones included.
+    assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(3, 7)

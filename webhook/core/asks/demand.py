@@ -184,9 +184,8 @@ def read_demand(
     asks: list[ContainerAsk] = []
     problems: list[str] = []
     for container in read.containers:
-        ask, problem = _read_container(container, selection, dialects)
-        if ask is not None:
-            asks.append(ask)
+        found, problem = _read_container(container, selection, dialects)
+        asks += found
         if problem:
             problems.append(problem)
     claims = NO_CLAIMS
@@ -383,7 +382,10 @@ def required_expressions(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def _read_container(
     container: ContainerRef, selection: Selection, dialects: Dialects
-) -> tuple[ContainerAsk | None, str]:
+) -> tuple[tuple[ContainerAsk, ...], str]:
+    """The container's GPU asks, one per kind, and a problem when there is more than one: the device
+    plugins serve such a container (a 7g and a 1g slice side by side), so the budget counts every
+    kind, while translation, which says one ask in the target's words, refuses it."""
     limits, requests = container.limits, container.requests
     written: dict[str, str] = {}
     amounts: dict[str, Decimal] = {}
@@ -400,15 +402,21 @@ def _read_container(
         amounts[name] = amount
         written[name] = str(raw)
     if not amounts:
-        return None, ""
+        return (), ""
     site = _Site(container, written)
 
+    kinds: list[ContainerAsk] = []
+    problem = ""
     if not dialects.share_resource_names.isdisjoint(amounts):
         for form, vendor, share_names in dialects.memory_forms:
             if not share_names.isdisjoint(amounts):
-                return _read_share(form, vendor, amounts, site)
+                share, problem = _read_share(form, vendor, amounts, site)
+                kinds += [share] if share is not None else []
+                # The names beside the share are asks of their own (a MIG slice next to a memory
+                # share): read below, never dropped with it.
+                amounts = {n: a for n, a in amounts.items() if n not in share_names | {form.count_resource}}
+                break
 
-    kinds = []
     for name, amount in amounts.items():
         meaning = dialects.resource_meaning(name)
         if meaning.kind == "mig":
@@ -417,13 +425,12 @@ def _read_container(
             kinds.append(site.ask("shared", int(amount), meaning.vendor, share=SharedAsk()))
         elif meaning.kind == "whole":
             kinds.append(_whole(amount, meaning.vendor, selection, site))
-    if len(kinds) != 1:
-        return (
-            None,
+    if len(kinds) > 1:
+        problem = (
             f"{container.label} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); "
-            "ask for one",
+            "ask for one"
         )
-    return kinds[0], ""
+    return tuple(kinds), problem
 
 
 def _read_share(

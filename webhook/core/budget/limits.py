@@ -106,11 +106,14 @@ def violations(
         if limit.type == "Pod":
             amounts = [("Pod", pod_use(demand, target, catalogue).equivalents)]
         else:
-            amounts = [
-                ("Container", ask_equivalents(a, demand.selection.models, target, catalogue).equivalents)
-                for a in demand.asks
-                if not a.claim
-            ]
+            # A container's asks added up: one container may ask for several kinds of GPU at once.
+            by_container: dict[tuple[str, int], Fraction] = {}
+            for a in demand.asks:
+                if not a.claim:
+                    share = ask_equivalents(a, demand.selection.models, target, catalogue).equivalents
+                    where = (a.list_name, a.index)
+                    by_container[where] = by_container.get(where, Fraction(0)) + share
+            amounts = [("Container", amount) for amount in by_container.values()]
             amounts += [("Container", amount) for _, amount in demand.claims.container_charges]
         for kind, amount in amounts:
             if limit.min is not None and amount < limit.min:

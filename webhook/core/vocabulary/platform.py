@@ -58,7 +58,9 @@ class MigForm:
             return None
         if not resource.startswith(self.resource_prefix):
             return None
-        name = resource[len(self.resource_prefix) :]
+        # The device plugin's time-slicing and MPS with renameByDefault append ".shared" to every name it
+        # advertises, MIG ones included (mig-3g.40gb.shared): a replica of that slice, never less of it.
+        name = resource[len(self.resource_prefix) :].removesuffix(".shared")
         for dotted, plus in ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx")):
             if name.endswith(dotted):
                 name = name[: -len(dotted)] + plus
