@@ -191,3 +191,42 @@ def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
 def test_a_time_sliced_mig_replica_is_counted_as_its_slice():
     # renameByDefault appends .shared to every name the device plugin advertises, MIG ones included.
     assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(3, 7)
+
+
+def _required(obj, *terms):
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(t)} for t in terms]
+            }
+        }
+    }
+    return obj
+
+
+PARTITION = "cloud.google.com/gke-gpu-partition-size"
+
+
+def test_a_list_of_partitions_is_charged_at_its_largest():
+    # The scheduler may give this pod seven 7g partitions: charged as such, never as seven 1g ones.
+    obj = _required(
+        pod({"nvidia.com/gpu": "7"}),
+        [{"key": PARTITION, "operator": "In", "values": ["1g.10gb", "7g.80gb"]}],
+    )
+    assert use(obj, "gke").equivalents == 7
+    obj = _required(
+        pod({"nvidia.com/gpu": "7"}),
+        [{"key": PARTITION, "operator": "In", "values": ["7g.80gb", "1g.10gb"]}],
+    )
+    assert use(obj, "gke").equivalents == 7
+
+
+def test_ored_node_selector_terms_are_read_at_their_widest():
+    one_g = [{"key": PARTITION, "operator": "In", "values": ["1g.10gb"]}]
+    seven_g = [{"key": PARTITION, "operator": "In", "values": ["7g.80gb"]}]
+    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, seven_g), "gke").equivalents == 7
+    # A term that asks for no slice at all lets the pod have whole GPUs.
+    whole = [{"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-h100-80gb"]}]
+    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, whole), "gke").equivalents == 7
+    # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it.
+    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == 1

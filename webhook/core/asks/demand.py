@@ -10,7 +10,7 @@ GPU alone and part of a share next to a memory resource); the reading is one dec
 read in claims.py and only become asks here.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -294,9 +294,26 @@ def read_selection(
     spec: Mapping[str, Any], dialects: Dialects, read: tuple[Constraint, ...] | None = None
 ) -> Selection:
     """What the node selector and required affinity say about GPUs; `read` is node_constraints(spec)
-    when the caller has it already."""
+    when the caller has it already. The required terms are ORed: the pod may land on a node any one
+    of them admits, so each term is read with the node selector and the readings are joined at their
+    widest (never a smaller GPU than one term allows)."""
+    terms = required_terms(spec)
+    if terms is not None and len(terms) > 1:
+        return _widest([_read_constraints(_term_constraints(spec, term), dialects) for term in terms])
+    return _read_constraints(node_constraints(spec) if read is None else read, dialects)
+
+
+def _term_constraints(spec: Mapping[str, Any], term: Any) -> list[Constraint]:
+    """The node selector and one required term, as node_constraints reads them for a pod with one."""
+    one = {"nodeSelector": spec.get("nodeSelector")}
+    if is_map(term):
+        required = {"nodeSelectorTerms": [term]}
+        one["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    return node_constraints(one)
+
+
+def _read_constraints(every: Iterable[Constraint], dialects: Dialects) -> Selection:
     keys = dialects.selector_keys()
-    every = node_constraints(spec) if read is None else read
     constraints = tuple([(k, values) for k, op, values in every if k in keys and op == "In"])
     if not constraints:
         return NO_SELECTION
@@ -309,6 +326,28 @@ def read_selection(
     return known
 
 
+def _widest(readings: list[Selection]) -> Selection:
+    """ORed readings joined: any model one allows, a slice only if every one asks for slices (the
+    largest), shared only if every one asks for a share."""
+    model_sets = [r.models for r in readings if r.models is not None]
+    profiles = [r.profile for r in readings if r.profile is not None]
+    return Selection(
+        models=frozenset().union(*model_sets) if len(model_sets) == len(readings) else None,
+        profile=max(profiles, key=_size) if len(profiles) == len(readings) else None,
+        shared=all(r.shared for r in readings),
+        keys=frozenset().union(*(r.keys for r in readings)),
+        unknown=tuple(u for r in readings for u in r.unknown),
+    )
+
+
+def _size(profile: MigProfile | None) -> tuple[int, int]:
+    return (profile.compute, profile.memory_gb) if profile is not None else (0, 0)
+
+
+def _larger(a: MigProfile | None, b: MigProfile | None) -> MigProfile | None:
+    return b if a is None or (b is not None and _size(b) > _size(a)) else a
+
+
 def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects: Dialects) -> Selection:
     models: frozenset[str] | None = None
     profile: MigProfile | None = None
@@ -317,13 +356,23 @@ def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects
     for key, values in constraints:
         named: set[str] = set()
         names_models = False
+        # Values of one requirement are ORed: the scheduler may pick a node with any of them, so the
+        # key says "a slice" only if every value names one, and then the largest it allows (a pod
+        # selecting partition sizes [7g.80gb, 1g.10gb] may be given seven 7g slices); "shared" only
+        # if every value says so.
+        key_profiles: list[MigProfile | None] = []
+        key_shared = True
         for value in values:
             meaning = dialects.label_meaning(key, value)
             names_models = names_models or meaning.names_models
             named |= meaning.models
-            profile = meaning.profile or profile
-            shared = shared or meaning.shared
+            key_profiles.append(meaning.profile)
+            key_shared = key_shared and meaning.shared
             unknown += meaning.unparsed
+        if key_profiles and all(p is not None for p in key_profiles):
+            for found in key_profiles:
+                profile = _larger(profile, found)
+        shared = shared or (key_shared and bool(values))
         if names_models:
             if named:
                 models = frozenset(named) if models is None else models & named
