@@ -223,6 +223,20 @@ def test_capacity_requests_that_cannot_be_said_are_refused_naming_the_field(capa
         read_claim(claim(*selectors, device_class=device_class, capacity=capacity), MAPS, CATALOGUE)
 
 
+def test_a_long_form_profile_the_driver_never_publishes_is_refused_naming_the_form_it_does():
+    # The driver's `profile` is go-nvlib's MigProfile.String(): 3g.40gb whenever compute and GPU-instance
+    # slices are equal. `3c.3g.40gb` matches no device: the claim never runs on DRA, and must not
+    # become nvidia.com/mig-3g.40gb (which would).
+    spec = claim("device.attributes['gpu.nvidia.com'].profile == '3c.3g.40gb'", device_class="mig.nvidia.com")
+    with pytest.raises(UnreadableClaim) as info:
+        read_claim(spec, MAPS, CATALOGUE)
+    assert "'3c.3g.40gb' matches no device" in str(info.value) and "publishes it as 3g.40gb" in str(
+        info.value
+    )
+    decided = decide_template(dra_pod(), context("generic"), templates={"two": template_of(spec)}.get)
+    assert decided.rewrite is None and "3c.3g.40gb" in " ".join(decided.refusals)
+
+
 def dra_pod(template_name="two", containers=("main",), claim_names=None):
     claim_names = claim_names or ["gpus"] * len(containers)
     return {

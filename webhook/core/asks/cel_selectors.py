@@ -250,11 +250,17 @@ class SelectorReading:
         return [m for m in self.catalogue.models.values() if m.vendor == vendor]
 
     def _profile(self, value: str) -> str:
+        # The driver publishes go-nvlib's MigProfile.String() (see cloudmaps/dra-nvidia.yaml): the
+        # short form whenever compute and GPU-instance slices are equal, so the long form of such a
+        # profile is a value no device carries, not another spelling of it.
         long_form = _LONG_PROFILE.fullmatch(value)
         if long_form:
             if long_form.group(1) != long_form.group(3):
                 return f"profile {value} is a compute instance inside a MIG device, not a whole one"
-            value = long_form.group(2)
+            return (
+                f"profile {value!r} matches no device: the driver publishes it as {long_form.group(2)} "
+                "(the short form, whenever compute and GPU-instance slices are equal); select that"
+            )
         try:
             self.profile = MigProfile.parse(value)
         except ProfileError:
