@@ -496,6 +496,12 @@ JUNK = st.recursive(
         JUNK,
         st.fixed_dictionaries({"spec": st.fixed_dictionaries({"spec": JUNK})}),
         st.just(template_of(claim())),
+        # capacity.requests of any shape: read as bounds, refused, never crashed on
+        st.builds(
+            lambda capacity: template_of(claim(count=1, capacity=capacity)),
+            JUNK
+            | st.fixed_dictionaries({"requests": st.dictionaries(st.text(max_size=20), JUNK, max_size=3)}),
+        ),
     ),
     target=st.sampled_from(["generic", "dra-nvidia", "eks"]),
     asks_by_resource=st.booleans(),
