@@ -133,6 +133,21 @@ def test_a_class_standing_for_a_mig_profile_carries_that_profile_s_asks_as_writt
     assert other.claim_templates
 
 
+def test_a_class_selecting_a_profile_the_driver_never_publishes_stands_for_nothing():
+    # The driver publishes 3g.40gb (go-nvlib's short form); this class yields no device, so a pod
+    # asking for its resource would wait forever: gpuport writes it a claim for the published profile.
+    never = device_class(
+        "mig-3g-40gb.gpu.nvidia.com",
+        f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '3c.3g.40gb'",
+        "nvidia.com/mig-3g.40gb",
+    )
+    ctx = dra_context(WHOLE, never)
+    assert "nvidia.com/mig-3g.40gb" not in ctx.target.dra.extended_resources
+    (written,) = decide(pod({"nvidia.com/mig-3g.40gb": "1"}), ctx).claim_templates
+    (request,) = written["spec"]["spec"]["devices"]["requests"]
+    assert f'device.attributes["{NV}"].profile == "3g.40gb"' in str(request)
+
+
 def test_a_class_of_another_map_or_one_gpuport_cannot_read_stands_for_nothing():
     unreadable = device_class(
         "odd.gpu.nvidia.com", f"device.driver == '{NV}' && {ATTR}.uuid.startsWith('GPU')", "nvidia.com/gpu"

@@ -347,7 +347,7 @@ def test_a_driver_version_requirement_is_counted_but_not_said_in_device_plugin_w
     assert reading.count == 2 and "a device-plugin pod cannot select" in reading.inexact
 
 
-def test_a_negated_product_selector_is_a_refusal_and_long_mig_profiles_are_read_or_refused():
+def test_a_negated_product_selector_is_a_refusal_and_long_mig_profiles_are_refused():
     refusing = f"!({ATTR}.productName in ['Tesla T4', 'NVIDIA L4'])"
     (reading,), _ = read_claim_requests(claim_spec(request(NV, refusing)), MAPS, CATALOGUE)
     assert (reading.models, reading.avoid, reading.inexact) == (None, {"T4", "L4"}, "")
@@ -361,7 +361,11 @@ def test_a_negated_product_selector_is_a_refusal_and_long_mig_profiles_are_read_
         )
         return found
 
-    assert profile("3c.3g.40gb").profile.name == "3g.40gb"
+    # The driver publishes 3g.40gb, never 3c.3g.40gb: that selector matches no device, so it names no
+    # profile to translate to, and the budget still counts the device it asks for.
+    never = profile("3c.3g.40gb")
+    assert never.profile is None and "matches no device" in never.inexact
+    assert charged(claim_spec(request("mig.nvidia.com", f"{ATTR}.profile == '3c.3g.40gb'"))) == 1
     inside = profile("1c.3g.40gb")
     assert "compute instance inside a MIG device" in inside.inexact
     assert charged(claim_spec(request("mig.nvidia.com", f"{ATTR}.profile == '1c.3g.40gb'"))) == 1

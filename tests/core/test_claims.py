@@ -150,6 +150,93 @@ def test_claims_without_a_device_plugin_equivalent_are_refused_saying_why(spec, 
         read_claim(spec, MAPS, CATALOGUE)
 
 
+MEMORY_90GI = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('90Gi')) >= 0"
+
+
+def _first_available(exact):
+    return {"devices": {"requests": [{"name": "gpu", "firstAvailable": [{"name": "big", **exact}]}]}}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # v1 and v1beta2 nest the request under `exactly`; v1beta1 keeps it on the request.
+        {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "capacity": {"requests": {"memory": "90Gi"}},
+                        },
+                    }
+                ]
+            }
+        },
+        claim(count=1, capacity={"requests": {"memory": "90Gi"}}),
+        # A name with its domain is the same capacity as the bare name (the driver's domain).
+        claim(count=1, capacity={"requests": {"gpu.nvidia.com/memory": "90Gi"}}),
+        _first_available({"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "90Gi"}}}),
+    ],
+    ids=["v1-exactly", "v1beta1", "qualified-name", "firstAvailable"],
+)
+def test_capacity_requests_are_read_as_the_cel_bound_the_api_says_they_are(spec):
+    # KEP-5075: capacity.requests is the filter `device.capacity[<domain>].<name>.compareTo(quantity(
+    # <amount>)) >= 0`; dropped, the request would be translated to any GPU.
+    as_cel = read(claim(MEMORY_90GI, count=1)).models
+    assert as_cel and "H200" in as_cel and "H100-80GB" not in as_cel
+    assert read(spec).models == as_cel
+
+
+def test_a_pod_whose_claim_requests_capacity_is_sent_to_the_gpus_that_have_it():
+    def requires(spec):
+        pod = dra_pod()
+        result = jsonpatch.apply_patch(
+            pod, rewritten(pod, context("generic"), {"two": template_of(spec)}.get).patch
+        )
+        return summarize(result)["requires"]
+
+    by_capacity = requires(claim(count=1, capacity={"requests": {"memory": "90Gi"}}))
+    assert by_capacity == requires(claim(MEMORY_90GI, count=1)) and by_capacity
+
+
+@pytest.mark.parametrize(
+    ("capacity", "device_class", "why"),
+    [
+        ({"requests": {"multiprocessors": "30"}}, "mig.nvidia.com", "capacity.requests multiprocessors: 30"),
+        (
+            {"requests": {"example.com/memory": "90Gi"}},
+            "gpu.nvidia.com",
+            "capacity.requests example.com/memory",
+        ),
+        ({"requests": {"memory": "lots"}}, "gpu.nvidia.com", "capacity.requests memory: lots"),
+        ({"requests": "90Gi"}, "gpu.nvidia.com", "capacity"),
+        ({"requests": {"memory": "10Gi"}}, "mig.nvidia.com", "capacity.requests memory: 10Gi"),
+    ],
+)
+def test_capacity_requests_that_cannot_be_said_are_refused_naming_the_field(capacity, device_class, why):
+    selectors = (
+        ("device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",) if device_class[0] == "m" else ()
+    )
+    with pytest.raises(UnreadableClaim, match=re.escape(why)):
+        read_claim(claim(*selectors, device_class=device_class, capacity=capacity), MAPS, CATALOGUE)
+
+
+def test_a_long_form_profile_the_driver_never_publishes_is_refused_naming_the_form_it_does():
+    # The driver's `profile` is go-nvlib's MigProfile.String(): 3g.40gb whenever compute and GPU-instance
+    # slices are equal. `3c.3g.40gb` matches no device: the claim never runs on DRA, and must not
+    # become nvidia.com/mig-3g.40gb (which would).
+    spec = claim("device.attributes['gpu.nvidia.com'].profile == '3c.3g.40gb'", device_class="mig.nvidia.com")
+    with pytest.raises(UnreadableClaim) as info:
+        read_claim(spec, MAPS, CATALOGUE)
+    assert "'3c.3g.40gb' matches no device" in str(info.value) and "publishes it as 3g.40gb" in str(
+        info.value
+    )
+    decided = decide_template(dra_pod(), context("generic"), templates={"two": template_of(spec)}.get)
+    assert decided.rewrite is None and "3c.3g.40gb" in " ".join(decided.refusals)
+
+
 def dra_pod(template_name="two", containers=("main",), claim_names=None):
     claim_names = claim_names or ["gpus"] * len(containers)
     return {
@@ -409,6 +496,12 @@ JUNK = st.recursive(
         JUNK,
         st.fixed_dictionaries({"spec": st.fixed_dictionaries({"spec": JUNK})}),
         st.just(template_of(claim())),
+        # capacity.requests of any shape: read as bounds, refused, never crashed on
+        st.builds(
+            lambda capacity: template_of(claim(count=1, capacity=capacity)),
+            JUNK
+            | st.fixed_dictionaries({"requests": st.dictionaries(st.text(max_size=20), JUNK, max_size=3)}),
+        ),
     ),
     target=st.sampled_from(["generic", "dra-nvidia", "eks"]),
     asks_by_resource=st.booleans(),

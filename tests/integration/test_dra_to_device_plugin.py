@@ -27,7 +27,7 @@ def device_plugin_cluster(dra_cluster, tmp_path_factory):
     server.stop()
 
 
-def written_for_dra(cluster, expression):
+def written_for_dra(cluster, expression, device_class="gpu.nvidia.com", count=2):
     """A namespace holding a template with this selector, and a pod whose claim is made from it."""
     namespace = f"team-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(cluster.client()).create_namespace({"metadata": {"name": namespace}})
@@ -46,8 +46,8 @@ def written_for_dra(cluster, expression):
                         "requests": [
                             {
                                 "name": "gpu",
-                                "deviceClassName": "gpu.nvidia.com",
-                                "count": 2,
+                                "deviceClassName": device_class,
+                                "count": count,
                                 "selectors": [{"cel": {"expression": expression}}],
                             }
                         ]
@@ -83,3 +83,16 @@ def test_a_claim_it_cannot_read_exactly_is_refused_with_the_expression(device_pl
     assert info.value.status == 403
     assert "cannot read the CEL selector" in info.value.body
     assert "productName.startsWith(" in info.value.body
+
+
+def test_a_mig_profile_in_a_form_the_driver_never_publishes_is_refused_naming_the_one_it_does(
+    device_plugin_cluster,
+):
+    # NVIDIA's driver publishes 3g.40gb (go-nvlib's short form): on DRA this claim is never allocated,
+    # so it must not become nvidia.com/mig-3g.40gb, which would run.
+    expression = "device.attributes['gpu.nvidia.com'].profile == '3c.3g.40gb'"
+    namespace, pod = written_for_dra(device_plugin_cluster, expression, "mig.nvidia.com", 1)
+    with pytest.raises(ApiException) as info:
+        client.CoreV1Api(device_plugin_cluster.client()).create_namespaced_pod(namespace, pod)
+    assert info.value.status == 403
+    assert "'3c.3g.40gb' matches no device: the driver publishes it as 3g.40gb" in info.value.body

@@ -5,10 +5,11 @@ MIG profile), or why it has no device-plugin equivalent.
 Only these shapes are read: `device.driver` equality; ==, != and `in` (and their negation) on the
 driver's product attributes, type, MIG profile and `architecture`; version comparisons of
 `cudaComputeCapability` (`isGreaterThan(semver(…))`, `compareTo(…) >= 0`, ==), checked against the
-catalogue; bounds on the memory capacity, compared with NVML's figures. Terms are joined by && at the
-top; anything else is outside the grammar, and then nothing the expression says is trusted.
+catalogue; bounds on the memory capacity, compared with NVML's figures, whether written in CEL or as a
+request's `capacity.requests` (KEP-5075), which the API defines as that same bound. Terms are joined by
+&& at the top; anything else is outside the grammar, and then nothing the expression says is trusted.
 
-Why one module of ~320 lines: the grammar and the meaning of each term are one table, read by one
+Why one module of ~350 lines: the grammar and the meaning of each term are one table, read by one
 state (what the terms so far narrowed); split, a new term would be added in two places.
 """
 
@@ -99,7 +100,8 @@ class SelectorReading:
     profile: MigProfile | None = None
     parsed: bool = True
     inexact: list[str] = field(default_factory=list)
-    memory_bounds: list[tuple[str, Decimal]] = field(default_factory=list)
+    # (operator, amount, the request field it was written in: "" for CEL)
+    memory_bounds: list[tuple[str, Decimal, str]] = field(default_factory=list)
 
     def narrow(self, models: frozenset[str]) -> None:
         self.models = models if self.models is None else self.models & models
@@ -117,6 +119,31 @@ class SelectorReading:
                 self._refuse(f"{where} has a selector that is not CEL")
                 continue
             self.expression(expression)
+
+    def capacity(self, found: Any, where: str) -> None:
+        """A request's `capacity` (KEP-5075). The API defines each `requests` entry as the filter
+        `device.capacity[<domain>].<name>.compareTo(quantity(<amount>)) >= 0`, a name without a domain
+        being the driver's: read as that bound, so `memory: 90Gi` narrows the models as the CEL would
+        rather than being dropped (any GPU). Where a device allows several allocations the amount is
+        also consumed, which only narrows further: the bound still holds."""
+        if found is None:
+            return
+        requests = found.get("requests") if isinstance(found, Mapping) else None
+        if not isinstance(found, Mapping) or set(found) != {"requests"} or not isinstance(requests, Mapping):
+            self._refuse(f"{where}: its capacity is not a map of capacity.requests")
+            return
+        for key, amount in requests.items():
+            said = f"{where} asks for capacity.requests {key}: {amount}"
+            domain, _, name = str(key).rpartition("/")
+            problem = (
+                self._capacity_bound(domain or self.form.driver, name, ">=", amount, said)
+                if re.fullmatch(_NAME, name)
+                else None
+            )
+            if problem is None:
+                self._refuse(f"{said}, which gpuport cannot read as a quantity of a capacity")
+            elif problem:
+                self.inexact.append(f"{said}: {problem}")
 
     def expression(self, expression: str) -> None:
         """One CEL expression: terms joined by && at the top, each read alone. The split is naive on
@@ -223,11 +250,17 @@ class SelectorReading:
         return [m for m in self.catalogue.models.values() if m.vendor == vendor]
 
     def _profile(self, value: str) -> str:
+        # The driver publishes go-nvlib's MigProfile.String() (see cloudmaps/dra-nvidia.yaml): the
+        # short form whenever compute and GPU-instance slices are equal, so the long form of such a
+        # profile is a value no device carries, not another spelling of it.
         long_form = _LONG_PROFILE.fullmatch(value)
         if long_form:
             if long_form.group(1) != long_form.group(3):
                 return f"profile {value} is a compute instance inside a MIG device, not a whole one"
-            value = long_form.group(2)
+            return (
+                f"profile {value!r} matches no device: the driver publishes it as {long_form.group(2)} "
+                "(the short form, whenever compute and GPU-instance slices are equal); select that"
+            )
         try:
             self.profile = MigProfile.parse(value)
         except ProfileError:
@@ -279,7 +312,7 @@ class SelectorReading:
         domain, name = literal_text(found.groups()[:2]), found.group(3)
         return self._capacity_bound(domain, name, found.group(6), literal_text(found.groups()[3:5]))
 
-    def _capacity_bound(self, domain: str, name: str, op: str, amount: str) -> str | None:
+    def _capacity_bound(self, domain: str, name: str, op: str, amount: object, said: str = "") -> str | None:
         try:
             wanted = quantity.parse(amount)
         except quantity.QuantityError:
@@ -290,7 +323,7 @@ class SelectorReading:
             return f"it bounds the capacity {name}, which device plugins cannot"
         # Applied once every term is read (finish): a MIG device's memory is its slice's, and whether
         # this is one may be said by a later term.
-        self.memory_bounds.append((op, wanted))
+        self.memory_bounds.append((op, wanted, said))
         return ""
 
     def finish(self) -> None:
@@ -299,11 +332,13 @@ class SelectorReading:
         if not self.memory_bounds:
             return
         if self.kind != "whole" and self.kind is not None:
+            fields = "; ".join(said for _, _, said in self.memory_bounds if said)
             self.inexact.append(
                 "a MIG slice is chosen by its profile, which says its memory: name the profile"
+                + (f" ({fields})" if fields else "")
             )
             return
-        for op, wanted in self.memory_bounds:
+        for op, wanted, _ in self.memory_bounds:
             self.narrow(
                 frozenset(
                     m

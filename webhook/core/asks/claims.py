@@ -362,6 +362,7 @@ def _one(
         meaning.parsed,
     )
     reading.selectors(exact.get("selectors"), f"request {said_as!r}")
+    reading.capacity(exact.get("capacity"), f"request {said_as!r}")
     reading.finish()
     inexact += reading.inexact
     # Outside the strict grammar nothing the selectors seem to say is trusted: the request may take any

@@ -91,6 +91,8 @@ def mig_request(
     form: DraForm, count: int, profile: str, models: tuple[str, ...], avoid: tuple[str, ...] = ()
 ) -> DeviceRequest:
     on = f" on {_models_words(models)}" if models else ""
+    # `profile` is a MigProfile's name, the short form: what the driver publishes for a whole MIG
+    # device (cloudmaps/dra-nvidia.yaml says where); a long form would match no device.
     selectors = (one_of(form, form.profile_attribute, (profile,)), *product_selector(form, models, avoid))
     return DeviceRequest("mig", form.mig_class, count, selectors, f"{count} × MIG {profile}{on}")
 
