@@ -318,3 +318,24 @@ def test_every_wait_of_a_quota_check_ends_inside_one_admission_budget(monkeypatc
     budget = start + gate_module.ADMISSION_SECONDS
     assert ends and all(end <= budget for end in ends)
     assert clock[0] <= budget + 0.011  # the catch-up looks every 10 ms
+
+
+@pytest.mark.parametrize("name", ["gpu.intel.com/i915", "gpu.intel.com/xe", "example.com/vgpu-slot"])
+def test_a_gpu_name_no_map_reads_is_refused_in_a_budget_namespace_naming_it(name):
+    ctx = context("generic")
+    one = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+    denied = admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(pod({name: "8"}), "a"), ctx)
+    assert denied is not None and denied.reason == "quota-gpu-name-unread"
+    assert name in denied.message and "cloud map" in denied.message and "nvidia.com/gpu" in denied.message
+    # Outside any GPU budget the name is nobody's business but the device plugin's.
+    assert admit(QuotaGate(FakeView([]), MemoryLedger()), request_for(pod({name: "8"}), "b"), ctx) is None
+
+
+def test_devices_that_are_not_gpus_pass_a_budget_namespace_as_they_did():
+    ctx = context("generic")
+    one = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+    for name in ("vpc.amazonaws.com/efa", "rdma/rdma_shared_device_a", "example.com/fpga"):
+        assert (
+            admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(pod({name: "4"}), name), ctx)
+            is None
+        )

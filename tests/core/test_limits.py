@@ -154,3 +154,11 @@ def test_a_container_limit_adds_up_the_kinds_one_container_asks():
     denied = gate_says(View(at_most_one), pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}))
     assert denied is not None and denied.reason == "gpu-limit"
     assert "but limit is 29/7" in denied.message or "but limit is 4.14" in denied.message, denied.message
+
+
+def test_a_gpu_name_no_map_reads_is_refused_where_gpu_limits_hold():
+    at_most_one = {"gpuport.io/gpu-limits": json.dumps([{"type": "Pod", "max": 1}])}
+    denied = gate_says(View(at_most_one), pod({"gpu.intel.com/i915": "8"}))
+    assert denied is not None and denied.reason == "gpu-limit-name-unread"
+    assert "gpu.intel.com/i915" in denied.message
+    assert gate_says(View(), pod({"gpu.intel.com/i915": "8"})) is None  # no limits: no budget to guard

@@ -5,6 +5,7 @@ message before the built-in one) and again on /validate (which fails closed)."""
 import logging
 
 from webhook.core.asks.demand import PodDemand
+from webhook.core.asks.unread import unread_refusal
 from webhook.core.budget.limits import (
     LIMITS_ANNOTATION,
     OPT_IN_LABEL,
@@ -39,7 +40,7 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
-        if not demand.asks and not demand.claims.any:
+        if not demand.asks and not demand.claims.any and not demand.unread:
             return None
         limits = []
         if LIMITS_ANNOTATION in namespace["annotations"]:
@@ -51,6 +52,9 @@ class LimitGate:
             limits += from_limitrange(limitrange, context.dialects)
         if not limits:
             return None
+        if demand.unread:
+            refusal = unread_refusal(demand.unread, request.namespace, context.target.whole_gpu)
+            return deny("gpu-limit-name-unread", f"{subject} is forbidden: {refusal}")
         uncountable = demand.claims.blocking(request.dry_run)
         if uncountable:
             return deny(

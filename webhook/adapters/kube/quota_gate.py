@@ -25,6 +25,7 @@ from webhook.adapters.kube.ledger import (
     ViewMark,
 )
 from webhook.core.asks.demand import PodDemand
+from webhook.core.asks.unread import unread_refusal
 from webhook.core.budget.equivalents import pod_use
 from webhook.core.budget.quota import applies, exceeded, gpu_quotas, pod_facts
 from webhook.core.deciding.context import Context
@@ -71,7 +72,7 @@ class QuotaGate:
         deadline = time.monotonic() + ADMISSION_SECONDS
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        if not demand.asks and not demand.claims.any:
+        if not demand.asks and not demand.claims.any and not demand.unread:
             return None
         # Never on a view that is still loading: an empty view would count nothing as used. Until the
         # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
@@ -85,6 +86,10 @@ class QuotaGate:
         ]
         if not quotas:
             return None
+        if demand.unread:
+            return deny(
+                "quota-gpu-name-unread", unread_refusal(demand.unread, request.namespace, target.whole_gpu)
+            )
         uncountable = demand.claims.blocking(request.dry_run)
         if uncountable:
             # What the claims may allocate is unknown: counting it as nothing would let a pod past its budget.

@@ -19,7 +19,14 @@ from typing import Any, Literal, NamedTuple
 
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.asks.pod_claims import NO_CLAIMS, PodClaims, TemplateLookup, read_pod_claims
+from webhook.core.asks.pod_claims import (
+    NO_CLAIMS,
+    PodClaims,
+    TemplateLookup,
+    class_standing,
+    read_pod_claims,
+)
+from webhook.core.asks.unread import unread_gpu_names
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import MigProfile
 from webhook.core.vocabulary.dialects import MEANINGS_KEPT, Dialects
@@ -156,6 +163,9 @@ class PodDemand(NamedTuple):
     # The pod's DRA claims, read when there are objects to read them from: what each charges to the
     # GPU budget, what cannot be counted, and what cannot be said in device-plugin words.
     claims: PodClaims = NO_CLAIMS
+    # Extended resources that name a GPU but that no map reads and no DeviceClass stands for: a GPU
+    # budget cannot count them, so it refuses them (unread.py).
+    unread: tuple[str, ...] = ()
 
     @property
     def gpus_on_one_node(self) -> int:
@@ -189,6 +199,8 @@ def read_demand(
         if problem:
             problems.append(problem)
     claims = NO_CLAIMS
+    unread: tuple[str, ...] = ()
+    unread = unread_gpu_names(names, dialects.__contains__, class_standing(templates))
     if templates is not None and reads_claims(read, dialects):
         # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
         claims = read_pod_claims(read, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
@@ -213,7 +225,7 @@ def read_demand(
             selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints, names, claims)
+    return PodDemand(tuple(asks), selection, tuple(problems), constraints, names, claims, unread)
 
 
 def reads_claims(read: PodRead, dialects: Dialects) -> bool:

@@ -158,6 +158,24 @@ def claim_sources(pod: Mapping[str, Any]) -> list[ClaimSource]:
     return found
 
 
+def class_standing(objects: ClaimObjects | None) -> Callable[[str], bool]:
+    """Whether a DeviceClass stands for an extended resource (KEP-5004), as far as `objects` (None:
+    no cluster to ask) can tell; the class list is read only when a name needs it."""
+    if objects is None:
+        return _no_class
+
+    def stands(name: str) -> bool:
+        found = objects(EXTENDED_RESOURCES)
+        standing = found.get("resources") if isinstance(found, Mapping) else None
+        return isinstance(standing, Mapping) and isinstance(standing.get(name), str)
+
+    return stands
+
+
+def _no_class(_: str) -> bool:
+    return False
+
+
 def read_pod_claims(
     pod: Mapping[str, Any] | PodRead,
     objects: ClaimObjects,

@@ -1,0 +1,58 @@
+"""GPU names no map reads (pure): what a budget cannot count must be refused, never passed as free.
+
+A quota in GPU-equivalents counts what the loaded maps read. A device plugin the maps do not describe
+(Intel's gpu.intel.com/i915) still gives GPUs, so in a namespace with a GPU budget a pod asking for
+one would hold GPUs the budget never sees. Which names give GPUs cannot be known for certain; these
+words are what every GPU device plugin and sharing layer in the maps' sources uses in its names, and a
+name that carries none of them (vpc.amazonaws.com/efa, rdma/…) is not taken for a GPU.
+"""
+
+import re
+from collections.abc import Callable, Iterable
+
+from webhook.core.asks.checks import is_extended_resource
+from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
+
+# gpu (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/…, nvidia.com/gpumem, volcano.sh/vgpu-number), a MIG
+# slice (nvidia.com/mig-…), a CUDA share (tencent.com/vcuda-core).
+_GPU_WORDS = re.compile(r"gpu|/mig-|cuda", re.IGNORECASE)
+
+
+def names_a_gpu(name: str) -> bool:
+    return bool(_GPU_WORDS.search(name))
+
+
+def unread_gpu_names(
+    names: Iterable[str], read: Callable[[str], bool], stands_for_class: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """The extended resources among `names` that name a GPU, that no loaded map reads (`read`) and
+    that no DeviceClass stands for (KEP-5004: the scheduler gives a claim of that class, counted as one)."""
+    return tuple(
+        sorted(
+            n
+            for n in names
+            if is_extended_resource(n)
+            and not n.startswith(CLASS_RESOURCE_PREFIX)
+            and not read(n)
+            and not stands_for_class(n)
+            and names_a_gpu(n)
+        )
+    )
+
+
+def unread_refusal(names: Iterable[str], namespace: str, whole_gpu: str) -> str:
+    """Why the pod is refused, and the map entry that would count each name."""
+    said = []
+    for name in names:
+        if "/mig-" in name:
+            entry = "resources.mig (form: mixed, resource_prefix)"
+        elif name.endswith(".shared"):
+            entry = "resources.shared (form: resource, resource)"
+        else:
+            entry = "resources.whole, or a map of its own for this device plugin"
+        said.append(f"{name} (a map would count it as {entry})")
+    return (
+        f"gpuport cannot count {', '.join(said)} against the GPU budget of {namespace}: no cloud map "
+        f"reads it, and an uncounted GPU would escape the quota. Ask for {whole_gpu}, or add the name to "
+        "the cluster's cloud map (gpuport lint checks the edit)"
+    )
