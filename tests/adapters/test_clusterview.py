@@ -306,3 +306,29 @@ def test_a_pod_asking_for_a_resource_a_device_class_stands_for_is_kept_for_quota
         "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"
     }
     assert kept["status"]["resourceClaimStatuses"] == [{"name": "gpus", "resourceClaimName": "p-gpus-1"}]
+
+
+def test_a_pod_asking_a_share_by_annotation_alone_is_kept_with_what_its_charge_reads():
+    from tests.translation_cases import kai_pod
+
+    obj = kai_pod({"gpu-fraction": "0.5", "kubectl.kubernetes.io/last-applied-configuration": "{...}"})
+    obj["metadata"]["uid"] = "u1"
+    kept = compact_pod(obj)
+    assert kept is not None
+    assert kept["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+    assert kept["spec"]["schedulerName"] == "kai-scheduler"
+
+
+def test_the_views_share_annotations_are_those_the_webhooks_are_called_for():
+    from webhook.adapters.kube.clusterview import SHARE_ANNOTATIONS
+    from webhook.config.cloudmap import default_directory
+    from webhook.config.loading import build_context
+    from webhook.config.registration import packaged
+
+    maps = build_context(default_directory(), "generic").dialects.maps
+    asked = {a for m in maps for a in (m.shared.fraction_annotation, m.shared.memory_annotation) if a}
+    assert asked <= SHARE_ANNOTATIONS
+    for name in ("mutating", "validating"):
+        for hook in (h for h in packaged(name)["webhooks"] if h["name"].startswith("pods.")):
+            condition = " ".join(c["expression"] for c in hook.get("matchConditions") or ())
+            assert all(f"'{a}' in object.metadata.annotations" in condition for a in SHARE_ANNOTATIONS)

@@ -339,3 +339,26 @@ def test_devices_that_are_not_gpus_pass_a_budget_namespace_as_they_did():
             admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(pod({name: "4"}), name), ctx)
             is None
         )
+
+
+def test_kai_shares_of_running_pods_are_counted_from_the_view_not_only_while_reserved():
+    from tests.translation_cases import kai_pod
+    from webhook.adapters.kube.clusterview import compact_pod
+
+    ctx = context("kai")
+    one = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+
+    def running(uid, annotations):
+        obj = kai_pod(annotations)
+        obj["metadata"]["uid"] = uid
+        obj["status"] = {"phase": "Running"}
+        return compact_pod(obj)  # what the watch keeps of it
+
+    # Its reservation long gone (the clock is past every TTL): the view alone must count the 0.9.
+    view = FakeView([one], [running("r", {"gpu-fraction": "0.9"})])
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 10_000.0)
+    denied = admit(gate, request_for(kai_pod({"gpu-fraction": "0.9"}), "a"), ctx)
+    assert denied is not None and denied.reason == "quota-exceeded"
+    several = kai_pod({"gpu-fraction": "0.9", "gpu-fraction-num-devices": "8"})
+    empty = QuotaGate(FakeView([one]), MemoryLedger(), clock=lambda: 0.0)
+    assert admit(empty, request_for(several, "b"), ctx).reason == "quota-exceeded"

@@ -230,3 +230,13 @@ def test_ored_node_selector_terms_are_read_at_their_widest():
     assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, whole), "gke").equivalents == 7
     # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it.
     assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == 1
+
+
+def test_a_kai_share_on_several_devices_is_counted_on_each():
+    from tests.translation_cases import kai_pod
+
+    obj = kai_pod({"gpu-fraction": "0.9", "gpu-fraction-num-devices": "8"})
+    assert use(obj, "kai").equivalents == 8 * Fraction(9, 10)
+    assert use(kai_pod({"gpu-fraction": "0.9"}), "kai").equivalents == Fraction(9, 10)
+    # A device count with no share beside it asks for nothing.
+    assert use(kai_pod({"gpu-fraction-num-devices": "8"}), "kai").equivalents == 0

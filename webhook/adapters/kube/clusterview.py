@@ -31,6 +31,10 @@ TERMINAL = ("Succeeded", "Failed")
 # status heartbeat changes nothing held (see _same), but it tells when every view must have the pod.
 FIRST_SEEN = "firstSeen"
 PAGE_SIZE = 500
+# The pod annotations that ask for a GPU share with no resource at all (the KAI scheduler's), as the
+# webhooks' matchConditions name them (webhook/config/admission/): such a pod holds a GPU and is kept.
+SHARE_ANNOTATIONS = frozenset({"gpu-fraction", "gpu-memory"})
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
 LIST_TIMEOUT = (5, 60)
 WATCH_SECONDS = 240
@@ -59,12 +63,20 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
     extended = any(
         _kept(k) for c in containers + init for s in ("requests", "limits") for k in c["resources"][s]
     )
-    if not extended and not claims:
-        return None  # asks for no GPU: quota and placement never look at it
     metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    shared = not annotations.keys().isdisjoint(SHARE_ANNOTATIONS)
+    if not extended and not claims and not shared:
+        return None  # asks for no GPU: quota and placement never look at it
     return {
         FIRST_SEEN: as_version(metadata.get("resourceVersion")),
-        "metadata": {k: metadata.get(k) for k in ("name", "namespace", "uid")},
+        "metadata": {
+            **{k: metadata.get(k) for k in ("name", "namespace", "uid")},
+            # A share asked by annotation (KAI's gpu-fraction), models chosen by annotation (HAMi's
+            # use-gputype): a running pod's charge reads them as an admission does. All are kept, so
+            # no padding of a value can push one out; kubectl's copy of the whole manifest is not.
+            "annotations": {k: v for k, v in annotations.items() if k != LAST_APPLIED},
+        },
         "spec": {
             "containers": containers,
             "initContainers": init,
@@ -73,6 +85,7 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             "affinity": spec.get("affinity") or {},
             "activeDeadlineSeconds": spec.get("activeDeadlineSeconds"),
             "priorityClassName": spec.get("priorityClassName"),
+            "schedulerName": spec.get("schedulerName"),  # annotation shares are read for its pods only
         },
         "status": {
             "phase": (pod.get("status") or {}).get("phase"),

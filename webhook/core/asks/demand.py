@@ -276,15 +276,20 @@ def _annotation_share(
                 Decimal(written[form.fraction_annotation]) if form.fraction_annotation in written else None
             )
             memory = int(written[form.memory_annotation]) if form.memory_annotation in written else None
+            count = int(written[form.count_annotation]) if form.count_annotation in written else 1
         except (ArithmeticError, ValueError):
             return None, f"{where}: GPU share annotations {written} are not numbers"
         if fraction is not None and not 0 < fraction < 1:
             return None, f"{where}: {form.fraction_annotation} is {fraction}; a share is between 0 and 1"
+        if count < 1:
+            return None, f"{where}: {form.count_annotation} is {count}; ask for at least one GPU"
+        if fraction is None and memory is None:
+            continue  # a device count alone asks for nothing (KAI reads it only beside a share)
         share = SharedAsk(
             memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
         )
         site = _Site(first, written)
-        return site.ask("shared", 1, cloud_map.vendor, share=share), ""
+        return site.ask("shared", count, cloud_map.vendor, share=share), ""
     return None, ""
 
 

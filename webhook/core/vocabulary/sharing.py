@@ -50,6 +50,7 @@ class SharedForm:
     max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
     fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
     memory_annotation: str = ""  # annotation form: GPU memory in MiB
+    count_annotation: str = ""  # annotation form: how many GPUs get that share each (default 1)
     # What must be configured for `resource` to exist at all, said whenever it is written: a name that
     # depends on the device plugin's settings is never written as if certain.
     requires: str = ""
@@ -66,7 +67,9 @@ class SharedForm:
         """The pod annotations a share is asked with (the annotation form's), else ()."""
         if self.form != "annotation":
             return ()
-        return tuple(a for a in (self.fraction_annotation, self.memory_annotation) if a)
+        return tuple(
+            a for a in (self.fraction_annotation, self.memory_annotation, self.count_annotation) if a
+        )
 
     @functools.cached_property  # read on every pod create (the guard, the whole-GPU markers)
     def node_label(self) -> str:
@@ -102,7 +105,8 @@ class SharedForm:
             return f"a share of a GPU by memory ({self.memory_resource})"
         if self.form == "annotation":
             by = f", with schedulerName {scheduler}" if scheduler else ""
-            return f"a share of a GPU by pod annotation ({' or '.join(self.annotation_names())}{by})"
+            named = " or ".join(a for a in (self.fraction_annotation, self.memory_annotation) if a)
+            return f"a share of a GPU by pod annotation ({named}{by})"
         return ""
 
     def resource_names(self) -> frozenset[str]:
