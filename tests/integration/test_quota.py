@@ -158,3 +158,92 @@ def test_the_limitranger_default_injection_trap_is_explained(apiserver, gpuport_
     )
     assert 'the LimitRange gpu-max gave GPUs to container "main" (nvidia.com/gpu)' in message
     assert "Add default: {nvidia.com/gpu: 0}" in message
+
+
+# --- Issue 35: the budget against a user who tries to get past it ---------------------------------
+
+
+def _with_resources(body, resources, container=0):
+    body["spec"]["containers"][container]["resources"] = {
+        "limits": dict(resources),
+        "requests": dict(resources),
+    }
+    return body
+
+
+def test_two_gpu_kinds_in_one_container_or_a_sidecar_are_counted(apiserver, gpuport_quota, namespace):
+    core = with_quota(apiserver, namespace, 1)
+    mixed = {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}
+    message = eventually_refused(
+        lambda: core.create_namespaced_pod(namespace, _with_resources(gpu_pod(1), mixed)), "exceeded quota"
+    )
+    assert "requested: requests.nvidia.com/gpu=29/7" in message or "requests.nvidia.com/gpu=4.14" in message
+    sidecar = gpu_pod(1)
+    sidecar["spec"]["containers"][0]["resources"] = {}
+    sidecar["spec"]["initContainers"] = [
+        {"name": "helper", "image": "busybox", "restartPolicy": "Always", "resources": {"limits": mixed}}
+    ]
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, sidecar)
+    assert "exceeded quota" in info.value.body
+
+
+@pytest.mark.parametrize("name", ["nvidia.com/mig-3g.40gb.shared", "gpu.intel.com/i915"])
+def test_gpu_names_no_map_reads_never_pass_as_free(apiserver, gpuport_quota, namespace, name):
+    core = with_quota(apiserver, namespace, 1)
+    body = _with_resources(gpu_pod(1), {name: "8"})
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, body)
+    assert info.value.status == 403
+    assert name in info.value.body or "exceeded quota" in info.value.body
+    # A device that is not a GPU still passes the budget namespace.
+    core.create_namespaced_pod(namespace, _with_resources(gpu_pod(1), {"vpc.amazonaws.com/efa": "1"}))
+
+
+def test_kai_shares_are_charged_for_as_long_as_their_pods_run(apiserver, gpuport_quota, namespace):
+    from tests.translation_cases import kai_pod
+
+    core = with_quota(apiserver, namespace, 1)
+
+    def share(annotations):
+        body = kai_pod(annotations)
+        body["metadata"].pop("namespace")
+        body["metadata"]["name"] = f"kai-{uuid.uuid4().hex[:6]}"
+        return body
+
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, share({"gpu-fraction": "0.9", "gpu-fraction-num-devices": "8"}))
+    assert "exceeded quota" in info.value.body
+    core.create_namespaced_pod(namespace, share({"gpu-fraction": "0.9"}))
+    # Past the reservation's TTL (30 s) only the view remembers the running share.
+    time.sleep(31)
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, share({"gpu-fraction": "0.9"}))
+    assert "exceeded quota" in info.value.body
+
+
+def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
+    apiserver, gpuport_quota, namespace
+):
+    core = with_quota(apiserver, namespace, 1)
+    body = gpu_pod(7)
+    body["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "cloud.google.com/gke-gpu-partition-size",
+                                "operator": "In",
+                                "values": ["1g.10gb", "7g.80gb"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, body)
+    assert "exceeded quota" in info.value.body
