@@ -236,7 +236,7 @@ def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
                             {
                                 "key": "cloud.google.com/gke-gpu-partition-size",
                                 "operator": "In",
-                                "values": ["1g.10gb", "7g.80gb"],
+                                "values": ["7g.80gb", "1g.10gb"],  # the last was read before
                             }
                         ]
                     }
