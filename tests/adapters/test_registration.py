@@ -133,7 +133,7 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
         return registered_objects(maps[0].target, maps[0].dialects.maps, Endpoint(), serving[0], ["ml"])
 
     registering = registrar(desired)
-    assert len(registering.ensure()) == 4
+    assert len(registering.ensure()) == 6
     owner = registering.admission.objects[("mutating_webhook_configuration", "gpuport")]["metadata"]
     assert owner["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Namespace", "name": "gpuport-system", "uid": "ns-uid-1"}
@@ -155,9 +155,50 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
     # A replica that has not seen the renewal yet takes nothing out.
     serving[0] = old
     assert registering.ensure() == []
-    # The map changes: the policy follows.
+    # The map changes: the policies follow.
     maps[0] = amd
-    assert registering.ensure() == ["ValidatingAdmissionPolicy/gpuport-gpu-names"]
+    assert registering.ensure() == [
+        "ValidatingAdmissionPolicy/gpuport-gpu-names",
+        "ValidatingAdmissionPolicy/gpuport-gpu-env",
+    ]
+
+
+def test_the_env_policy_binds_where_the_quota_webhook_fails_closed_and_follows_the_budget_list():
+    generic = context("generic")
+    budget, serving = [["ml"]], ca()
+
+    def desired():
+        return registered_objects(generic.target, generic.dialects.maps, Endpoint(), serving, budget[0])
+
+    def binding_selector(objects):
+        return next(
+            o["spec"]["matchResources"]["namespaceSelector"]
+            for o in objects
+            if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == "gpuport-gpu-env"
+        )
+
+    closed = hooks(o for o in desired() if "webhooks" in o)[FAIL_CLOSED]
+    assert binding_selector(desired()) == closed["namespaceSelector"]
+
+    registering = registrar(desired)
+    registering.ensure()
+    stored = registering.admission.objects
+    budget[0] = ["ml", "team-b"]
+    assert registering.ensure() == [
+        "ValidatingAdmissionPolicyBinding/gpuport-gpu-env",
+        "ValidatingWebhookConfiguration/gpuport",
+    ]
+    selector = binding_selector([stored[("validating_admission_policy_binding", "gpuport-gpu-env")]])
+    assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml", "team-b"]} in selector[
+        "matchExpressions"
+    ]
+    # The last budget gone: the binding is kept (the registrar deletes nothing) but selects no namespace.
+    budget[0] = []
+    assert "ValidatingAdmissionPolicyBinding/gpuport-gpu-env" in registering.ensure()
+    selector = binding_selector([stored[("validating_admission_policy_binding", "gpuport-gpu-env")]])
+    expressions = selector["matchExpressions"]
+    assert {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"} in expressions
+    assert not any(e["operator"] == "In" for e in expressions)
 
 
 def test_an_earlier_install_s_objects_of_the_same_names_are_taken_over_not_left_failing_closed():

@@ -8,6 +8,7 @@ from kubernetes.utils import parse_quantity
 
 from tests.helpers import context
 from webhook.config.policy import ENV_POLICY_NAME, env_policy_objects
+from webhook.config.registration import budget_namespaces_selector
 
 
 def _quantity(text):
@@ -162,3 +163,26 @@ def test_the_policy_holds_on_creates_and_added_ephemeral_containers_and_says_wha
     amd = context("amd")
     amd_policy, _ = env_policy_objects(amd.target, amd.dialects.maps, {})
     assert "resources.limits amd.com/gpu: 1" in amd_policy["spec"]["validations"][0]["message"]
+
+
+def test_the_binding_s_namespaces_are_the_budget_ones_and_none_when_there_is_no_budget():
+    def chosen(selector, name, labels=None):
+        labels = {"kubernetes.io/metadata.name": name, **(labels or {})}
+        for expression in selector["matchExpressions"]:
+            present = expression["key"] in labels
+            value = labels.get(expression["key"])
+            operator = expression["operator"]
+            if operator == "In" and not (present and value in expression["values"]):
+                return False
+            if operator == "NotIn" and present and value in expression["values"]:
+                return False
+            if operator == "DoesNotExist" and present:
+                return False
+        return True
+
+    budget = budget_namespaces_selector(["team-b", "ml", "ml"])
+    assert chosen(budget, "ml") and chosen(budget, "team-b")
+    assert not chosen(budget, "default")
+    assert not chosen(budget, "ml", {"gpuport.io/admission": "disabled"})  # opted out, as everywhere
+    nothing = budget_namespaces_selector([])
+    assert not any(chosen(nothing, n) for n in ("ml", "default", "team-b"))
