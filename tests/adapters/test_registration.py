@@ -6,6 +6,8 @@ import base64
 import datetime as dt
 import json
 
+import pytest
+
 from certs.issue import issue_bundle, registered_ca_bundle
 from tests.helpers import context
 from webhook.adapters.kube.registrar import Registrar
@@ -185,8 +187,8 @@ def test_the_env_policy_binds_where_the_quota_webhook_fails_closed_and_follows_t
     stored = registering.admission.objects
     budget[0] = ["ml", "team-b"]
     assert registering.ensure() == [
-        "ValidatingAdmissionPolicyBinding/gpuport-gpu-env",
         "ValidatingWebhookConfiguration/gpuport",
+        "ValidatingAdmissionPolicyBinding/gpuport-gpu-env",
     ]
     selector = binding_selector([stored[("validating_admission_policy_binding", "gpuport-gpu-env")]])
     assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml", "team-b"]} in selector[
@@ -199,6 +201,29 @@ def test_the_env_policy_binds_where_the_quota_webhook_fails_closed_and_follows_t
     expressions = selector["matchExpressions"]
     assert {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"} in expressions
     assert not any(e["operator"] == "In" for e in expressions)
+
+
+def test_an_rbac_without_the_env_policy_still_lets_the_webhooks_register():
+    from kubernetes.client.exceptions import ApiException
+
+    generic = context("generic")
+    serving = ca()
+    registering = registrar(
+        lambda: registered_objects(generic.target, generic.dialects.maps, Endpoint(), serving, ["ml"])
+    )
+    admission = registering.admission
+    reads = admission.read_validating_admission_policy
+
+    def forbidden_for_the_env_policy(name, **kwargs):
+        if name == "gpuport-gpu-env":  # the RBAC of an install not yet re-applied
+            raise ApiException(status=403, reason="Forbidden")
+        return reads(name, **kwargs)
+
+    admission.read_validating_admission_policy = forbidden_for_the_env_policy
+    with pytest.raises(ApiException):  # said in the log; the next round tries again
+        registering.ensure()
+    assert ("validating_webhook_configuration", "gpuport") in admission.objects
+    assert ("mutating_webhook_configuration", "gpuport") in admission.objects
 
 
 def test_an_earlier_install_s_objects_of_the_same_names_are_taken_over_not_left_failing_closed():

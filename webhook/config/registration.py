@@ -109,11 +109,12 @@ def registered_objects(
     ca_bundle: bytes,
     budget_namespaces: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """Everything gpuport registers, in the order to register it (the policy before the webhooks that
-    make it redundant while gpuport runs)."""
+    """Everything gpuport registers, in the order to register it: the names policy before the webhooks
+    that make it redundant while gpuport runs; the env policy last, as a registrar round stops at the
+    first object it may not write (an RBAC not yet updated must not keep the webhooks out)."""
     budget = sorted(set(budget_namespaces))
     return [
         *policy_objects(target, maps, excluded_namespaces()),
-        *env_policy_objects(target, maps, budget_namespaces_selector(budget)),
         *webhook_configurations(endpoint, ca_bundle, budget),
+        *env_policy_objects(target, maps, budget_namespaces_selector(budget)),
     ]
