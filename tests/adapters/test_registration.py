@@ -6,6 +6,8 @@ import base64
 import datetime as dt
 import json
 
+import pytest
+
 from certs.issue import issue_bundle, registered_ca_bundle
 from tests.helpers import context
 from webhook.adapters.kube.registrar import Registrar
@@ -133,7 +135,7 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
         return registered_objects(maps[0].target, maps[0].dialects.maps, Endpoint(), serving[0], ["ml"])
 
     registering = registrar(desired)
-    assert len(registering.ensure()) == 4
+    assert len(registering.ensure()) == 6
     owner = registering.admission.objects[("mutating_webhook_configuration", "gpuport")]["metadata"]
     assert owner["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Namespace", "name": "gpuport-system", "uid": "ns-uid-1"}
@@ -155,9 +157,73 @@ def test_the_registrar_creates_once_then_writes_only_what_changed():
     # A replica that has not seen the renewal yet takes nothing out.
     serving[0] = old
     assert registering.ensure() == []
-    # The map changes: the policy follows.
+    # The map changes: the policies follow.
     maps[0] = amd
-    assert registering.ensure() == ["ValidatingAdmissionPolicy/gpuport-gpu-names"]
+    assert registering.ensure() == [
+        "ValidatingAdmissionPolicy/gpuport-gpu-names",
+        "ValidatingAdmissionPolicy/gpuport-gpu-env",
+    ]
+
+
+def test_the_env_policy_binds_where_the_quota_webhook_fails_closed_and_follows_the_budget_list():
+    generic = context("generic")
+    budget, serving = [["ml"]], ca()
+
+    def desired():
+        return registered_objects(generic.target, generic.dialects.maps, Endpoint(), serving, budget[0])
+
+    def binding_selector(objects):
+        return next(
+            o["spec"]["matchResources"]["namespaceSelector"]
+            for o in objects
+            if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == "gpuport-gpu-env"
+        )
+
+    closed = hooks(o for o in desired() if "webhooks" in o)[FAIL_CLOSED]
+    assert binding_selector(desired()) == closed["namespaceSelector"]
+
+    registering = registrar(desired)
+    registering.ensure()
+    stored = registering.admission.objects
+    budget[0] = ["ml", "team-b"]
+    assert registering.ensure() == [
+        "ValidatingWebhookConfiguration/gpuport",
+        "ValidatingAdmissionPolicyBinding/gpuport-gpu-env",
+    ]
+    selector = binding_selector([stored[("validating_admission_policy_binding", "gpuport-gpu-env")]])
+    assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml", "team-b"]} in selector[
+        "matchExpressions"
+    ]
+    # The last budget gone: the binding is kept (the registrar deletes nothing) but selects no namespace.
+    budget[0] = []
+    assert "ValidatingAdmissionPolicyBinding/gpuport-gpu-env" in registering.ensure()
+    selector = binding_selector([stored[("validating_admission_policy_binding", "gpuport-gpu-env")]])
+    expressions = selector["matchExpressions"]
+    assert {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"} in expressions
+    assert not any(e["operator"] == "In" for e in expressions)
+
+
+def test_an_rbac_without_the_env_policy_still_lets_the_webhooks_register():
+    from kubernetes.client.exceptions import ApiException
+
+    generic = context("generic")
+    serving = ca()
+    registering = registrar(
+        lambda: registered_objects(generic.target, generic.dialects.maps, Endpoint(), serving, ["ml"])
+    )
+    admission = registering.admission
+    reads = admission.read_validating_admission_policy
+
+    def forbidden_for_the_env_policy(name, **kwargs):
+        if name == "gpuport-gpu-env":  # the RBAC of an install not yet re-applied
+            raise ApiException(status=403, reason="Forbidden")
+        return reads(name, **kwargs)
+
+    admission.read_validating_admission_policy = forbidden_for_the_env_policy
+    with pytest.raises(ApiException):  # said in the log; the next round tries again
+        registering.ensure()
+    assert ("validating_webhook_configuration", "gpuport") in admission.objects
+    assert ("mutating_webhook_configuration", "gpuport") in admission.objects
 
 
 def test_an_earlier_install_s_objects_of_the_same_names_are_taken_over_not_left_failing_closed():

@@ -348,6 +348,11 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
         ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other", ""): "no",
         ("delete", "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuport", ""): "no",
         ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/gpuport-gpu-names", ""): "yes",
+        (
+            "update",
+            "validatingadmissionpolicybindings.admissionregistration.k8s.io/gpuport-gpu-env",
+            "",
+        ): "yes",
         ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/other", ""): "no",
     }
     answers = {}
@@ -498,13 +503,43 @@ def budget_of(found) -> list[str]:
     return next((e["values"] for e in expressions if e["operator"] == "In"), [])
 
 
+def env_budget_of(admin, timeout: float = 30) -> list[str]:
+    """The namespaces gpuport's environment-variable policy is bound to, once it names any."""
+    deadline = time.monotonic() + timeout
+    values: list[str] = []
+    while time.monotonic() < deadline and not values:
+        got = admin("get", "validatingadmissionpolicybinding", "gpuport-gpu-env", "-o", "json", ok=False)
+        if got.returncode == 0:
+            expressions = json.loads(got.stdout)["spec"]["matchResources"]["namespaceSelector"][
+                "matchExpressions"
+            ]
+            values = next((e["values"] for e in expressions if e["operator"] == "In"), [])
+        time.sleep(0.5)
+    return values
+
+
 def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_and_only_budgets_fail_closed(
     admin, gpuport, team, tmp_path
 ):
-    # The quota test gave `team` a GPU quota: gpuport closed its quota webhook there.
+    # The quota test gave `team` a GPU quota: gpuport closed its quota webhook there, and bound the
+    # environment-variable policy to it.
     assert registered(admin, lambda found: team in budget_of(found)), "the budget namespace never registered"
+    assert team in env_budget_of(admin), "the env policy's binding never named the budget namespace"
     time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
     gpuport.stop()
+    every_gpu = (
+        GKE_POD.replace("name: l4-inference", "name: all-gpus")
+        .replace("    resources:\n      limits:\n        nvidia.com/gpu: 1\n", "")
+        .replace(
+            "    image: vllm/vllm-openai:latest\n",
+            "    image: vllm/vllm-openai:latest\n    env:\n"
+            "    - name: NVIDIA_VISIBLE_DEVICES\n      value: all\n",
+        )
+    )
+    assert "nvidia.com/gpu" not in every_gpu and "NVIDIA_VISIBLE_DEVICES" in every_gpu
+    refused = admin("create", "-n", team, "-f", manifest_file(tmp_path, every_gpu), ok=False)
+    assert refused.returncode == 1
+    assert "ValidatingAdmissionPolicy 'gpuport-gpu-env'" in refused.stderr
     foreign = GKE_POD.replace("name: l4-inference", "name: ack-share").replace(
         "nvidia.com/gpu: 1", "aliyun.com/gpu-mem: 8"
     )

@@ -50,3 +50,143 @@ def test_a_pod_written_for_another_cloud_is_refused_while_gpuport_is_away(apiser
     assert "gpuport's safety net for this cluster (generic)" in message
     assert "written for another platform, which no node here offers" in message
     core.create_namespaced_pod(namespace, bare({"nvidia.com/gpu": "1"}, "native"))
+
+
+def _new_namespace(core):
+    import uuid
+
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    return name
+
+
+def _refusal(create, deadline_s=20):
+    """The message the API server refuses with, once the policy is active (it is picked up
+    asynchronously); None if it never refuses."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            create()
+        except ApiException as exc:
+            return json.loads(exc.body)["message"]
+        time.sleep(0.5)
+    return None
+
+
+def _with_env(resources, name, env):
+    body = bare(resources, name)
+    body["spec"]["containers"][0]["env"] = env
+    if not resources:
+        del body["spec"]["containers"][0]["resources"]
+    return body
+
+
+ALL_GPUS = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+
+
+@pytest.fixture
+def env_policy(apiserver, namespace):
+    """gpuport's environment-variable policy as it registers it, `namespace` the one GPU budget."""
+    from tests.integration.conftest import E2E_KUBECONFIG
+
+    if E2E_KUBECONFIG:
+        pytest.skip("the kind install keeps its own budget list")
+    from tests.helpers import context
+    from webhook.config.policy import env_policy_objects
+    from webhook.config.registration import budget_namespaces_selector
+
+    api = client.AdmissionregistrationV1Api(apiserver.client())
+    generic = context("generic")
+    policy_doc, binding = env_policy_objects(
+        generic.target, generic.dialects.maps, budget_namespaces_selector([namespace])
+    )
+    api.create_validating_admission_policy(policy_doc)
+    api.create_validating_admission_policy_binding(binding)
+    yield policy_doc
+    api.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+    api.delete_validating_admission_policy(policy_doc["metadata"]["name"])
+
+
+def test_gpus_by_environment_variable_are_refused_only_in_a_budget_namespace(
+    apiserver, env_policy, namespace
+):
+    core = client.CoreV1Api(apiserver.client())
+    everything = _with_env({}, "all-gpus", ALL_GPUS)
+    message = _refusal(lambda: core.create_namespaced_pod(namespace, everything, dry_run="All"))
+    assert message is not None, "the policy never refused the pod"
+    assert "ValidatingAdmissionPolicy 'gpuport-gpu-env'" in message
+    assert "Ask for the GPUs as a resource instead (e.g. resources.limits nvidia.com/gpu: 1)" in message
+
+    # The same pod where there is no GPU budget; the variable beside a GPU the budget counts; a value
+    # that gives nothing.
+    core.create_namespaced_pod(_new_namespace(core), everything)
+    core.create_namespaced_pod(namespace, _with_env({"nvidia.com/gpu": "1"}, "counted", ALL_GPUS))
+    core.create_namespaced_pod(
+        namespace, _with_env({}, "nothing", [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])
+    )
+    # Zero GPUs is no ask, and a value read from elsewhere cannot be checked.
+    for name, resources, env in (
+        ("zero", {"nvidia.com/gpu": "0"}, ALL_GPUS),
+        (
+            "from-a-configmap",
+            {},
+            [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
+        ),
+        ("amd", {}, [{"name": "AMD_VISIBLE_DEVICES", "value": "all"}]),
+    ):
+        with pytest.raises(ApiException, match="gpuport-gpu-env"):
+            core.create_namespaced_pod(namespace, _with_env(resources, name, env), dry_run="All")
+
+
+def test_an_ephemeral_container_added_with_the_variable_is_refused(apiserver, env_policy, namespace):
+    core = client.CoreV1Api(apiserver.client())
+    _refusal(lambda: core.create_namespaced_pod(namespace, _with_env({}, "probe", ALL_GPUS), dry_run="All"))
+    core.create_namespaced_pod(namespace, bare({"nvidia.com/gpu": "1"}, "running"))
+    debug = {"name": "debug", "image": "busybox", "targetContainerName": "main"}
+    with pytest.raises(ApiException, match="An ephemeral container cannot ask for a GPU resource"):
+        core.patch_namespaced_pod_ephemeralcontainers(
+            "running", namespace, {"spec": {"ephemeralContainers": [{**debug, "env": ALL_GPUS}]}}
+        )
+    core.patch_namespaced_pod_ephemeralcontainers(
+        "running", namespace, {"spec": {"ephemeralContainers": [debug]}}
+    )
+
+
+@pytest.fixture
+def policy_status(apiserver, tmp_path):
+    """kube-controller-manager running only the controller that type-checks policies into their status
+    (nothing else of it touches this shared control plane)."""
+    import subprocess
+
+    from tests.integration.conftest import _binary, kubeconfig, stop_processes
+
+    log = open(tmp_path / "controller-manager.log", "wb")  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            _binary("kube-controller-manager"),
+            "--kubeconfig",
+            str(kubeconfig(apiserver, tmp_path / "kubeconfig")),
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--controllers=validatingadmissionpolicy-status-controller",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    yield
+    stop_processes((process,), (log,))
+
+
+def test_the_env_policy_type_checks_cleanly_on_the_real_api_server(apiserver, env_policy, policy_status):
+    api = client.AdmissionregistrationV1Api(apiserver.client())
+    deadline = time.monotonic() + 60
+    status = {}
+    while time.monotonic() < deadline:
+        found = api.read_validating_admission_policy(env_policy["metadata"]["name"], _preload_content=False)
+        status = json.loads(found.data).get("status") or {}
+        if status.get("typeChecking") is not None:
+            break
+        time.sleep(0.5)
+    assert "typeChecking" in status, f"the API server never type-checked the policy: {status}"
+    assert not status["typeChecking"].get("expressionWarnings"), status["typeChecking"]

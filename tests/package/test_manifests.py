@@ -250,7 +250,11 @@ def test_rbac_is_least_privilege():
                         "resourceNames": ["gpuport-system"],
                         "verbs": ["get"],
                     }
-                    assert rule["resourceNames"] in (["gpuport"], ["gpuport-gpu-names"], ["gpuport-system"])
+                    assert rule["resourceNames"] in (
+                        ["gpuport"],
+                        ["gpuport-gpu-names", "gpuport-gpu-env"],
+                        ["gpuport-system"],
+                    )
             elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-events":
                 assert rule == {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
             elif doc["kind"] == "ClusterRole":
@@ -350,6 +354,23 @@ def test_admission_policy_matches_the_cloud_maps_and_refuses_foreign_gpu_names()
     assert not passes({"aliyun.com/gpu-mem": "8"})
     assert not passes({"nvidia.com/gpumem": "8192"}, init=True)
     assert passes({})
+
+
+def test_gpuport_may_read_and_update_every_object_it_registers_by_name():
+    from tests.helpers import context
+    from webhook.config.registration import Endpoint, registered_objects
+
+    generic = context("generic")
+    rules = one("ClusterRole", "gpuport-registration")["rules"]
+    for obj in registered_objects(generic.target, generic.dialects.maps, Endpoint(), b"", ["ml"]):
+        kind = obj["kind"].lower()
+        resource = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
+        allowed = [
+            r
+            for r in rules
+            if resource in r["resources"] and {"get", "update"} <= set(r["verbs"]) and "resourceNames" in r
+        ]
+        assert any(obj["metadata"]["name"] in r["resourceNames"] for r in allowed), obj["metadata"]["name"]
 
 
 def test_the_optional_network_policy_admits_the_webhook_port_of_the_deployment_s_pods():

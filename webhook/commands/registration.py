@@ -14,8 +14,9 @@ def register(commands: Subcommands) -> None:
         "registration",
         help="print the webhook configurations and policy gpuport registers",
         description="Print, as YAML, the MutatingWebhookConfiguration, ValidatingWebhookConfiguration and "
-        "ValidatingAdmissionPolicy gpuport registers itself once ready, for the given cloud map. The quota "
-        "webhook fails closed only in the --budget-namespace namespaces: name every namespace with a GPU "
+        "ValidatingAdmissionPolicies gpuport registers itself once ready, for the given cloud map. The quota "
+        "webhook fails closed, and GPUs asked for by environment variable are refused, only in the "
+        "--budget-namespace namespaces: name every namespace with a GPU "
         "quota or GPU limits, and print again when that changes (a registering gpuport keeps the list "
         "itself; printed, it is as current as its arguments).",
     )

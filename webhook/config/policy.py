@@ -1,4 +1,6 @@
-"""The ValidatingAdmissionPolicy safety net, rendered for the cloud map in force.
+"""gpuport's two ValidatingAdmissionPolicies: the safety net for foreign GPU names, rendered for the cloud
+map in force, and, bound to the namespaces with a GPU budget, the refusal of GPUs asked for by
+environment variable (env_policy_objects).
 
 When gpuport is down its mutating webhook fails open, and a pod still written for another cloud
 (aliyun.com/gpu-mem on an EKS cluster) would be created and wait forever for a resource no node has.
@@ -93,6 +95,191 @@ def policy_objects(
         "metadata": {"name": POLICY_NAME},
         "spec": {
             "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": dict(namespace_selector),
+                "objectSelector": {},
+            },
+        },
+    }
+    return [policy, binding]
+
+
+ENV_POLICY_NAME = "gpuport-gpu-env"
+
+# The environment variables a container runtime's GPU hook reads to give a container devices whatever
+# its resources say, as each project's source and documentation had them when this was written:
+# - NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES, GPU indices or UUIDs or `all`; `none` mounts the
+#   driver's libraries but no GPU; `void`, empty or unset leave the container as plain runc would. It is
+#   read for unprivileged containers unless the node's config.toml sets
+#   accept-nvidia-visible-devices-envvar-when-unprivileged = false (the device plugin's default `envvar`
+#   device-list strategy needs it read).
+# - AMD Container Toolkit (ROCm/container-toolkit, internal/oci/oci.go and gpu-tracker): AMD_VISIBLE_DEVICES
+#   and every variable named DOCKER_RESOURCE_*, read as `all` (in any of three cases) or a list of
+#   indices, ranges and unique ids; a word that is none of these (`none`, `void`, empty) names no GPU.
+#   There is no privilege check at all.
+# - Intel Gaudi (HabanaAI/habana-container-runtime): any variable whose name merely starts with
+#   HABANA_VISIBLE_DEVICES (the runtime compares prefixes), `all` or indices, and, in Habana's
+#   documentation, HABANA_VISIBLE_MODULES (module ids); `none` gives nothing. Its legacy hook reads empty
+#   and `void` as unset, which it takes as all devices: a node default that no pod check changes, and
+#   writing them is no more than leaving the variable out.
+# - Intel's GPU plugin (i915, xe) hands the device nodes over in its allocation; no runtime hook that
+#   reads a variable for them was found.
+GRANTING_VARIABLES = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES")
+GRANTING_PREFIXES = ("HABANA_VISIBLE_DEVICES", "DOCKER_RESOURCE_")
+GRANTS_NOTHING = ("", "void", "none")
+
+
+def _granting_entry(entry: str) -> str:
+    """CEL: the env entry `entry` names a variable some GPU hook reads, with a value that may grant a
+    device (a value read from elsewhere, `valueFrom`, cannot be seen here, so it counts as one)."""
+    named = " || ".join(
+        [
+            f"{entry}.name in {json.dumps(list(GRANTING_VARIABLES))}",
+            *(f"{entry}.name.startsWith({json.dumps(p)})" for p in GRANTING_PREFIXES),
+        ]
+    )
+    return (
+        f"({named}) && (has({entry}.valueFrom) || "
+        f"(has({entry}.value) && !({entry}.value in {json.dumps(list(GRANTS_NOTHING))})))"
+    )
+
+
+def _asks_a_gpu(target: CloudMap, container: str) -> str:
+    """CEL: the container asks this cluster for GPUs in the words gpuport counts in a budget: more than
+    zero of a GPU resource (MIG names of the mixed form included), or, on a DRA cluster, a claim."""
+    names = sorted(n for n in target.resource_names() if target.is_accelerator(n))
+    if target.dra is not None:
+        names = sorted({*names, *target.dra.extended_resources})
+    is_gpu = [f"k in {json.dumps(names)}"]
+    if target.mig.form in ("mixed", "by-memory") and target.mig.resource_prefix:
+        is_gpu.append(f"k.startsWith({json.dumps(target.mig.resource_prefix)})")
+    named = " || ".join(is_gpu)
+    # The API server's type checker has no type for a map of quantities and drops `limits` and
+    # `requests` from its Container (every use of them warns, and nothing after is checked): they are
+    # read through dyn. Kubernetes' quantity library: `nvidia.com/gpu: 0` asks for nothing, however
+    # it is written.
+    resources = f"dyn({container}.resources)"
+    asked = [
+        f"(has({resources}.{kind}) && {resources}.{kind}.exists(k, ({named}) && "
+        f"quantity(string({resources}.{kind}[k])).isGreaterThan(quantity('0'))))"
+        for kind in ("limits", "requests")
+    ]
+    if target.dra is not None:
+        asked.append(f"(has({container}.resources.claims) && size({container}.resources.claims) > 0)")
+    return f"(has({container}.resources) && ({' || '.join(asked)}))"
+
+
+def _asks_a_share(maps: tuple[CloudMap, ...]) -> str:
+    """CEL: the pod asks a GPU share by annotation from the scheduler that reads it (KAI's gpu-fraction),
+    which gpuport charges; that scheduler's own webhook writes NVIDIA_VISIBLE_DEVICES into the
+    container from a ConfigMap (valueFrom), so such a pod must keep it."""
+    found = []
+    for cloud_map in maps:
+        keys = cloud_map.shared.annotation_names()
+        if keys and cloud_map.scheduler_name:
+            found.append(
+                f"(has(object.spec.schedulerName) && object.spec.schedulerName == "
+                f"{json.dumps(cloud_map.scheduler_name)} && has(object.metadata.annotations) && "
+                f"{json.dumps(sorted(keys))}.exists(a, a in object.metadata.annotations))"
+            )
+    return " || ".join(dict.fromkeys(found)) or "false"
+
+
+def env_policy_objects(
+    target: CloudMap, maps: tuple[CloudMap, ...], namespace_selector: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The policy that refuses GPUs asked by environment variable, and its binding, which holds only in
+    `namespace_selector` (the namespaces with a GPU budget, as the fail-closed webhook's).
+
+    The webhooks are called only for pods that ask for an extended resource, a share or a claim, so a
+    container that sets NVIDIA_VISIBLE_DEVICES=all and asks for nothing never reaches gpuport; on a
+    node whose runtime honours the variable it gets every GPU, and no budget counts them. The API
+    server checks it here instead, costing no pod a webhook call. A container that does ask this
+    cluster's GPUs may set it (issue 35 refuses only those without one): the budget counts what it
+    asked for, and the device plugin writes the variable for it too. Which of the two values the
+    runtime keeps is the node's business (the kubelet lists the pod's after the plugin's); the
+    README's node settings close that."""
+    clean = f"!has(c.env) || {_asks_a_gpu(target, 'c')} || !c.env.exists(e, {_granting_entry('e')})"
+    # Each list on its own: the type checker gives every path its own object type, and a list of
+    # init containers cannot be joined to a list of containers.
+    regular = (
+        f"({_asks_a_share(maps)}) || ((!has(object.spec.initContainers) || "
+        f"object.spec.initContainers.all(c, {clean})) && object.spec.containers.all(c, {clean}))"
+    )
+    ephemeral = (
+        "!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
+        f"!has(c.env) || !c.env.exists(e, {_granting_entry('e')}))"
+    )
+    variables = ", ".join([*GRANTING_VARIABLES, *(f"{p}*" for p in GRANTING_PREFIXES)])
+    resource = f"resources.limits {target.whole_gpu}: 1"
+    if target.dra is not None:
+        resource = f"a ResourceClaim for a GPU, or {resource}"
+    why = (
+        "gpuport, for this namespace's GPU budget: a container sets an environment variable that gives it "
+        f"GPUs on nodes whose container runtime reads it ({variables}), and asks for no GPU resource, so "
+        "no GPU quota would count what it gets."
+    )
+    unseen = (
+        " A value read with valueFrom cannot be checked and is refused too; `none`, `void` or empty give "
+        "no GPU and pass."
+    )
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": ENV_POLICY_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            # Written out with the API server's defaults, as the names policy's are (atomic structs).
+            "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "*",
+                    },
+                    # Ephemeral containers join a running pod through this subresource, never by create.
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["pods/ephemeralcontainers"],
+                        "scope": "*",
+                    },
+                ],
+            },
+            "validations": [
+                {
+                    "expression": regular,
+                    "message": (
+                        f"{why} Ask for the GPUs as a resource instead (e.g. {resource}), "
+                        f"or remove the variable.{unseen}"
+                    ),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": ephemeral,
+                    "message": (
+                        f"{why} An ephemeral container cannot ask for a GPU resource: remove the "
+                        f"variable.{unseen}"
+                    ),
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": ENV_POLICY_NAME},
+        "spec": {
+            "policyName": ENV_POLICY_NAME,
             "validationActions": ["Deny"],
             "matchResources": {
                 "matchPolicy": "Equivalent",

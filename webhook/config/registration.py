@@ -1,6 +1,7 @@
 """What gpuport registers with the API server once it is ready: its mutating and validating webhook
 configurations (webhook/config/admission/) pointed at its Service (or a URL) with its CA bundle, and the
-safety-net policy rendered for the cloud map in force (policy.py).
+safety-net policy rendered for the cloud map in force, and the policy that refuses GPUs asked by
+environment variable in the namespaces with a GPU budget (policy.py).
 
 Nothing of it is in the install's manifests: before gpuport has been ready once, no webhook and no
 policy can refuse a pod. The quota webhook fails closed only in the namespaces that have a GPU budget
@@ -17,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from webhook.config.policy import policy_objects
+from webhook.config.policy import env_policy_objects, policy_objects
 from webhook.core.vocabulary.platform import CloudMap
 
 NAME = "gpuport"  # both webhook configurations
@@ -85,6 +86,22 @@ def excluded_namespaces() -> Mapping[str, Any]:
     return selector
 
 
+def budget_namespaces_selector(budget_namespaces: Iterable[str]) -> dict[str, Any]:
+    """The namespaces with a GPU budget, as the fail-closed webhook selects them (the skipped ones
+    stay skipped). With none, a selector that matches no namespace: the API server gives every
+    namespace this label, and `In` needs a value; the binding stays, so that the registrar, which never
+    deletes, replaces the last list with it rather than leaving that list in force."""
+    selector = copy.deepcopy(dict(excluded_namespaces()))
+    budget = sorted(set(budget_namespaces))
+    narrowed = (
+        {"key": NAMESPACE_KEY, "operator": "In", "values": budget}
+        if budget
+        else {"key": NAMESPACE_KEY, "operator": "DoesNotExist"}
+    )
+    selector["matchExpressions"] = [*selector.get("matchExpressions", []), narrowed]
+    return selector
+
+
 def registered_objects(
     target: CloudMap,
     maps: tuple[CloudMap, ...],
@@ -92,9 +109,12 @@ def registered_objects(
     ca_bundle: bytes,
     budget_namespaces: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """Everything gpuport registers, in the order to register it (the policy before the webhooks that
-    make it redundant while gpuport runs)."""
+    """Everything gpuport registers, in the order to register it: the names policy before the webhooks
+    that make it redundant while gpuport runs; the env policy last, as a registrar round stops at the
+    first object it may not write (an RBAC not yet updated must not keep the webhooks out)."""
+    budget = sorted(set(budget_namespaces))
     return [
         *policy_objects(target, maps, excluded_namespaces()),
-        *webhook_configurations(endpoint, ca_bundle, budget_namespaces),
+        *webhook_configurations(endpoint, ca_bundle, budget),
+        *env_policy_objects(target, maps, budget_namespaces_selector(budget)),
     ]
