@@ -3,6 +3,8 @@
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
 from tests.translation_cases import pod
@@ -306,3 +308,38 @@ def test_a_pod_asking_for_a_resource_a_device_class_stands_for_is_kept_for_quota
         "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"
     }
     assert kept["status"]["resourceClaimStatuses"] == [{"name": "gpus", "resourceClaimName": "p-gpus-1"}]
+
+
+def _scoped_pods():
+    """GPU pods that differ only in what the quota scopes read (pods.go podMatchesScopeFunc)."""
+    base = gpu_pod("p", "u", phase="Running")
+    variants = {
+        "pod-level resources, class unwritten": {"spec": {"resources": {"requests": {"cpu": "1"}}}},
+        "class written": {"status": {"phase": "Running", "qosClass": "Burstable"}},
+        "deadline": {"spec": {"activeDeadlineSeconds": 60}},
+        "priority": {"spec": {"priorityClassName": "high"}},
+        "cross-namespace affinity": {
+            "spec": {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}
+                        ]
+                    }
+                }
+            }
+        },
+    }
+    for name, change in variants.items():
+        variant = json.loads(json.dumps(base))
+        variant["spec"].update(change.get("spec", {}))
+        variant["status"].update(change.get("status", {}))
+        yield name, variant
+
+
+@pytest.mark.parametrize(("name", "whole"), list(_scoped_pods()))
+def test_the_view_keeps_whatever_the_quota_scopes_read(name, whole):
+    """A running pod is matched to scoped quotas from the view's copy: it must read as the pod does."""
+    from webhook.core.budget.quota import pod_facts
+
+    assert pod_facts(compact_pod(whole)) == pod_facts(whole)
