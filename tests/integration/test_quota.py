@@ -158,3 +158,76 @@ def test_the_limitranger_default_injection_trap_is_explained(apiserver, gpuport_
     )
     assert 'the LimitRange gpu-max gave GPUs to container "main" (nvidia.com/gpu)' in message
     assert "Add default: {nvidia.com/gpu: 0}" in message
+
+
+def scoped_quotas(apiserver, namespace, **scopes_and_gpus):
+    """ResourceQuotas named by scope (long: NotTerminating, short: Terminating), once every gpuport
+    worker's view has them: a Terminating pod over the `short` one is refused."""
+    core = client.CoreV1Api(apiserver.client())
+    names = {"NotTerminating": "long", "Terminating": "short"}
+    for scope, gpus in scopes_and_gpus.items():
+        core.create_namespaced_resource_quota(
+            namespace,
+            {
+                "metadata": {"name": names[scope]},
+                "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}, "scopes": [scope]},
+            },
+        )
+    probe = gpu_pod(scopes_and_gpus["Terminating"] + 1)
+    probe["spec"]["activeDeadlineSeconds"] = 60
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        refused = 0
+        for _ in range(6):
+            try:
+                core.create_namespaced_pod(namespace, probe, dry_run="All")
+            except ApiException as exc:
+                refused += "exceeded quota: short" in exc.body
+        if refused == 6:
+            return core
+        time.sleep(0.3)
+    raise AssertionError("gpuport never saw the quotas")
+
+
+def test_a_deadline_given_by_an_update_is_charged_to_the_terminating_quota_it_enters(
+    apiserver, gpuport_quota, namespace
+):
+    """Pods admitted under a NotTerminating quota and then given activeDeadlineSeconds (which
+    Kubernetes allows on a pod that has none) move into Terminating quotas (isTerminating, pods.go);
+    the built-in evaluator does not look at the update, so gpuport must: the update that fits the
+    Terminating quota passes, the one that would take it past its limit is refused and changes nothing,
+    and an update that moves nothing passes."""
+    core = scoped_quotas(apiserver, namespace, NotTerminating=8, Terminating=1)
+    for name in ("a", "b"):
+        core.create_namespaced_pod(namespace, gpu_pod(1, name))
+    deadline = {"spec": {"activeDeadlineSeconds": 600}}
+    assert core.patch_namespaced_pod("a", namespace, deadline).spec.active_deadline_seconds == 600
+    with pytest.raises(ApiException) as info:
+        core.patch_namespaced_pod("b", namespace, deadline)
+    assert info.value.status == 403
+    message = json.loads(info.value.body)["message"]
+    assert 'pods "b" is forbidden: exceeded quota: short, requested: requests.nvidia.com/gpu=1, ' in message
+    assert "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1" in message
+    assert core.read_namespaced_pod("b", namespace).spec.active_deadline_seconds is None
+    core.patch_namespaced_pod("b", namespace, {"metadata": {"labels": {"tier": "x"}}})
+    shorter = core.patch_namespaced_pod("a", namespace, {"spec": {"activeDeadlineSeconds": 300}})
+    assert shorter.spec.active_deadline_seconds == 300
+
+
+def test_a_deadline_given_by_an_update_is_counted_once_it_lands(apiserver, gpuport_quota, namespace):
+    """Once the views hold the updated pod, it counts in the Terminating quota from the view: a new
+    Terminating pod is refused after the update's reservation has lapsed as well (the views had read
+    the pod before, as NotTerminating, and must read it again)."""
+    core = scoped_quotas(apiserver, namespace, NotTerminating=8, Terminating=1)
+    core.create_namespaced_pod(namespace, gpu_pod(1, "a"))
+    late = gpu_pod(1, "late")
+    late["spec"]["activeDeadlineSeconds"] = 60
+    time.sleep(1)  # the views have `a` (a watch event away)
+    for _ in range(12):  # the workers sum the namespace with `a` outside the Terminating quota (it fits)
+        core.create_namespaced_pod(namespace, late, dry_run="All")
+    core.patch_namespaced_pod("a", namespace, {"spec": {"activeDeadlineSeconds": 600}})
+    time.sleep(31)  # the update's reservation (TTL 30 s) is gone: only the views can count it now
+    for _ in range(4):  # both gpuport processes answer in turn
+        with pytest.raises(ApiException) as info:
+            core.create_namespaced_pod(namespace, late, dry_run="All")
+        assert "exceeded quota: short" in info.value.body
