@@ -231,3 +231,72 @@ def test_a_deadline_given_by_an_update_is_counted_once_it_lands(apiserver, gpupo
         with pytest.raises(ApiException) as info:
             core.create_namespaced_pod(namespace, late, dry_run="All")
         assert "exceeded quota: short" in info.value.body
+
+
+@pytest.fixture(scope="module")
+def pod_level_cluster(tmp_path_factory):
+    """An API server of its own with pod-level resources on (alpha in 1.32, behind PodLevelResources;
+    beta and on by default since 1.34), and gpuport serving the KAI scheduler's map against it: 1.32
+    refuses pod-level resources beside a container's extended resource (it wants the pod level to
+    cover every container request, and takes only cpu and memory there), so the GPU is a KAI share."""
+    from tests.integration.conftest import (
+        E2E_KUBECONFIG,
+        ApiServer,
+        serve_with_cluster_access,
+        unregister_webhooks,
+    )
+
+    if E2E_KUBECONFIG:
+        pytest.skip("the kind install's API server is not started with PodLevelResources")
+    server = ApiServer(
+        tmp_path_factory.mktemp("pod-level-apiserver"), extra_args=("--feature-gates=PodLevelResources=true",)
+    )
+    gpuport = serve_with_cluster_access(server, tmp_path_factory, "kai")
+    yield server
+    unregister_webhooks(server.client())
+    gpuport.stop()
+    server.stop()
+
+
+def test_a_pod_with_only_pod_level_cpu_is_charged_to_a_not_best_effort_gpu_quota(pod_level_cluster):
+    """ComputePodQOS reads pod-level resources where they are set: a pod whose only cpu request is at
+    pod level is Burstable, so a NotBestEffort GPU quota (podMatchesScopeFunc) counts its GPUs."""
+    core = client.CoreV1Api(pod_level_cluster.client())
+    namespace = f"team-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    core.create_namespaced_resource_quota(
+        namespace,
+        {
+            "metadata": {"name": "burstable"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}, "scopes": ["NotBestEffort"]},
+        },
+    )
+
+    def shared(name, cpu="100m"):
+        body = _pod({}, name=name)
+        body["metadata"].pop("namespace")
+        body["metadata"]["annotations"] = {"gpu-fraction": "0.75"}
+        body["spec"]["schedulerName"] = "kai-scheduler"
+        if cpu:
+            body["spec"]["resources"] = {"requests": {"cpu": cpu}}
+        return body
+
+    probe = _pod({"nvidia.com/gpu": "2", "cpu": "100m"}, name="probe")  # Burstable by its container
+    probe["metadata"].pop("namespace")
+    deadline = time.monotonic() + 20
+    while True:  # gpuport's view has the quota once a pod over it is refused
+        try:
+            core.create_namespaced_pod(namespace, probe, dry_run="All")
+        except ApiException as exc:
+            if "exceeded quota: burstable" in exc.body:
+                break
+            raise
+        assert time.monotonic() < deadline, "gpuport never saw the quota"
+        time.sleep(0.3)
+    first = core.create_namespaced_pod(namespace, shared("first"))
+    assert first.status.qos_class == "Burstable"  # the API server's own reading
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, shared("second"))
+    assert "exceeded quota: burstable, requested: requests.nvidia.com/gpu=0.75" in info.value.body
+    core.create_namespaced_pod(namespace, shared("best-effort", cpu=None))  # outside the scope
