@@ -478,3 +478,27 @@ def test_a_share_given_by_an_update_to_a_pod_created_without_one_is_charged():
     shared["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
     refused = validate_update(gate, gated, shared, ctx, dry_run=True)
     assert not refused.allowed and "requested: requests.nvidia.com/gpu=0.5" in refused.message
+
+
+def test_an_update_that_writes_a_share_gpuport_cannot_read_is_refused_under_a_gpu_quota():
+    """Read as nothing, an unreadable share would leave the quota while its scheduler may still read it."""
+    import copy
+
+    ctx = context("kai")
+    x = kai_pod("x", "0.5")
+    gate = QuotaGate(FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})], [x]), MemoryLedger())
+    odd = copy.deepcopy(x)
+    odd["metadata"]["annotations"]["gpu-fraction"] = "1.5"
+    refused = validate_update(gate, x, odd, ctx, dry_run=True)
+    assert not refused.allowed and refused.reason == "quota-share-unreadable"
+    assert "gpu-fraction is 1.5" in refused.message
+    no_quota = QuotaGate(FakeView([], [x]), MemoryLedger())
+    assert validate_update(no_quota, x, odd, ctx, dry_run=True).allowed
+
+
+def test_a_pod_update_is_not_checked_again_only_charged():
+    """The containers of a pod cannot change: an update is never refused for what its create was told."""
+    from webhook.core.deciding.pipeline import validate
+
+    odd = running("odd", {"nvidia.com/gpu": "500m"})  # a fraction the checks refuse at create
+    assert validate(update_review(odd, given_a_deadline(odd)), context("generic")).allowed

@@ -132,9 +132,17 @@ class QuotaGate:
         charge: dict[str, GpuUse] = {}  # per quota whose charge may rise, the pod's own after the update
         entered: set[str] = set()
         quotas = []
+        unreadable = [p for p in demand.problems if p not in before.problems]
         for quota in gpu_quotas(self.view.quotas_in(request.namespace), target.whole_gpu):
             if not applies(quota, after):
                 continue  # a quota the pod leaves, or never was under: nothing to check
+            if unreadable:
+                # A share gpuport cannot read would be charged nothing; its scheduler may read it.
+                return deny(
+                    "quota-share-unreadable",
+                    f"gpuport cannot count this pod's GPUs against the GPU quota {quota.name} of "
+                    f"{request.namespace} after this update: " + "; ".join(unreadable),
+                )
             if not applies(quota, was):
                 if own == NO_GPU and not shared:
                     continue

@@ -178,10 +178,11 @@ def validate(
 ) -> Decision:
     """/validate: the checks, then each gate in order until one refuses (for a pod update, the update
     gates). The gates see the devices the pod's DRA claims ask for as well: one budget for both worlds."""
+    if review.is_pod_update:
+        # A pod's containers cannot change once it exists: what the checks say was said at its create.
+        return validate_pod_update(review, context, gates, claims) or CHECKED
     read = check_request(review, context)
     if isinstance(read, Decision):
-        if read.allowed and review.is_pod_update:
-            return validate_pod_update(review, context, gates, claims) or read
         return read
     decision = CHECKED
     order = gates.on_validate
