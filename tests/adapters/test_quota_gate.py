@@ -502,3 +502,22 @@ def test_a_pod_update_is_not_checked_again_only_charged():
 
     odd = running("odd", {"nvidia.com/gpu": "500m"})  # a fraction the checks refuse at create
     assert validate(update_review(odd, given_a_deadline(odd)), context("generic")).allowed
+
+
+def test_an_update_s_reservation_settles_against_the_view_s_compact_record_too():
+    """The real view holds compact records (clusterview.compact_pod), not whole pods: the updated pod
+    must be recognised in that form as well, or it is counted twice for the reservation's life."""
+    from webhook.adapters.kube.clusterview import compact_pod
+
+    a = running("a")
+    a["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    a["status"]["qosClass"] = "Burstable"
+    view = FakeView(
+        [Quota("short", {"requests.nvidia.com/gpu": Decimal(2)}, ("Terminating",))], [compact_pod(a)]
+    )
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    updated = given_a_deadline(a)
+    assert validate_update(gate, a, updated).allowed
+    view.pods = [compact_pod(updated)]
+    one = running("one", activeDeadlineSeconds=60)
+    assert admit(gate, request_for(one, "one", dry_run=True), context("generic")) is None  # 1 + 1 ≤ 2
