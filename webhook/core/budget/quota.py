@@ -42,14 +42,6 @@ class PodFacts:
 QOS_RESOURCES = ("cpu", "memory")
 # Ephemeral containers cannot ask for resources, so ComputePodQOS reads these lists only.
 QOS_CONTAINER_LISTS = ("containers", "initContainers")
-SCOPES = (
-    "Terminating",
-    "NotTerminating",
-    "BestEffort",
-    "NotBestEffort",
-    "PriorityClass",
-    "CrossNamespacePodAffinity",
-)
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
@@ -80,7 +72,8 @@ def compute_qos_class(spec: Mapping[str, Any]) -> str:
     container's and init container's, requests or limits. Only cpu and memory above zero count."""
     pod_level = mapping_at(spec, ("resources",)) or {}
     sections = [(mapping_at(pod_level, ("requests",)) or {}, mapping_at(pod_level, ("limits",)) or {})]
-    # IsPodLevelResourcesSet: hugepages at pod level (1.35+) also take the decision from the containers.
+    # IsPodLevelResourcesSet: pod-level hugepages (newer servers) also count as pod-level resources set,
+    # and then the containers are not read even though only cpu and memory decide the class.
     if not any(_pod_level_resource(name) for section in sections[0] for name in section):
         sections = [
             (container.requests, container.limits)
