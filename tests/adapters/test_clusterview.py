@@ -3,6 +3,8 @@
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from tests.fakenvml import FakeNVML
 from tests.helpers import context
 from tests.translation_cases import pod
@@ -332,3 +334,38 @@ def test_the_views_share_annotations_are_those_the_webhooks_are_called_for():
         for hook in (h for h in packaged(name)["webhooks"] if h["name"].startswith("pods.")):
             condition = " ".join(c["expression"] for c in hook.get("matchConditions") or ())
             assert all(f"'{a}' in object.metadata.annotations" in condition for a in SHARE_ANNOTATIONS)
+
+
+def _scoped_pods():
+    """GPU pods that differ only in what the quota scopes read (pods.go podMatchesScopeFunc)."""
+    base = gpu_pod("p", "u", phase="Running")
+    variants = {
+        "pod-level resources, class unwritten": {"spec": {"resources": {"requests": {"cpu": "1"}}}},
+        "class written": {"status": {"phase": "Running", "qosClass": "Burstable"}},
+        "deadline": {"spec": {"activeDeadlineSeconds": 60}},
+        "priority": {"spec": {"priorityClassName": "high"}},
+        "cross-namespace affinity": {
+            "spec": {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}
+                        ]
+                    }
+                }
+            }
+        },
+    }
+    for name, change in variants.items():
+        variant = json.loads(json.dumps(base))
+        variant["spec"].update(change.get("spec", {}))
+        variant["status"].update(change.get("status", {}))
+        yield name, variant
+
+
+@pytest.mark.parametrize(("name", "whole"), list(_scoped_pods()))
+def test_the_view_keeps_whatever_the_quota_scopes_read(name, whole):
+    """A running pod is matched to scoped quotas from the view's copy: it must read as the pod does."""
+    from webhook.core.budget.quota import pod_facts
+
+    assert pod_facts(compact_pod(whole)) == pod_facts(whole)

@@ -362,3 +362,206 @@ def test_kai_shares_of_running_pods_are_counted_from_the_view_not_only_while_res
     several = kai_pod({"gpu-fraction": "0.9", "gpu-fraction-num-devices": "8"})
     empty = QuotaGate(FakeView([one]), MemoryLedger(), clock=lambda: 0.0)
     assert admit(empty, request_for(several, "b"), ctx).reason == "quota-exceeded"
+
+
+# Pod updates. The built-in pod evaluator does not look at them (pods.go: Handles takes creates and
+# resizes), so a scope flipped by an update moved GPUs between quotas unchecked; gpuport charges them
+# by the resourcequota admission plugin's rule for updates (CheckRequest in
+# staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go).
+
+TERMINATING = Quota("short", {"requests.nvidia.com/gpu": Decimal(1)}, ("Terminating",))
+NOT_TERMINATING = Quota("long", {"requests.nvidia.com/gpu": Decimal(1)}, ("NotTerminating",))
+
+
+def running(uid, resources=None, **spec):
+    obj = pod({"nvidia.com/gpu": "1"} if resources is None else resources)
+    obj["metadata"] = {"name": uid, "namespace": "team-a", "uid": uid, "resourceVersion": "10"}
+    obj["spec"].update(spec)
+    obj["status"] = {"phase": "Running", "qosClass": "BestEffort"}
+    return obj
+
+
+def update_review(old, new, dry_run=False):
+    from tests.helpers import parsed, review_of
+
+    review = review_of(new, operation="UPDATE", dry_run=dry_run, uid=f"req-{new['metadata']['uid']}")
+    review["request"]["oldObject"] = old
+    return parsed(review)
+
+
+def given_a_deadline(old, seconds=600):
+    import copy
+
+    new = copy.deepcopy(old)
+    new["spec"]["activeDeadlineSeconds"] = seconds
+    return new
+
+
+def validate_update(gate, old, new, ctx=None, dry_run=False):
+    from webhook.core.deciding.pipeline import Gates, validate
+
+    return validate(update_review(old, new, dry_run), ctx or context("generic"), Gates(quota=gate))
+
+
+def test_an_update_that_sets_a_deadline_is_charged_to_the_terminating_quota_it_enters():
+    """Four pods admitted under NotTerminating quotas must not hold more than 1 GPU under a Terminating
+    quota of 1 by being given activeDeadlineSeconds (isTerminating, pods.go) one by one."""
+    a, b = running("a"), running("b")
+    view = FakeView(
+        [Quota("long", {"requests.nvidia.com/gpu": Decimal(8)}, ("NotTerminating",)), TERMINATING]
+    )
+    view.pods = [a, b]
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    assert validate_update(gate, a, given_a_deadline(a)).allowed  # 0 + 1 ≤ 1
+    refused = validate_update(gate, b, given_a_deadline(b))  # 1 (a, reserved) + 1 > 1
+    assert not refused.allowed and refused.reason == "quota-exceeded"
+    assert (
+        'pods "b" is forbidden: exceeded quota: short, requested: requests.nvidia.com/gpu=1, '
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1" in refused.message
+    )
+
+
+def test_an_update_that_moves_no_gpu_into_a_quota_is_not_charged():
+    """CheckRequest: an update that raises no quota's usage passes, even past a full quota; a
+    deadline made shorter keeps the pod where it was, and a pod asking no GPU brings none."""
+
+    class Exploding(MemoryLedger):
+        def reserve(self, *args, **kwargs):
+            raise AssertionError("no round trip expected")
+
+    full = running("full", activeDeadlineSeconds=600)
+    view = FakeView([TERMINATING, NOT_TERMINATING], [full, running("other", activeDeadlineSeconds=300)])
+    gate = QuotaGate(view, Exploding(), clock=lambda: 1000.0)
+    assert validate_update(gate, full, given_a_deadline(full, 60)).allowed
+    cpu = running("cpu", {"cpu": "1"})
+    assert validate_update(gate, cpu, given_a_deadline(cpu)).allowed
+
+
+def test_an_update_is_checked_against_the_quota_it_enters_not_the_one_it_leaves():
+    """generic.Matches on the pod after the update: it leaves NotTerminating (full) and enters Terminating."""
+    a = running("a")
+    view = FakeView([NOT_TERMINATING, TERMINATING], [a])  # a fills "long"
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    assert validate_update(gate, a, given_a_deadline(a)).allowed
+
+
+def test_a_dry_run_update_decides_and_reserves_nothing():
+    a = running("a")
+    ledger = MemoryLedger()
+    gate = QuotaGate(FakeView([TERMINATING], [a, running("t", activeDeadlineSeconds=5)]), ledger)
+    assert not validate_update(gate, a, given_a_deadline(a), dry_run=True).allowed
+    gate = QuotaGate(FakeView([TERMINATING], [a]), ledger)
+    assert validate_update(gate, a, given_a_deadline(a), dry_run=True).allowed
+    assert ledger.reservations("team-a") == []
+
+
+def test_an_update_s_reservation_counts_until_the_view_holds_the_pod_as_updated_then_once():
+    """A replica whose view still holds the pod as it was counts the reservation; once the view holds
+    the updated pod, the pod counts from the view alone (never twice)."""
+    a = running("a")
+    view = FakeView([Quota("short", {"requests.nvidia.com/gpu": Decimal(2)}, ("Terminating",))], [a])
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    updated = given_a_deadline(a)
+    assert validate_update(gate, a, updated).allowed
+    two = running("two", {"nvidia.com/gpu": "2"}, activeDeadlineSeconds=60)
+    assert admit(gate, request_for(two, "two", dry_run=True), context("generic")).reason == "quota-exceeded"
+    view.pods = [updated]  # the watch delivers the update
+    one = running("one", activeDeadlineSeconds=60)
+    assert admit(gate, request_for(one, "one", dry_run=True), context("generic")) is None  # 1 + 1 ≤ 2
+    assert admit(gate, request_for(two, "two", dry_run=True), context("generic")).reason == "quota-exceeded"
+
+
+def test_a_running_pod_changed_in_place_is_counted_as_it_is_now():
+    """The view's copy of a running pod changes when an update lands: the namespace's sum must read it
+    again (it was read once per pod UID, and a pod given a deadline stayed NotTerminating)."""
+    a = running("a")
+    view = FakeView([TERMINATING], [a])
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    one = running("one", activeDeadlineSeconds=60)
+    assert admit(gate, request_for(one, "one", dry_run=True), context("generic")) is None
+    view.pods = [given_a_deadline(a)]
+    refused = admit(gate, request_for(one, "one", dry_run=True), context("generic"))
+    assert refused is not None and refused.reason == "quota-exceeded"
+
+
+def kai_pod(uid, fraction):
+    obj = running(uid, {}, schedulerName="kai-scheduler")
+    obj["metadata"]["annotations"] = {"gpu-fraction": fraction}
+    return obj
+
+
+def test_an_update_that_raises_a_gpu_share_is_charged_the_rise():
+    """CheckRequest on an update the quota matched before and after: only the increase is charged,
+    against a usage that already holds the pod's old share (the new charge replaces the old one)."""
+    import copy
+
+    ctx = context("kai")
+    x, y = kai_pod("x", "0.5"), kai_pod("y", "0.25")
+    gate = QuotaGate(
+        FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})], [x, y]), MemoryLedger()
+    )
+    larger = copy.deepcopy(y)
+    larger["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+    assert validate_update(gate, y, larger, ctx, dry_run=True).allowed  # 0.75 + 0.25 ≤ 1
+    larger["metadata"]["annotations"]["gpu-fraction"] = "0.75"
+    refused = validate_update(gate, y, larger, ctx, dry_run=True)  # 0.75 + 0.5 > 1
+    assert not refused.allowed
+    assert "requested: requests.nvidia.com/gpu=0.5, used: requests.nvidia.com/gpu=0.75" in refused.message
+
+
+def test_a_share_given_by_an_update_to_a_pod_created_without_one_is_charged():
+    """A pod created with a scheduling gate and no GPU, then given gpu-fraction by an update, never
+    reached gpuport: the share must be charged in full (the view counts nothing of it)."""
+    import copy
+
+    ctx = context("kai")
+    gated = running("g", {}, schedulerName="kai-scheduler", schedulingGates=[{"name": "wait"}])
+    view = FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})], [kai_pod("x", "0.75")])
+    gate = QuotaGate(view, MemoryLedger())
+    shared = copy.deepcopy(gated)
+    shared["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    refused = validate_update(gate, gated, shared, ctx, dry_run=True)
+    assert not refused.allowed and "requested: requests.nvidia.com/gpu=0.5" in refused.message
+
+
+def test_an_update_that_writes_a_share_gpuport_cannot_read_is_refused_under_a_gpu_quota():
+    """Read as nothing, an unreadable share would leave the quota while its scheduler may still read it."""
+    import copy
+
+    ctx = context("kai")
+    x = kai_pod("x", "0.5")
+    gate = QuotaGate(FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})], [x]), MemoryLedger())
+    odd = copy.deepcopy(x)
+    odd["metadata"]["annotations"]["gpu-fraction"] = "1.5"
+    refused = validate_update(gate, x, odd, ctx, dry_run=True)
+    assert not refused.allowed and refused.reason == "quota-share-unreadable"
+    assert "gpu-fraction is 1.5" in refused.message
+    no_quota = QuotaGate(FakeView([], [x]), MemoryLedger())
+    assert validate_update(no_quota, x, odd, ctx, dry_run=True).allowed
+
+
+def test_a_pod_update_is_not_checked_again_only_charged():
+    """The containers of a pod cannot change: an update is never refused for what its create was told."""
+    from webhook.core.deciding.pipeline import validate
+
+    odd = running("odd", {"nvidia.com/gpu": "500m"})  # a fraction the checks refuse at create
+    assert validate(update_review(odd, given_a_deadline(odd)), context("generic")).allowed
+
+
+def test_an_update_s_reservation_settles_against_the_view_s_compact_record_too():
+    """The real view holds compact records (clusterview.compact_pod), not whole pods: the updated pod
+    must be recognised in that form as well, or it is counted twice for the reservation's life."""
+    from webhook.adapters.kube.clusterview import compact_pod
+
+    a = running("a")
+    a["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    a["status"]["qosClass"] = "Burstable"
+    view = FakeView(
+        [Quota("short", {"requests.nvidia.com/gpu": Decimal(2)}, ("Terminating",))], [compact_pod(a)]
+    )
+    gate = QuotaGate(view, MemoryLedger(), clock=lambda: 1000.0)
+    updated = given_a_deadline(a)
+    assert validate_update(gate, a, updated).allowed
+    view.pods = [compact_pod(updated)]
+    one = running("one", activeDeadlineSeconds=60)
+    assert admit(gate, request_for(one, "one", dry_run=True), context("generic")) is None  # 1 + 1 ≤ 2

@@ -98,3 +98,22 @@ def test_a_workload_a_controller_made_is_checked_without_reading_its_asks(monkey
     made = pipeline.mutate(parsed(review_of(replicaset)), CTX)
     assert (made.allowed, made.reason, made.warnings) == (True, "checked", ())
     assert len(asked) == 1  # the controller's copy: checked, its asks never read
+
+
+class RecordingUpdates(Recording):
+    """A quota gate that also reviews pod updates."""
+
+    def admit_update(self, request, context, demand, before):
+        self.calls.append((request.uid, demand, before))
+        return deny("test-refusal", "refused by a test gate") if self.refuse else None
+
+
+def test_a_pod_update_goes_to_the_update_gates_with_both_versions_read():
+    limits, quota = Recording(), RecordingUpdates(refuse=True)
+    review = review_of(pod({"nvidia.com/gpu": "2"}), operation="UPDATE", uid="update")
+    review["request"]["oldObject"] = pod({"nvidia.com/gpu": "1"})
+    refused = pipeline.validate(parsed(review), CTX, pipeline.Gates(limits, quota))
+    assert refused.reason == "test-refusal" and limits.calls == []
+    ((_, after, before),) = quota.calls
+    assert (after.asks[0].count, before.asks[0].count) == (2, 1)
+    assert pipeline.Gates(limits).on_pod_update == ()  # a gate without admit_update is never asked

@@ -240,3 +240,142 @@ def test_a_kai_share_on_several_devices_is_counted_on_each():
     assert use(kai_pod({"gpu-fraction": "0.9"}), "kai").equivalents == Fraction(9, 10)
     # A device count with no share beside it asks for nothing.
     assert use(kai_pod({"gpu-fraction-num-devices": "8"}), "kai").equivalents == 0
+
+
+# The rules below mirror the built-in pod quota evaluator, kubernetes pkg/quota/v1/evaluator/core/pods.go
+# (podMatchesScopeFunc, isTerminating, isBestEffort, podMatchesSelector, usesCrossNamespacePodAffinity),
+# its QoS helper pkg/apis/core/helper/qos (GetPodQOS, ComputePodQOS) and the way
+# staging/src/k8s.io/apiserver/pkg/quota/v1/generic/evaluator.go (Matches, getScopeSelectorsFromQuota)
+# joins a quota's scopes and scope selector.
+
+NOT_BEST_EFFORT = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)}, ("NotBestEffort",))
+
+
+def gpu_pod_with(**spec):
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["spec"].update(spec)
+    return obj
+
+
+def test_pod_level_resources_alone_make_a_pod_burstable():
+    """ComputePodQOS: with pod-level resources set, they decide the class, and a pod-level cpu request
+    makes the pod Burstable, so a NotBestEffort GPU quota applies to it (issue 35: it was read as
+    BestEffort and its GPUs passed that quota uncounted)."""
+    obj = gpu_pod_with(resources={"requests": {"cpu": "500m", "memory": "1Gi"}})
+    assert pod_facts(obj).best_effort is False
+    assert applies(NOT_BEST_EFFORT, pod_facts(obj))
+
+
+def test_pod_level_resources_decide_alone():
+    """ComputePodQOS: where pod-level resources name cpu, memory (or hugepages, IsPodLevelResourcesSet),
+    the containers' are not read; where they name neither, the containers decide."""
+    obj = gpu_pod_with(resources={"limits": {"hugepages-2Mi": "2Mi"}})
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    assert pod_facts(obj).best_effort is True
+    obj["spec"]["resources"] = {"requests": {"example.com/other": "1"}}
+    assert pod_facts(obj).best_effort is False
+
+
+def test_the_class_the_api_server_wrote_is_the_one_read():
+    """GetPodQOS: status.qosClass, written by the API server at create (before validating admission)
+    and never changed after, is what the evaluator reads; it also says whether that server honours
+    pod-level resources, which gpuport cannot know."""
+    obj = gpu_pod_with(resources={"requests": {"cpu": "1"}})
+    obj["status"] = {"qosClass": "BestEffort"}  # a server without PodLevelResources
+    assert pod_facts(obj).best_effort is True
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["status"] = {"qosClass": "Burstable"}
+    assert pod_facts(obj).best_effort is False
+
+
+@pytest.mark.parametrize(
+    ("section", "amounts", "best_effort"),
+    [
+        ("requests", {"cpu": "0"}, True),  # ComputePodQOS counts only amounts above zero
+        ("limits", {"memory": "0Mi", "cpu": "0m"}, True),
+        ("limits", {"memory": "1Mi"}, False),  # a limit alone is enough
+        ("requests", {"hugepages-2Mi": "2Mi", "ephemeral-storage": "1Gi"}, True),  # not QoS resources
+    ],
+)
+def test_only_cpu_and_memory_above_zero_make_a_pod_not_best_effort(section, amounts, best_effort):
+    """ComputePodQOS: isSupportedQoSComputeResource (cpu, memory) and quantity.Cmp(zero) == 1."""
+    obj = pod({"nvidia.com/gpu": "1"})
+    obj["spec"]["containers"][0]["resources"][section].update(amounts)
+    assert pod_facts(obj).best_effort is best_effort
+
+
+def test_init_containers_count_and_ephemeral_containers_do_not():
+    """ComputePodQOS reads spec.containers and spec.initContainers; ephemeral containers cannot ask
+    for resources and are not read."""
+    obj = gpu_pod_with(ephemeralContainers=[{"name": "debug", "resources": {"requests": {"cpu": "1"}}}])
+    assert pod_facts(obj).best_effort is True
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": {"cpu": "1"}}}]
+    assert pod_facts(obj).best_effort is False
+
+
+@pytest.mark.parametrize(("deadline", "terminating"), [(None, False), (0, True), (600, True)])
+def test_terminating_is_a_deadline_of_zero_or_more(deadline, terminating):
+    """isTerminating: spec.activeDeadlineSeconds set and >= 0."""
+    assert pod_facts(gpu_pod_with(activeDeadlineSeconds=deadline)).terminating is terminating
+
+
+def _affinity(kind, term):
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "cross"),
+    [
+        (_affinity("podAffinity", {"topologyKey": "k", "namespaces": ["other"]}), True),
+        (_affinity("podAntiAffinity", {"topologyKey": "k", "namespaceSelector": {}}), True),
+        (
+            {
+                "podAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "podAffinityTerm": {"topologyKey": "k", "namespaces": ["x"]}}
+                    ]
+                }
+            },
+            True,
+        ),
+        (_affinity("podAffinity", {"topologyKey": "k", "namespaces": []}), False),
+        (_affinity("podAffinity", {"topologyKey": "k", "labelSelector": {}}), False),
+        (
+            {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+            False,
+        ),
+    ],
+)
+def test_cross_namespace_pod_affinity_scope(affinity, cross):
+    """usesCrossNamespacePodAffinity: a required or preferred (anti-)affinity term with namespaces
+    listed or any namespaceSelector (crossNamespacePodAffinityTerm); only such pods fall under a
+    CrossNamespacePodAffinity quota."""
+    quota = Quota("q", {}, ("CrossNamespacePodAffinity",))
+    assert applies(quota, pod_facts(gpu_pod_with(affinity=affinity))) is cross
+
+
+@pytest.mark.parametrize(
+    ("expression", "priority_class", "expected"),
+    [
+        ({"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}, "", True),
+        ({"scopeName": "PriorityClass", "operator": "NotIn", "values": ["high"]}, "high", False),
+        ({"scopeName": "PriorityClass", "operator": "DoesNotExist"}, "", True),
+        ({"scopeName": "PriorityClass", "operator": "DoesNotExist"}, "low", False),
+        ({"scopeName": "PriorityClass", "operator": "Exists"}, "low", True),
+        ({"scopeName": "Terminating", "operator": "Exists"}, "", False),  # a scope in the selector
+        ({"scopeName": "NotBestEffort", "operator": "Exists"}, "", False),
+        ({"scopeName": "CrossNamespacePodAffinity", "operator": "Exists"}, "", False),
+        ({"scopeName": "SomeFutureScope", "operator": "Exists"}, "", False),
+    ],
+)
+def test_scope_selector_expressions(expression, priority_class, expected):
+    """getScopeSelectorsFromQuota + podMatchesScopeFunc: every scopeSelector expression is matched,
+    whatever its scope, and a scope the evaluator does not know matches nothing;
+    podMatchesSelector: the pod is the label set {PriorityClass: its class}, empty without one."""
+    facts = pod_facts(gpu_pod_with(priorityClassName=priority_class or None))
+    assert applies(Quota("q", {}, (), (expression,)), facts) is expected
+
+
+def test_an_unknown_scope_in_spec_scopes_matches_nothing():
+    """podMatchesScopeFunc returns false for a scope it does not know."""
+    assert not applies(Quota("q", {}, ("SomeFutureScope",)), pod_facts(gpu_pod_with()))

@@ -247,3 +247,145 @@ def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod(namespace, body)
     assert "exceeded quota" in info.value.body
+
+
+def scoped_quotas(apiserver, namespace, **scopes_and_gpus):
+    """ResourceQuotas named by scope (long: NotTerminating, short: Terminating), once every gpuport
+    worker's view has them: a Terminating pod over the `short` one is refused."""
+    core = client.CoreV1Api(apiserver.client())
+    names = {"NotTerminating": "long", "Terminating": "short"}
+    for scope, gpus in scopes_and_gpus.items():
+        core.create_namespaced_resource_quota(
+            namespace,
+            {
+                "metadata": {"name": names[scope]},
+                "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}, "scopes": [scope]},
+            },
+        )
+    probe = gpu_pod(scopes_and_gpus["Terminating"] + 1)
+    probe["spec"]["activeDeadlineSeconds"] = 60
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        refused = 0
+        for _ in range(6):
+            try:
+                core.create_namespaced_pod(namespace, probe, dry_run="All")
+            except ApiException as exc:
+                refused += "exceeded quota: short" in exc.body
+        if refused == 6:
+            return core
+        time.sleep(0.3)
+    raise AssertionError("gpuport never saw the quotas")
+
+
+def test_a_deadline_given_by_an_update_is_charged_to_the_terminating_quota_it_enters(
+    apiserver, gpuport_quota, namespace
+):
+    """Pods admitted under a NotTerminating quota and then given activeDeadlineSeconds (which
+    Kubernetes allows on a pod that has none) move into Terminating quotas (isTerminating, pods.go);
+    the built-in evaluator does not look at the update, so gpuport must: the update that fits the
+    Terminating quota passes, the one that would take it past its limit is refused and changes nothing,
+    and an update that moves nothing passes."""
+    core = scoped_quotas(apiserver, namespace, NotTerminating=8, Terminating=1)
+    for name in ("a", "b"):
+        core.create_namespaced_pod(namespace, gpu_pod(1, name))
+    deadline = {"spec": {"activeDeadlineSeconds": 600}}
+    assert core.patch_namespaced_pod("a", namespace, deadline).spec.active_deadline_seconds == 600
+    with pytest.raises(ApiException) as info:
+        core.patch_namespaced_pod("b", namespace, deadline)
+    assert info.value.status == 403
+    message = json.loads(info.value.body)["message"]
+    assert 'pods "b" is forbidden: exceeded quota: short, requested: requests.nvidia.com/gpu=1, ' in message
+    assert "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1" in message
+    assert core.read_namespaced_pod("b", namespace).spec.active_deadline_seconds is None
+    core.patch_namespaced_pod("b", namespace, {"metadata": {"labels": {"tier": "x"}}})
+    shorter = core.patch_namespaced_pod("a", namespace, {"spec": {"activeDeadlineSeconds": 300}})
+    assert shorter.spec.active_deadline_seconds == 300
+
+
+def test_a_deadline_given_by_an_update_is_counted_once_it_lands(apiserver, gpuport_quota, namespace):
+    """Once the views hold the updated pod, it counts in the Terminating quota from the view: a new
+    Terminating pod is refused after the update's reservation has lapsed as well (the views had read
+    the pod before, as NotTerminating, and must read it again)."""
+    core = scoped_quotas(apiserver, namespace, NotTerminating=8, Terminating=1)
+    core.create_namespaced_pod(namespace, gpu_pod(1, "a"))
+    late = gpu_pod(1, "late")
+    late["spec"]["activeDeadlineSeconds"] = 60
+    time.sleep(1)  # the views have `a` (a watch event away)
+    for _ in range(12):  # the workers sum the namespace with `a` outside the Terminating quota (it fits)
+        core.create_namespaced_pod(namespace, late, dry_run="All")
+    core.patch_namespaced_pod("a", namespace, {"spec": {"activeDeadlineSeconds": 600}})
+    time.sleep(31)  # the update's reservation (TTL 30 s) is gone: only the views can count it now
+    for _ in range(4):  # both gpuport processes answer in turn
+        with pytest.raises(ApiException) as info:
+            core.create_namespaced_pod(namespace, late, dry_run="All")
+        assert "exceeded quota: short" in info.value.body
+
+
+@pytest.fixture(scope="module")
+def pod_level_cluster(tmp_path_factory):
+    """An API server of its own with pod-level resources on (alpha in 1.32, behind PodLevelResources;
+    beta and on by default since 1.34), and gpuport serving the KAI scheduler's map against it: 1.32
+    refuses pod-level resources beside a container's extended resource (it wants the pod level to
+    cover every container request, and takes only cpu and memory there), so the GPU is a KAI share."""
+    from tests.integration.conftest import (
+        E2E_KUBECONFIG,
+        ApiServer,
+        serve_with_cluster_access,
+        unregister_webhooks,
+    )
+
+    if E2E_KUBECONFIG:
+        pytest.skip("the kind install's API server is not started with PodLevelResources")
+    server = ApiServer(
+        tmp_path_factory.mktemp("pod-level-apiserver"), extra_args=("--feature-gates=PodLevelResources=true",)
+    )
+    gpuport = serve_with_cluster_access(server, tmp_path_factory, "kai")
+    yield server
+    unregister_webhooks(server.client())
+    gpuport.stop()
+    server.stop()
+
+
+def test_a_pod_with_only_pod_level_cpu_is_charged_to_a_not_best_effort_gpu_quota(pod_level_cluster):
+    """ComputePodQOS reads pod-level resources where they are set: a pod whose only cpu request is at
+    pod level is Burstable, so a NotBestEffort GPU quota (podMatchesScopeFunc) counts its GPUs."""
+    core = client.CoreV1Api(pod_level_cluster.client())
+    namespace = f"team-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    core.create_namespaced_resource_quota(
+        namespace,
+        {
+            "metadata": {"name": "burstable"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}, "scopes": ["NotBestEffort"]},
+        },
+    )
+
+    def shared(name, cpu="100m"):
+        body = _pod({}, name=name)
+        body["metadata"].pop("namespace")
+        body["metadata"]["annotations"] = {"gpu-fraction": "0.75"}
+        body["spec"]["schedulerName"] = "kai-scheduler"
+        if cpu:
+            body["spec"]["resources"] = {"requests": {"cpu": cpu}}
+        return body
+
+    probe = _pod({"nvidia.com/gpu": "2", "cpu": "100m"}, name="probe")  # Burstable by its container
+    probe["metadata"].pop("namespace")
+    deadline = time.monotonic() + 20
+    while True:  # gpuport's view has the quota once a pod over it is refused
+        try:
+            core.create_namespaced_pod(namespace, probe, dry_run="All")
+        except ApiException as exc:
+            if "exceeded quota: burstable" in exc.body:
+                break
+            raise
+        assert time.monotonic() < deadline, "gpuport never saw the quota"
+        time.sleep(0.3)
+    first = core.create_namespaced_pod(namespace, shared("first"))
+    assert first.status.qos_class == "Burstable"  # the API server's own reading
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, shared("second"))
+    assert "exceeded quota: burstable, requested: requests.nvidia.com/gpu=0.75" in info.value.body
+    core.create_namespaced_pod(namespace, shared("best-effort", cpu=None))  # outside the scope

@@ -138,14 +138,24 @@ def test_the_webhooks_cover_pods_and_every_workload_kind_on_both_paths():
             r for k, hook in webhooks() if k == kind for rule in hook["rules"] for r in rule["resources"]
         }
         assert covered == ADMITTED_RESOURCES
-    pod_rules = [r for _, h in webhooks() for r in h["rules"] if "pods" in r["resources"]]
-    assert all(r["operations"] == ["CREATE"] for r in pod_rules)
+    pod_rules = [(k, r) for k, h in webhooks() for r in h["rules"] if "pods" in r["resources"]]
+    # Pods are rewritten and limited at create; their updates are reviewed for quota only.
+    assert all(
+        r["operations"] == (["CREATE"] if k == "MutatingWebhookConfiguration" else ["CREATE", "UPDATE"])
+        for k, r in pod_rules
+    )
+
+
+def _asks_condition(hook):
+    """The condition on what the object asks for (a pod update's own condition is tested apart)."""
+    (condition,) = [c for c in hook["matchConditions"] if c["name"] == "asks-for-an-extended-resource"]
+    return condition
 
 
 def _condition(resource):
     for _, hook in webhooks():
         if any(resource in rule["resources"] for rule in hook["rules"]):
-            (condition,) = hook["matchConditions"]
+            condition = _asks_condition(hook)
             environment = celpy.Environment()
             return environment.program(environment.compile(condition["expression"]))
     raise AssertionError(resource)
@@ -192,7 +202,7 @@ def test_every_pod_webhook_is_called_for_a_gpu_share_asked_by_annotation():
     pod_hooks = [h for _, h in webhooks() if any("pods" in r["resources"] for r in h["rules"])]
     assert len(pod_hooks) == 3  # mutate; validate where a GPU budget is, check elsewhere
     for hook in pod_hooks:
-        (condition,) = hook["matchConditions"]
+        condition = _asks_condition(hook)
         environment = celpy.Environment()
         program = environment.program(environment.compile(condition["expression"]))
         assert not _matches(program, pod)
@@ -390,10 +400,86 @@ def test_every_pod_webhook_is_called_for_a_pod_with_dra_claims_and_only_then():
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     pod_hooks = [h for _, h in webhooks() if any("pods" in r["resources"] for r in h["rules"])]
     for hook in pod_hooks:
-        (condition,) = hook["matchConditions"]
+        condition = _asks_condition(hook)
         environment = celpy.Environment()
         program = environment.program(environment.compile(condition["expression"]))
         pod["spec"]["resourceClaims"] = []
         assert not _matches(program, pod)
         pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
         assert _matches(program, pod)
+
+
+def _pod_update_conditions():
+    """The validating pods hooks' conditions, compiled: each must hold for a call to be made."""
+    programs = []
+    for kind, hook in webhooks():
+        if kind == "ValidatingWebhookConfiguration" and any("pods" in r["resources"] for r in hook["rules"]):
+            environment = celpy.Environment()
+            programs.append(
+                [environment.program(environment.compile(c["expression"])) for c in hook["matchConditions"]]
+            )
+    assert len(programs) == 2  # the fail-closed hook and the fail-open one
+    return programs
+
+
+def _called(operation, old, new):
+    activation = {
+        "request": celpy.json_to_cel({"operation": operation}),
+        "object": celpy.json_to_cel(new),
+        "oldObject": celpy.json_to_cel(old),
+    }
+    answers = {all(bool(p.evaluate(activation)) for p in programs) for programs in _pod_update_conditions()}
+    (answer,) = answers  # both hooks decide alike
+    return answer
+
+
+def _edited(pod, **changes):
+    import copy
+
+    edited = copy.deepcopy(pod)
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        holder = edited
+        for name in parents:
+            holder = holder.setdefault(name, {})
+        if value is None:
+            holder.pop(leaf, None)
+        else:
+            holder[leaf] = value
+    return edited
+
+
+def test_only_pod_updates_that_move_gpus_between_quotas_cost_a_call():
+    """Setting activeDeadlineSeconds moves a pod into Terminating scopes (isTerminating, pods.go);
+    Kubernetes lets it be set once and then only lowered. A GPU-share annotation added, changed or
+    removed changes the pod's charge. Any other update of a GPU pod costs no call."""
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    assert _called("CREATE", None, pod)
+    assert not _called("UPDATE", pod, _edited(pod, metadata__labels={"a": "b"}))
+    assert not _called("UPDATE", pod, _edited(pod, metadata__annotations={"note": "x"}))
+    timed = _edited(pod, spec__activeDeadlineSeconds=600)
+    assert _called("UPDATE", pod, timed)
+    assert not _called("UPDATE", timed, _edited(timed, spec__activeDeadlineSeconds=60))
+    assert not _called("UPDATE", timed, _edited(timed, metadata__labels={"a": "b"}))
+    for name in ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices"):
+        shared = _edited(pod, metadata__annotations={name: "1"})
+        assert _called("UPDATE", pod, shared), name  # added
+        assert _called("UPDATE", shared, _edited(shared, metadata__annotations={name: "2"})), name
+        assert _called("UPDATE", shared, _edited(shared, metadata__annotations={})), name  # removed
+        assert _called("UPDATE", shared, _edited(shared, metadata__annotations={name: ""})), name
+        assert not _called("UPDATE", shared, _edited(shared, metadata__labels={"a": "b"})), name
+
+
+def test_the_update_condition_names_every_share_annotation_the_maps_read():
+    from tests.helpers import context
+
+    expression = next(
+        c["expression"]
+        for kind, hook in webhooks()
+        if kind == "ValidatingWebhookConfiguration"
+        for c in hook["matchConditions"]
+        if "oldObject" in c["expression"]
+    )
+    for cloud_map in context("kai").dialects.annotation_shares:
+        for name in cloud_map.shared.annotation_names():
+            assert f"'{name}'" in expression, (cloud_map.name, name)

@@ -86,9 +86,14 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             "activeDeadlineSeconds": spec.get("activeDeadlineSeconds"),
             "priorityClassName": spec.get("priorityClassName"),
             "schedulerName": spec.get("schedulerName"),  # annotation shares are read for its pods only
+            # What the quota scopes read besides (pod_facts): the pod-level resources that decide the
+            # QoS class where the status does not say it.
+            **({"resources": pod_level} if (pod_level := _pod_level_qos(spec)) else {}),
         },
         "status": {
             "phase": (pod.get("status") or {}).get("phase"),
+            # The QoS class as the API server wrote it at create: what the BestEffort scopes read.
+            "qosClass": (pod.get("status") or {}).get("qosClass"),
             # The claims the cluster made from the pod's templates: what a running pod holds is read
             # from them (its template may since have been deleted or made anew).
             **(
@@ -98,6 +103,19 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
             ),
         },
     }
+
+
+def _pod_level_qos(spec: dict[str, Any]) -> dict[str, Any]:
+    resources = spec.get("resources") or {}
+    kept = {
+        section: {
+            k: v
+            for k, v in (resources.get(section) or {}).items()
+            if k in ("cpu", "memory") or k.startswith("hugepages-")
+        }
+        for section in ("requests", "limits")
+    }
+    return {section: amounts for section, amounts in kept.items() if amounts}
 
 
 def _kept(resource: str) -> bool:

@@ -1,4 +1,5 @@
-"""The quota step of /validate: GPU-equivalents against the namespace's quotas, with a reservation.
+"""The quota step of /validate: GPU-equivalents against the namespace's quotas, with a reservation, for
+a pod create and for a pod update that moves GPUs into a quota (a deadline set, a GPU share changed).
 
 An adapter: it reads the cluster view and writes the reservation store; the arithmetic and the
 message are the pure functions in webhook.core.budget (quota, equivalents). Only pods that ask for
@@ -7,15 +8,23 @@ a GPU in a namespace with a GPU quota pay the store's round trip.
 When the store cannot be reached it denies (fail closed): quota is a promise to the namespace's
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
+
+Why one module of ~410 lines: a pod create's and a pod update's charges, the namespace's sum they are
+checked against and the reservation that makes the check race-free are one protocol; what a reservation
+key means (a pod, or a pod as an update leaves it) is read where the sum is made.
 """
 
+import hashlib
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
+from webhook.adapters.kube.clusterview import compact_pod
 from webhook.adapters.kube.ledger import (
     TTL_SECONDS,
     Ledger,
@@ -39,6 +48,9 @@ log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
 # the rest is reading the review, deciding and answering.
 ADMISSION_SECONDS = 3.5
+# A pod update's reservation is keyed <uid><UPDATE_KEY><the pod after it, digested>: the pod's own UID
+# is counted as soon as a view holds the pod at all, and that view may still hold it as it was before.
+UPDATE_KEY = "@update:"
 
 
 class QuotaGate:
@@ -61,7 +73,7 @@ class QuotaGate:
         self._slots = threading.BoundedSemaphore(max_waiting)
         self.wait_for_slot = wait_for_slot
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
-        self._usage: dict[str, tuple[GpuUse, object, dict[str, GpuUse]]] = {}
+        self._usage: dict[str, tuple[dict, tuple[GpuUse, object, dict[str, GpuUse]]]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
 
@@ -103,7 +115,74 @@ class QuotaGate:
         if not self.view.has_synced("pods"):
             return _loading(request)
         own = pod_use(demand, target, catalogue, shared_claims=False)
+        return self._guarded(request, quotas, own, demand.claims.shared(), context, deadline)
+
+    def admit_update(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand, before: PodDemand
+    ) -> Decision | None:
+        """A denial, or None when quota has nothing against this pod update. The built-in evaluator
+        charges an update (where it looks at one: pods.go's Handles takes pod creates and resizes only)
+        by CheckRequest's rule in the resourcequota admission plugin: a quota the object matches after
+        but not before is charged its whole usage, one it matched already only the increase, and an
+        update that raises no quota's usage passes. gpuport applies that rule to the updates that move a
+        pod's GPUs: activeDeadlineSeconds set (Terminating scopes) and GPU-share annotations changed."""
+        deadline = time.monotonic() + ADMISSION_SECONDS
+        target, catalogue = context.target, context.dialects.catalogue
+        if not self.view.has_synced("resourcequotas"):
+            return _loading(request)
+        after, was = pod_facts(request.object or {}), pod_facts(request.old_object or {})
+        own = pod_use(demand, target, catalogue, shared_claims=False)
+        held = pod_use(before, target, catalogue, shared_claims=False)
         shared = demand.claims.shared()
+        charge: dict[str, GpuUse] = {}  # per quota whose charge may rise, the pod's own after the update
+        entered: set[str] = set()
+        quotas = []
+        unreadable = [p for p in demand.problems if p not in before.problems]
+        for quota in gpu_quotas(self.view.quotas_in(request.namespace), target.whole_gpu):
+            if not applies(quota, after):
+                continue  # a quota the pod leaves, or never was under: nothing to check
+            if unreadable:
+                # A share gpuport cannot read would be charged nothing; its scheduler may read it.
+                return deny(
+                    "quota-share-unreadable",
+                    f"gpuport cannot count this pod's GPUs against the GPU quota {quota.name} of "
+                    f"{request.namespace} after this update: " + "; ".join(unreadable),
+                )
+            if not applies(quota, was):
+                if own == NO_GPU and not shared:
+                    continue
+                entered.add(quota.name)
+                charge[quota.name] = own
+            elif own.above(held) != NO_GPU:
+                charge[quota.name] = own.most(held)
+            else:
+                continue
+            quotas.append(quota)
+        if not quotas:
+            return None
+        uncountable = demand.claims.blocking(request.dry_run)
+        if uncountable:
+            return deny(
+                "quota-claims-uncountable",
+                f"gpuport cannot count this pod's claims against the GPU quota of {request.namespace}: "
+                + "; ".join(uncountable),
+            )
+        if not self.view.has_synced("pods"):
+            return _loading(request)
+        update = _Update(charge, frozenset(entered), _landing_mark(request.object or {}))
+        return self._guarded(request, quotas, own, shared, context, deadline, update)
+
+    def _guarded(
+        self,
+        request: AdmissionRequest,
+        quotas: list,
+        own: GpuUse,
+        shared: dict[str, GpuUse],
+        context: Context,
+        deadline: float,
+        update: "_Update | None" = None,
+    ) -> Decision | None:
+        """The reservation, within a slot and the admission's deadline; the store's failures in words."""
         if not self._slots.acquire(timeout=min(self.wait_for_slot, _left(deadline))):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
@@ -113,12 +192,12 @@ class QuotaGate:
             )
         try:
             try:
-                denial = self._reserve(request, quotas, own, shared, context, deadline)
+                denial = self._reserve(request, quotas, own, shared, context, deadline, update)
             except ViewBehind as behind:
                 # Another replica settled pods this view has not read yet: they arrive within moments.
                 if not self._catch_up(behind.through, min(1.0, _left(deadline))):
                     raise
-                denial = self._reserve(request, quotas, own, shared, context, deadline)
+                denial = self._reserve(request, quotas, own, shared, context, deadline, update)
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -156,43 +235,67 @@ class QuotaGate:
         shared: dict[str, GpuUse],
         context: Context,
         deadline: float,
+        update: "_Update | None" = None,
     ) -> str | None:
         """One attempt: this view's usage of the namespace, then the store's decision. A claim made
-        ahead (`shared`) is charged only to the quotas no counted pod has charged it to already."""
+        ahead (`shared`) is charged only to the quotas no counted pod has charged it to already. An
+        update asks each quota for what its charge there rises by over what this view counts of the
+        pod now (the view holds it as it was, or not at all)."""
         target = context.target
         # How far the view has read is taken before its snapshot: the snapshot holds at least that.
         mark = self._mark(request.namespace)
-        used, counted, claims_charged = self._namespace_usage(request.namespace, quotas, context)
+        used, records, claims_charged = self._namespace_usage(request.namespace, quotas, context)
+        pod = request.object or {}
+        uid = str((pod.get("metadata") or {}).get("uid") or request.uid)
         asked = {}
         for quota in quotas:
             new = sum((u for n, u in shared.items() if n not in claims_charged[quota.name]), NO_GPU)
-            asked[quota.name] = own + new
+            if update is None:
+                asked[quota.name] = own + new
+                continue
+            entered = quota.name in update.entered
+            after = update.charge[quota.name] + (new if entered else NO_GPU)
+            asked[quota.name] = after.above(self._counted_in(records.get(uid), quota, context))
+        if update is not None:
+            quotas = [q for q in quotas if asked[q.name] != NO_GPU]  # RemoveZeros: nothing rises there
+            if not quotas:
+                return None
+        key = uid if update is None else f"{uid}{UPDATE_KEY}{update.landing}"
 
         def decide(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
-                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), NO_GPU)
+                # Its own key again is this same update retried: never charged twice.
+                reserved = sum(
+                    (r.usage for r in reservations if quota.name in r.quotas and r.key != key), NO_GPU
+                )
                 message = exceeded(quota, asked[quota.name], used[quota.name] + reserved, target.whole_gpu)
                 if message:
                     return message
             return None
 
-        pod = request.object or {}
-        key = str((pod.get("metadata") or {}).get("uid") or request.uid)
         now = self.clock()
         # Held for the others: the most this pod adds to any quota (a shared claim it is the first
         # to use may be charged again by a concurrent pod until both are in the view: never less).
-        most = reduce(GpuUse.most, asked.values(), NO_GPU)
+        most = reduce(GpuUse.most, (asked[q.name] for q in quotas), NO_GPU)
         reservation = Reservation(key, most, tuple(q.name for q in quotas), now + TTL_SECONDS)
         return self.ledger.reserve(
             request.namespace,
             reservation,
             decide,
             now,
-            counted.__contains__,
+            _settled_in(records),
             write=not request.dry_run,
             mark=mark,
             deadline=deadline,
         )
+
+    def _counted_in(self, record: Mapping[str, Any] | None, quota, context: Context) -> GpuUse:
+        """What this view's sum charges `quota` for the pod as it holds it (its own use; claims made
+        ahead are charged once per quota whoever uses them, and an update never changes them)."""
+        if record is None:
+            return NO_GPU
+        use, facts, _ = self.running_pod_use(dict(record), context)
+        return use if applies(quota, facts) else NO_GPU
 
     def _mark(self, namespace: str) -> ViewMark | None:
         read_through = self.view.pods_read_through()
@@ -201,22 +304,24 @@ class QuotaGate:
         return ViewMark(read_through, lambda uid: self.view.pod_first_seen(namespace, uid))
 
     def _namespace_usage(self, namespace: str, quotas: list, context: Context):
-        """(usage per quota, UIDs counted) of the namespace's running GPU pods, from one snapshot of the
-        view: a pod the view counts must also be the pod whose reservation is skipped, or a pod that
-        lands between two reads would be counted nowhere. Worked out again only when the namespace's
-        pods, its quotas or the context changed; when pods were only added (a burst), only the new ones
-        are summed onto the last result, so a burst of n pods costs n additions, not n squared."""
+        """(usage per quota, the records counted by UID, claims charged per quota) of the namespace's
+        running GPU pods, from one snapshot of the view: a pod the view counts must also be the pod
+        whose reservation is skipped, or a pod that lands between two reads would be counted nowhere.
+        Worked out again only when the namespace's pods, its quotas or the context changed; when pods
+        were only added (a burst), only the new ones are summed onto the last result, so a burst of n
+        pods costs n additions, not n squared. A pod changed in place (an update that set its
+        activeDeadlineSeconds or its GPU-share annotations: the view holds a new record for it) may
+        have moved between quotas, so the sum is worked out again; unchanged pods come from memory."""
         version, quotas_key = self.view.pods_version(namespace), repr(quotas)
         last = self._by_namespace.get(namespace)
         if last is not None and (last.quotas_key != quotas_key or last.context is not context):
             last = None  # other rules: the last sum says nothing
         if last is not None and last.pods_version == version:
-            return last.used, last.counted, last.claims
+            return last.used, last.records, last.claims
         snapshot = self.view.pods_in(namespace)
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
-        counted = frozenset(by_uid)
-        if last is not None and last.counted <= counted:
-            used, new = dict(last.used), [by_uid[uid] for uid in counted - last.counted]
+        if last is not None and all(by_uid.get(uid) is record for uid, record in last.records.items()):
+            used, new = dict(last.used), [p for uid, p in by_uid.items() if uid not in last.records]
             claims = {name: set(charged) for name, charged in last.claims.items()}
         else:
             used, new = {q.name: NO_GPU for q in quotas}, snapshot
@@ -233,18 +338,19 @@ class QuotaGate:
         if len(self._usage) > 4 * len(snapshot) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         frozen = {name: frozenset(charged) for name, charged in claims.items()}
-        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, counted, frozen)
-        return used, counted, frozen
+        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, by_uid, frozen)
+        return used, by_uid, frozen
 
     def running_pod_use(self, other: dict, context: Context):
         """(GpuUse, PodFacts, claims made ahead → GpuUse) of a running pod, as its namespace's sum adds
-        it; a pod's spec never changes, so it is read once per context."""
+        it; read once per context and per version of the pod the view holds (an update may set its
+        activeDeadlineSeconds or change its GPU-share annotations)."""
         if context is not self._usage_context:
             self._usage.clear()
             self._usage_context = context
         key = str(other["metadata"].get("uid"))
         found = self._usage.get(key)
-        if found is None:
+        if found is None or not (found[0] is other or found[0] == other):
             namespace = str(other["metadata"].get("namespace"))
             demand = read_pod_demand(read_pod(other), namespace, context, self.templates)
             if demand.claims.uncountable:  # never remembered: the next read may succeed
@@ -252,9 +358,9 @@ class QuotaGate:
                 raise RunningPodUncountable(f"{name} ({'; '.join(demand.claims.uncountable)})")
             use = pod_use(demand, context.target, context.dialects.catalogue, shared_claims=False)
             shared = demand.claims.shared()
-            found = (use, pod_facts(other), shared)
+            found = (other, (use, pod_facts(other), shared))
             self._usage[key] = found
-        return found
+        return found[1]
 
 
 def _left(deadline: float) -> float:
@@ -263,6 +369,41 @@ def _left(deadline: float) -> float:
 
 class RunningPodUncountable(Exception):
     """A pod the view counts has claims gpuport cannot count now: the namespace's usage is unknown."""
+
+
+@dataclass(frozen=True)
+class _Update:
+    """A pod update's charges: per quota whose charge may rise, the pod's own use there after it
+    (whole where it newly falls under the quota, else the larger of before and after), the quotas it
+    newly falls under (its claims made ahead are charged there too), and the pod after it, digested."""
+
+    charge: dict[str, GpuUse]
+    entered: frozenset[str]
+    landing: str
+
+
+def _landing_mark(pod: Mapping[str, Any]) -> str:
+    """The pod as a view will hold it once this version lands, digested ("" where no view holds it)."""
+    record = compact_pod(dict(pod))
+    if record is None:
+        return ""
+    held = {k: v for k, v in record.items() if k in ("metadata", "spec")}
+    text = json.dumps(held, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _settled_in(records: Mapping[str, Any]) -> Callable[[str], bool]:
+    """Whether the view that holds `records` counts a reservation's pod already: a create's once it
+    holds the pod; an update's once it holds the pod as the update left it."""
+
+    def settled(key: str) -> bool:
+        if key in records:
+            return True
+        uid, sep, landing = key.partition(UPDATE_KEY)
+        record = records.get(uid) if sep else None
+        return record is not None and bool(landing) and _landing_mark(record) == landing
+
+    return settled
 
 
 @dataclass(frozen=True)
@@ -275,7 +416,7 @@ class _NamespaceSum:
     quotas_key: str
     context: Context
     used: dict[str, GpuUse]
-    counted: frozenset[str]
+    records: dict[str, Any]  # the pods counted, by UID, as the view held them
     claims: dict[str, frozenset[str]]  # per quota, the claims made ahead already charged to it
 
 

@@ -10,7 +10,7 @@ order, and the rule that the first refusal wins are decided here (`Gates`), not 
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from webhook.core.asks.demand import PodDemand, read_demand, reads_claims
 from webhook.core.asks.pod_claims import TemplateLookup
@@ -19,7 +19,7 @@ from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import CHECKED, Decision, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
-from webhook.core.vocabulary.workloads import PodRead
+from webhook.core.vocabulary.workloads import PodRead, read_pod
 
 
 class Memo(Protocol):
@@ -59,6 +59,15 @@ class Gate(Protocol):
         creates, with the demand the pipeline read once."""
 
 
+@runtime_checkable
+class UpdateGate(Protocol):
+    def admit_update(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand, before: PodDemand
+    ) -> Decision | None:
+        """A refusal, or None when this gate has nothing against the pod update: what the pod asks
+        after it (`demand`) and before (`before`), each read once by the pipeline."""
+
+
 @dataclass(frozen=True)
 class Gates:
     """The gates a server was built with (None: not in this server), and which runs where."""
@@ -76,6 +85,14 @@ class Gates:
     def on_validate(self) -> tuple[Gate, ...]:
         # Limits before quota: a pod the limits refuse must not hold a quota reservation.
         return tuple(gate for gate in (self.limits, self.quota) if gate is not None)
+
+    @functools.cached_property
+    def on_pod_update(self) -> tuple[UpdateGate, ...]:
+        # Quota only: an update can move a running pod into a scoped quota or change its GPU share
+        # (pods.go's podMatchesScopeFunc reads activeDeadlineSeconds; KAI reads annotations), and the
+        # built-in evaluator does not look at pod updates, so nothing else would count the move.
+        quota = self.quota
+        return (quota,) if isinstance(quota, UpdateGate) else ()
 
 
 NO_GATES = Gates()
@@ -159,8 +176,11 @@ def validate(
     gates: Gates = NO_GATES,
     claims: ClaimTemplates | None = None,
 ) -> Decision:
-    """/validate: the checks, then each gate in order until one refuses. The gates see the devices
-    the pod's DRA claims ask for as well: one budget for both worlds."""
+    """/validate: the checks, then each gate in order until one refuses (for a pod update, the update
+    gates). The gates see the devices the pod's DRA claims ask for as well: one budget for both worlds."""
+    if review.is_pod_update:
+        # A pod's containers cannot change once it exists: what the checks say was said at its create.
+        return validate_pod_update(review, context, gates, claims) or CHECKED
     read = check_request(review, context)
     if isinstance(read, Decision):
         return read
@@ -174,3 +194,24 @@ def validate(
         if not decision.allowed:
             break
     return decision
+
+
+def validate_pod_update(
+    review: AdmissionRequest,
+    context: Context,
+    gates: Gates = NO_GATES,
+    claims: ClaimTemplates | None = None,
+) -> Decision | None:
+    """A refusal of a pod update that would take the pod past a quota it newly falls under or past
+    one whose charge it raises (the webhook sends only updates that set activeDeadlineSeconds or change
+    a GPU-share annotation); None otherwise. Both versions are read the same way a create is."""
+    if not gates.on_pod_update or review.old_object is None:
+        return None
+    namespace = review.namespace
+    demand = read_pod_demand(read_pod(review.object or {}), namespace, context, claims)
+    before = read_pod_demand(read_pod(review.old_object), namespace, context, claims)
+    for gate in gates.on_pod_update:
+        refused = gate.admit_update(review, context, demand, before)
+        if refused is not None:
+            return refused
+    return None

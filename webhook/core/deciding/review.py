@@ -47,6 +47,11 @@ class AdmissionRequest(NamedTuple):
         """The only request gpuport rewrites, reserves quota for, or limits."""
         return self.kind == "Pod" and self.group == "" and self.operation == "CREATE"
 
+    @property
+    def is_pod_update(self) -> bool:
+        """A change to a pod that exists: reviewed for quota only (its asks were decided at create)."""
+        return self.kind == "Pod" and self.group == "" and self.operation == "UPDATE"
+
 
 def parse_review(body: bytes) -> AdmissionRequest:
     try:

@@ -31,6 +31,14 @@ class GpuUse:
         different containers, and neither may be undercounted."""
         return GpuUse(max(self.equivalents, other.equivalents), max(self.memory_mib, other.memory_mib))
 
+    def above(self, counted: "GpuUse") -> "GpuUse":
+        """What this use adds to a sum that holds `counted` already, never below zero in a measure
+        (the built-in quota's SubtractWithNonNegativeResult: an update is charged its increase)."""
+        return GpuUse(
+            max(self.equivalents - counted.equivalents, Fraction(0)),
+            max(self.memory_mib - counted.memory_mib, 0),
+        )
+
 
 NO_GPU = GpuUse()
 
