@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
-from webhook.core.asks.claims import read_device_class
+from webhook.core.asks.claims import read_device_class, standing_classes
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
 from webhook.core.rewriting.sharing_guard import SharedMemoryGuard
@@ -116,11 +116,13 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
     version = cluster.api_version if form.api_version == dra_api.AUTO else form.api_version
     extended: dict[str, tuple[str, str]] = {}
     maps = tuple(loaded.maps.values())
+    # A name several classes give stands for the one the scheduler picks (the newest), whatever it is.
+    winners = set(standing_classes(cluster.device_classes).values())
     for device_class in cluster.device_classes:
         metadata = device_class.get("metadata") if isinstance(device_class, Mapping) else None
         name = metadata.get("name") if isinstance(metadata, Mapping) else None
         spec = device_class.get("spec") if isinstance(device_class, Mapping) else None
-        if not isinstance(name, str) or not isinstance(spec, Mapping) or not spec.get("extendedResourceName"):
+        if not isinstance(name, str) or not isinstance(spec, Mapping) or name not in winners:
             continue  # only a class that stands for a resource changes a decision here
         meaning = read_device_class(name, spec, maps, loaded.catalogue)
         own = meaning.map_name == target.name and meaning.parsed and not meaning.inexact

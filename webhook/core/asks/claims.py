@@ -16,8 +16,9 @@ Why one module of ~330 lines: the class reading and the two readings of a reques
 request (what the class and the selectors narrowed, and whether the grammar held throughout).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any, Literal
 
 from webhook.core.asks.cel_selectors import DRIVER, SelectorReading, literal_text
@@ -32,10 +33,12 @@ STANDALONE = "ResourceClaim/"  # + name: a claim made ahead, answered as {"spec"
 DEVICE_CLASS = "DeviceClass/"  # + name: the cluster's DeviceClass object
 # + "<driver>/<type>": {"count": n}, the most devices of that driver (and type, "" for any) that one
 # node publishes in its ResourceSlices; with "same": True when every node publishes n (then
-# allocationMode All is said as n), and "by": {node kind: [counts]} to say why not.
+# allocationMode All is said as n), and "by": {node kind: [counts]} to say why not; "gpus": the most
+# GPUs those devices are on one node (a Fraction: partitions of one GPU are that GPU, not one each).
 DEVICES_PER_NODE = "DevicesPerNode/"
 # {"resources": {extended resource name: device class}}: the cluster's DeviceClasses that carry an
 # extendedResourceName (KEP-5004): a pod asking for that resource is given devices of that class.
+# With "unread": why, when the cluster's classes could not be listed (then no name can be said free).
 EXTENDED_RESOURCES = "ExtendedResources"
 # Every DeviceClass also stands for this resource name + its own name (KEP-5004).
 CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -43,6 +46,27 @@ CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 def class_key(name: str) -> str:
     return DEVICE_CLASS + name
+
+
+def standing_classes(classes: Iterable[Any]) -> dict[str, str]:
+    """{extended resource name: the DeviceClass the scheduler gives a pod asking for it} (KEP-5004):
+    where classes share a name, the one created last; created in the same second, the first by name
+    (DeviceClassSpec.extendedResourceName, as kube-scheduler's dynamicresources plugin maps them)."""
+    found: dict[str, tuple[str, str]] = {}
+    for device_class in classes:
+        metadata = device_class.get("metadata") if isinstance(device_class, Mapping) else None
+        spec = device_class.get("spec") if isinstance(device_class, Mapping) else None
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        resource = spec.get("extendedResourceName") if isinstance(spec, Mapping) else None
+        if not isinstance(name, str) or not isinstance(resource, str) or not resource:
+            continue
+        created = metadata.get("creationTimestamp") if isinstance(metadata, Mapping) else None
+        # RFC 3339 in UTC as the API server writes it: compared as text, in time order.
+        created = created if isinstance(created, str) else ""
+        held = found.get(resource)
+        if held is None or created > held[0] or (created == held[0] and name < held[1]):
+            found[resource] = (created, name)
+    return {resource: name for resource, (_, name) in found.items()}
 
 
 def devices_key(driver: str, device_type: str) -> str:
@@ -82,6 +106,9 @@ class RequestReading:
     note: str = ""  # said when it is translated: a choice gpuport made
     options: tuple["RequestReading", ...] = ()  # firstAvailable: every alternative, for the budget
     largest_mib: int = 0  # the most memory one of its devices may have (the memory budget's charge)
+    # allocationMode All: the most GPUs its devices are on one node (partitions of a GPU are that GPU);
+    # None where the nodes do not say, and then each device is charged as a whole GPU.
+    gpus: Fraction | None = None
 
     def exactly(self) -> ClaimedDevices:
         """The device-plugin ask; only for a reading with nothing inexact."""
@@ -370,6 +397,7 @@ def _one(
     trusted = reading.parsed and meaning.parsed
     kind = reading.kind if trusted else ""
     note = ""
+    untyped = kind is None and bool(form.whole_type)
     if kind is None and form.whole_type:
         # The class holds whole GPUs and partitions, and the request does not say which: a whole GPU is
         # what the driver gives on a card that is not partitioned.
@@ -383,8 +411,20 @@ def _one(
         )
     # allocationMode All counts the type the request or class said; unsaid, every device of the driver.
     device_type = _type_of(form, kind) if kind else ""
-    per_node = _per_node(objects, form.driver, device_type) if exact.get("allocationMode") == "All" else {}
+    every_device = exact.get("allocationMode") == "All"
+    per_node = _per_node(objects, form.driver, device_type) if every_device else {}
     count, uncountable = _count(exact, per_node, said_as)
+    # What All takes on the budget: with no type said, every device the driver publishes on a node
+    # (an AMD GPU not in SPX mode is published only as partitions), each GPU once however it is split.
+    taken = _per_node(objects, form.driver, "") if every_device and untyped else per_node
+    gpus = _gpus_of(taken)
+    if gpus is None and taken is not per_node and isinstance(taken.get("count"), int):
+        gpus = Fraction(taken["count"])  # the nodes do not say which devices share a GPU: each is one
+    if every_device and untyped and taken.get("count") != per_node.get("count"):
+        inexact.append(
+            f"request {said_as!r} takes every device of {form.driver} on a node (allocationMode: All, no "
+            "type), partitions as well as whole GPUs"
+        )
     if exact.get("allocationMode", "ExactCount") == "All":
         if count is not None and per_node.get("same") is True:
             # Every node holds one number of them: asking for that many is asking for all of a node.
@@ -421,6 +461,7 @@ def _one(
         "; ".join(inexact),
         note,
         largest_mib=_largest_mib(reading.models if trusted else None, cloud_map, catalogue),
+        gpus=gpus,
     )
 
 
@@ -436,6 +477,11 @@ def _largest_mib(models: frozenset[str] | None, cloud_map: CloudMap, catalogue: 
 def _per_node(objects: ClaimObjects | None, driver: str, device_type: str) -> Mapping[str, Any]:
     found = objects(devices_key(driver, device_type)) if objects is not None and driver else None
     return found if isinstance(found, Mapping) else {}
+
+
+def _gpus_of(per_node: Mapping[str, Any]) -> Fraction | None:
+    gpus = per_node.get("gpus")
+    return gpus if isinstance(gpus, Fraction) and gpus >= 0 else None
 
 
 def _held_by_kind(per_node: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from webhook.core.asks.pod_claims import (
     TemplateLookup,
     class_standing,
     read_pod_claims,
+    stood_for,
 )
 from webhook.core.asks.unread import unread_gpu_names
 from webhook.core.vocabulary import quantity
@@ -201,7 +202,7 @@ def read_demand(
     claims = NO_CLAIMS
     unread: tuple[str, ...] = ()
     unread = unread_gpu_names(names, dialects.__contains__, class_standing(templates))
-    if templates is not None and reads_claims(read, dialects):
+    if templates is not None and (reads_claims(read, dialects) or stood_for(read, templates)):
         # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
         claims = read_pod_claims(read, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
         claimed, models, avoid = _claim_asks(claims)

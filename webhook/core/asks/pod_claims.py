@@ -10,12 +10,14 @@ Why one module of ~440 lines: a pod's claims are read once for both answers, and
 containers' references (which claim or request each uses), so splitting them would read twice.
 """
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import reduce
 from typing import Any
 
+from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
     DEVICE_CLASS,
@@ -235,6 +237,14 @@ def read_pod_claims(
     )
 
 
+def stood_for(read: PodRead, objects: ClaimObjects) -> bool:
+    """Whether a DeviceClass stands for one of the names the pod's containers ask for (KEP-5004),
+    even one a map reads: the scheduler may give that class's devices for it."""
+    found = objects(EXTENDED_RESOURCES)
+    standing = found.get("resources") if isinstance(found, Mapping) else None
+    return isinstance(standing, Mapping) and any(n in standing for n in read.resource_names)
+
+
 def _extended_charges(
     found_in: Sequence[ContainerRef],
     objects: ClaimObjects,
@@ -247,17 +257,28 @@ def _extended_charges(
     found = objects(EXTENDED_RESOURCES)
     standing = found.get("resources") if isinstance(found, Mapping) else None
     standing = standing if isinstance(standing, Mapping) else {}
+    # The classes could not be listed: any name no map reads may be one a class gives GPUs for. Refused
+    # where a budget applies, like a template that cannot be read; never passed as free.
+    unread = found.get("unread") if isinstance(found, Mapping) else None
     charged: list[tuple[str, ClaimCharge | str]] = []
     for container in found_in:
         limits, requests = container.limits, container.requests
         for resource in dict.fromkeys([*limits, *requests]):
+            said = f"{container.label} {resource}"
             if resource.startswith(CLASS_RESOURCE_PREFIX):
                 device_class: Any = resource.removeprefix(CLASS_RESOURCE_PREFIX)
             else:
-                device_class = None if known(resource) else standing.get(resource)
+                device_class = standing.get(resource)
+                if (
+                    isinstance(unread, str)
+                    and unread
+                    and is_extended_resource(resource)
+                    and not known(resource)
+                ):
+                    charged.append((said, f"{unread}, so gpuport cannot tell which devices it gives"))
+                    continue
             if not isinstance(device_class, str) or not device_class:
                 continue
-            said = f"{container.label} {resource}"
             try:
                 amount = quantity.parse(limits.get(resource, requests.get(resource)))
             except quantity.QuantityError:
@@ -273,9 +294,29 @@ def _extended_charges(
                 charged.append(
                     (said, reading.uncountable or f"device class {device_class} cannot be counted")
                 )
-            else:
-                charged.append((said, ClaimCharge(said, f"DeviceClass {device_class}", "", charge)))
+                continue
+            if known(resource) and not resource.startswith(CLASS_RESOURCE_PREFIX):
+                # A map reads the name and charges the container its meaning; the scheduler gives the
+                # class's devices instead wherever no device plugin offers the name: the charge is
+                # the larger, so only what the class's devices give beyond the name's meaning is added.
+                meant = _name_equivalents(resource, maps, catalogue) * int(amount)
+                if charge.equivalents <= meant:
+                    continue
+                charge = GpuUse(charge.equivalents - meant, charge.memory_mib)
+            charged.append((said, ClaimCharge(said, f"DeviceClass {device_class}", "", charge)))
     return charged
+
+
+def _name_equivalents(resource: str, maps: tuple[CloudMap, ...], catalogue: Catalogue) -> Fraction:
+    """The least GPU-equivalents one unit of a name a map reads is charged as a container's ask: a
+    MIG profile's share of the largest GPU that has it, a whole GPU for a whole-GPU name, and nothing
+    for a share (which may be charged far less than a GPU)."""
+    for cloud_map in maps:
+        profile = cloud_map.mig.profile_of(resource)
+        if profile is not None:
+            holders = [m.compute_slices for m in catalogue.models.values() if profile.name in m.profiles]
+            return Fraction(profile.compute, max(holders, default=7))
+    return Fraction(1) if any(resource == m.whole_gpu for m in maps) else Fraction(0)
 
 
 def device_charge(reading: RequestReading, catalogue: Catalogue) -> GpuUse | None:
@@ -293,6 +334,9 @@ def device_charge(reading: RequestReading, catalogue: Catalogue) -> GpuUse | Non
     if reading.kind == "mig" and reading.profile is not None:
         share = catalogue.slice_share(reading.profile, reading.models)
         return GpuUse(share * reading.count, reading.profile.memory_gb * 1024 * reading.count)
+    if reading.gpus is not None:
+        # allocationMode All: the GPUs the node's devices are on, partitions as their share of one.
+        return GpuUse(reading.gpus, math.ceil(reading.largest_mib * reading.gpus))
     # A whole GPU, a partition, or a MIG slice of no profile said: at most a whole GPU each, with the
     # memory of the largest GPU it may be.
     return GpuUse(Fraction(reading.count), reading.largest_mib * reading.count)

@@ -48,7 +48,10 @@ def read_pod_demand(
     """The asks of a pod as read, its DRA claims' included when there is a cluster to read templates
     from (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
     lookup = None
-    if claims is not None and reads_claims(read, context.dialects):
+    # A GPU name a map reads is read against the cluster's classes too: one may stand for it (KEP-5004).
+    if claims is not None and (
+        reads_claims(read, context.dialects) or any(n in context.dialects for n in read.resource_names)
+    ):
         lookup = context.claim_objects(claims.referenced(namespace, read.pod))
     return read_demand(read, context.dialects, lookup)
 
