@@ -12,7 +12,7 @@ from webhook.adapters.kube.claim_templates import ClaimTemplateStore, newest_ser
 from webhook.commands.cli import main
 from webhook.config.cloudmap import default_directory
 from webhook.config.loading import ClusterDra, build_context
-from webhook.core.asks.claims import class_key, devices_key
+from webhook.core.asks.claims import class_key, devices_key, standing_classes
 from webhook.core.asks.demand import read_demand
 from webhook.core.budget.equivalents import pod_use
 from webhook.core.deciding import pipeline
@@ -232,14 +232,15 @@ def test_the_adapter_reads_what_a_pod_s_claims_need_before_the_core_decides():
     pod_with_claim = {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
     lookup = store.referenced("team-a", pod_with_claim)
     assert lookup(class_key("mig-1g-12gb.gpu.nvidia.com")) == MIG_1G_12GB
-    assert lookup(devices_key(NV, "gpu")) == {"count": 8}
-    assert lookup(devices_key(NV, "")) == {"count": 8}
-    assert lookup(devices_key(NV, "mig")) == {"count": 1}
-    assert lookup(devices_key("nic.example.com", "")) == {"count": 1}
-    # Remembered a minute: a second pod reads nothing again.
+    assert lookup(devices_key(NV, "gpu"))["count"] == 8
+    assert lookup(devices_key(NV, ""))["count"] == 8
+    assert lookup(devices_key(NV, "mig"))["count"] == 1
+    assert lookup(devices_key("nic.example.com", ""))["count"] == 1
+    # Nothing remembered without a watch-fed view: a second pod reads the template, classes and slices
+    # again (each may have been deleted and made anew since).
     calls = len(api.calls)
     store.referenced("team-a", pod_with_claim)
-    assert len(api.calls) == calls
+    assert len(api.calls) == 2 * calls
     assert store.device_classes() == (MIG_1G_12GB,)
 
 
@@ -266,7 +267,7 @@ def test_a_node_can_be_given_its_own_slices_devices_and_those_any_node_reaches()
     lookup = store.referenced(
         "team-a", {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
     )
-    assert lookup(devices_key(NV, "gpu")) == {"count": 12}  # node1's two slices of 4, and the fabric's 4
+    assert lookup(devices_key(NV, "gpu"))["count"] == 12  # node1's two slices of 4, and the fabric's 4
 
 
 def test_no_device_class_stops_the_context_from_being_built():
@@ -302,3 +303,151 @@ def test_the_safety_net_never_refuses_a_resource_a_device_class_stands_for():
     # Without such a class, a whole-GPU resource is another platform's word here.
     bare = dra_context()
     assert "nvidia.com/gpu" in foreign_names(bare.target, bare.dialects.maps)
+
+
+def created_at(device_class_found, when):
+    return {**device_class_found, "metadata": {**device_class_found["metadata"], "creationTimestamp": when}}
+
+
+# Two classes giving example.com/gpu: whole GPUs made first, then seven-slice MIG devices (and a third
+# made in the same second as the MIG class, whose name sorts after it).
+WHOLE_FIRST = created_at(
+    device_class("a-whole", f"device.driver == '{NV}' && {ATTR}.type == 'gpu'", "example.com/gpu"),
+    "2026-01-01T00:00:00Z",
+)
+MIG_LATER = created_at(
+    device_class(
+        "m-mig",
+        f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '1g.12gb'",
+        "example.com/gpu",
+    ),
+    "2026-06-01T00:00:00Z",
+)
+SAME_SECOND = created_at(
+    device_class("z-whole", f"device.driver == '{NV}' && {ATTR}.type == 'gpu'", "example.com/gpu"),
+    "2026-06-01T00:00:00Z",
+)
+
+
+@pytest.mark.parametrize(
+    "order", [(MIG_LATER, WHOLE_FIRST, SAME_SECOND), (SAME_SECOND, WHOLE_FIRST, MIG_LATER)]
+)
+def test_the_newest_class_stands_for_a_shared_extended_resource_name_then_the_first_by_name(order):
+    # kube-scheduler: "the class created later is picked ... at the same time, the name sorted first".
+    assert standing_classes(order) == {"example.com/gpu": "m-mig"}
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = SliceApi(classes=order)
+    lookup = store.referenced("team-a", pod({"example.com/gpu": "7"}))
+    assert lookup("ExtendedResources") == {"resources": {"example.com/gpu": "m-mig"}}
+    # The context leaves example.com/gpu as written for what the scheduler gives for it: MIG slices.
+    assert dra_context(*order).target.dra.extended_resources == {"example.com/gpu": ("mig", "1g.12gb")}
+
+
+def test_the_whole_class_made_last_is_the_one_a_pod_gets_and_is_charged():
+    newer_whole = created_at(WHOLE_FIRST, "2026-12-01T00:00:00Z")
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = SliceApi(classes=[newer_whole, MIG_LATER])  # as listed: by name, the MIG class last
+    ctx = dra_context(newer_whole, MIG_LATER)
+    demand = read_demand(pod({"example.com/gpu": "7"}), ctx.dialects, store.referenced("team-a", pod({})))
+    assert pod_use(demand, ctx.target, ctx.dialects.catalogue).equivalents == 7  # not 7 slices: 1
+
+
+class Unlistable(SliceApi):
+    def list_cluster_custom_object(self, group, version, plural, **_):
+        from kubernetes.client.exceptions import ApiException
+
+        raise ApiException(status=403, reason="Forbidden")
+
+
+def test_an_unlisted_class_list_is_said_unread_and_a_cluster_without_dra_has_no_classes():
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = Unlistable()
+    lookup = store.referenced("team-a", pod({"example.com/gpu": "1"}))
+    assert lookup("ExtendedResources")["unread"] == "gpuport could not list the cluster's DeviceClasses"
+    assert store.device_classes() == ()
+    without = ClaimTemplateStore(None, "resource.k8s.io/v1", served=False)
+    without.api = Unlistable()
+    assert without.referenced("team-a", pod({"example.com/gpu": "1"}))("ExtendedResources") == {
+        "resources": {}
+    }
+
+
+def amd_partition(name, bus):
+    attributes = {"type": {"string": "amdgpu-partition"}, "resource.kubernetes.io/pciBusID": {"string": bus}}
+    return {"name": name, "attributes": attributes}
+
+
+def test_partitions_of_one_gpu_are_that_gpu_when_all_is_counted():
+    cpx = {
+        "spec": {
+            "driver": "gpu.amd.com",
+            "nodeName": "mi300x",
+            "devices": [
+                amd_partition(f"gpu-{g}-cpx-{p}", f"0000:{g:02x}:00.0") for g in range(8) for p in range(8)
+            ],
+        }
+    }
+    spx = resource_slice("other", [("gpu-0", "amdgpu")], driver="gpu.amd.com")  # no bus id: a GPU each
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1")
+    store.api = SliceApi(slices=[cpx, spx])
+    all_of_them = {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
+    lookup = store.referenced("team-a", all_of_them)
+    assert lookup(devices_key("gpu.amd.com", "")) == {"count": 64, "gpus": 8}
+    assert lookup(devices_key("gpu.amd.com", "amdgpu-partition")) == {"count": 64, "gpus": 8}
+    assert lookup(devices_key("gpu.amd.com", "amdgpu")) == {"count": 1, "gpus": 1}
+
+
+class WatchedDra:
+    """The watch-fed view's DRA side, as ClaimTemplateStore reads it."""
+
+    def __init__(self, classes=(), slices=()):
+        self.objects = {"deviceclasses": [1, list(classes)], "resourceslices": [1, list(slices)]}
+
+    def has_synced(self, *names):
+        return True
+
+    def cluster_objects(self, name):
+        version, held = self.objects[name]
+        return version, list(held)
+
+
+def test_with_a_watch_fed_view_classes_and_slices_are_read_from_it_and_counted_again_when_they_change():
+    api = SliceApi(classes=[MIG_1G_12GB])
+    view = WatchedDra([MIG_1G_12GB], [resource_slice("a", [("gpu-0", "gpu")])])
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1", view=view)
+    store.api = api
+    claimed = {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}}
+    assert store.referenced("team-a", claimed)(devices_key(NV, "gpu"))["count"] == 1
+    assert [plural for plural, _ in api.calls] == ["resourceclaimtemplates"]  # the template alone
+    # A node added with more devices: the next pod's All counts it at once, not a minute later.
+    view.objects["resourceslices"] = [
+        2,
+        [*view.objects["resourceslices"][1], resource_slice("b", [(f"g{i}", "gpu") for i in range(8)])],
+    ]
+    assert store.referenced("team-a", claimed)(devices_key(NV, "gpu"))["count"] == 8
+
+
+def test_the_cluster_view_watches_classes_and_slices_without_waiting_on_them_for_readiness():
+    from webhook.adapters.kube.clusterview import ClusterView
+
+    view = ClusterView(None, dra=(None, "resource.k8s.io/v1beta1"))
+    for name in ("pods", "resourcequotas", "namespaces", "limitranges", "nodes"):
+        view.apply(name, "RELIST", items=[])
+        view._synced[name].set()
+    assert view.synced and view.dra_version() is None  # ready; classes and slices read again until listed
+    view.apply(
+        "deviceclasses",
+        "RELIST",
+        items=[{**MIG_1G_12GB, "metadata": {"name": "m", "uid": "1", "resourceVersion": "5"}}],
+    )
+    view.apply("resourceslices", "RELIST", items=[])
+    for name in ("deviceclasses", "resourceslices"):
+        view._synced[name].set()
+    before = view.dra_version()
+    view.apply(
+        "resourceslices", "ADDED", {**resource_slice("a", [("gpu-0", "gpu")]), "metadata": {"name": "a-s"}}
+    )
+    assert view.dra_version() != before
+    (held,) = view.cluster_objects("resourceslices")[1]
+    assert held["spec"]["nodeName"] == "a"
+    assert ClusterView(None).dra_version() == ()  # a view watching none: nothing of it changes

@@ -564,3 +564,140 @@ def test_a_resource_a_map_reads_itself_is_counted_once_as_its_ask():
     body = extended_pod({"nvidia.com/gpu": "2"})
     demand = read_demand(body, DRA.dialects, found.get)
     assert pod_use(demand, DRA.target, CATALOGUE).equivalents == 2
+
+
+class ChangingView(View):
+    """A view whose pods change in place (a pod's status filled in), as the watch delivers it."""
+
+    def __init__(self, hard, pods=()):
+        super().__init__(hard, pods)
+        self.version = 0
+
+    def pods_version(self, namespace):
+        return self.version
+
+    def replace(self, uid, record):
+        self.pods = [record if p["metadata"]["uid"] == uid else p for p in self.pods]
+        self.version += 1
+
+
+def test_a_pending_pod_is_charged_again_once_the_cluster_has_made_its_claims():
+    # Admitted for a template of 1; before the claim controller ran, the template was deleted and made
+    # again asking 8, and the claim the pod got (named in its status) holds 8.
+    pending = running("a", from_template())
+    found = {"t": template(claim_spec(request(NV, count=1)))}
+    view = ChangingView(2, [pending])
+    gate = QuotaGate(view, Ledger(), templates=Objects(found))
+    new = running("b", from_template())
+    demand = read_demand(new, DRA.dialects, {"t": template(claim_spec(request(NV, count=1)))}.get)
+    assert gate.admit(parsed(review_of(new)), DRA, demand) is None  # 1 used, 1 more fits in 2
+    made = {**pending, "status": {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "a-x"}]}}
+    found["ResourceClaim/a-x"] = {"spec": {"spec": claim_spec(request(NV, count=8))}}
+    view.replace("a", made)
+    refused = gate.admit(parsed(review_of(new)), DRA, demand)
+    assert refused is not None and "used: requests.nvidia.com/gpu=8" in refused.message
+
+
+def test_a_claim_made_ahead_is_read_again_for_every_decision():
+    # Two pods share a claim of 1 that its owner then deletes and makes again, under its name, of 8.
+    made_ahead = {"name": "gpus", "resourceClaimName": "team-gpu"}
+    found = {"ResourceClaim/team-gpu": {"spec": {"spec": claim_spec(request(NV, count=1))}}}
+    view = View(8, [running("a", made_ahead), running("b", made_ahead)])
+    gate = QuotaGate(view, Ledger(), templates=Objects(found))
+    new = running("c", from_template())
+    one = {"t": template(claim_spec(request(NV, count=1)))}
+    demand = read_demand(new, DRA.dialects, one.get)
+    assert gate.admit(parsed(review_of(new)), DRA, demand) is None
+    found["ResourceClaim/team-gpu"] = {"spec": {"spec": claim_spec(request(NV, count=8))}}
+    refused = gate.admit(parsed(review_of(new)), DRA, demand)
+    assert refused is not None and "used: requests.nvidia.com/gpu=8" in refused.message
+    # Charged once for both pods, and a claim that can no longer be read stops the count.
+    del found["ResourceClaim/team-gpu"]
+    unread = gate.admit(parsed(review_of(new)), DRA, demand)
+    assert unread.reason == "quota-running-pod-uncountable"
+    assert "cannot count what the claims made ahead hold (claim team-gpu" in unread.message
+
+
+AMD_CTX = context("dra-amd")
+AMD = "gpu.amd.com"
+
+
+def amd_all(*selectors):
+    return claim_spec(request(AMD, *selectors, allocationMode="All"))
+
+
+# An 8×MI300X node in CPX mode publishes 64 partitions (8 per GPU); another node one whole GPU.
+CPX_NODE = {
+    devices_key(AMD, "amdgpu"): {"count": 1, "gpus": Fraction(1)},
+    devices_key(AMD, "amdgpu-partition"): {"count": 64, "gpus": Fraction(8)},
+    devices_key(AMD, ""): {"count": 64, "gpus": Fraction(8)},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "objects", "expected"),
+    [
+        (amd_all(), CPX_NODE, 8),  # no type: every device the driver publishes, each GPU once
+        (amd_all(f"device.attributes['{AMD}'].type == 'amdgpu-partition'"), CPX_NODE, 8),
+        (amd_all(f"device.attributes['{AMD}'].type == 'amdgpu'"), CPX_NODE, 1),
+        # Nodes that do not say which devices share a GPU: each device is a whole GPU, never fewer.
+        (amd_all(), {devices_key(AMD, "amdgpu"): {"count": 1}, devices_key(AMD, ""): {"count": 64}}, 64),
+    ],
+)
+def test_all_on_amd_takes_every_device_the_driver_publishes_partitions_as_their_gpu(spec, objects, expected):
+    maps, catalogue = AMD_CTX.dialects.maps, AMD_CTX.dialects.catalogue
+    claims = read_pod_claims(pod(from_template()), {"t": template(spec), **objects}.get, maps, catalogue)
+    assert not claims.uncountable
+    assert claims.own().equivalents == expected
+
+
+def test_all_with_no_type_is_not_said_as_whole_amd_gpus_where_nodes_publish_partitions():
+    maps, catalogue = AMD_CTX.dialects.maps, AMD_CTX.dialects.catalogue
+    found = {"t": template(amd_all()), **CPX_NODE}
+    (reading,), _ = read_claim_requests(amd_all(), maps, catalogue, found.get)
+    assert "partitions as well as whole GPUs" in reading.inexact
+
+
+# A class standing for a MIG name a map reads, but whose selector lets it give any of the driver's devices.
+LOOSE = device_class("loose.example.com", f"device.driver == '{NV}'", extended="nvidia.com/mig-1g.10gb")
+MIG_1G_10GB = device_class(
+    "mig-1g-10gb.gpu.nvidia.com",
+    f"device.driver == '{NV}' && {ATTR}.type == 'mig' && {ATTR}.profile == '1g.10gb'",
+    extended="nvidia.com/mig-1g.10gb",
+)
+
+
+@pytest.mark.parametrize(
+    ("device_class_found", "expected"),
+    [
+        (LOOSE, 7),  # the scheduler may give 7 GPUs for it: charged 7, not 7 slices (1 GPU)
+        (MIG_1G_10GB, 1),  # the class gives what the name means: counted once, as the name
+    ],
+)
+def test_a_class_standing_for_a_name_a_map_reads_is_charged_by_the_devices_it_allows(
+    device_class_found, expected
+):
+    name = device_class_found["metadata"]["name"]
+    found = {
+        "ExtendedResources": {"resources": {"nvidia.com/mig-1g.10gb": name}},
+        class_key(name): device_class_found,
+    }
+    demand = read_demand(extended_pod({"nvidia.com/mig-1g.10gb": "7"}), DRA.dialects, found.get)
+    assert not demand.claims.uncountable
+    assert pod_use(demand, DRA.target, CATALOGUE).equivalents == expected
+
+
+def test_an_unlisted_class_list_leaves_no_name_a_map_does_not_read_free():
+    unread = {"ExtendedResources": {"resources": {}, "unread": "gpuport could not list the DeviceClasses"}}
+    demand = read_demand(extended_pod({"example.com/gpu": "8"}), DRA.dialects, unread.get)
+    (said,) = demand.claims.uncountable
+    assert said == (
+        'containers[0] "main" example.com/gpu: gpuport could not list the DeviceClasses, so gpuport '
+        "cannot tell which devices it gives"
+    )
+    gate = QuotaGate(View(8), Ledger(), templates=Objects(unread))
+    refused = gate.admit(parsed(review_of(extended_pod({"example.com/gpu": "8"}))), DRA, demand)
+    assert refused.reason == "quota-claims-uncountable"
+    # A name a map reads is counted as its ask; cpu and memory are not GPUs at all.
+    known = read_demand(extended_pod({"nvidia.com/gpu": "1", "cpu": "2"}), DRA.dialects, unread.get)
+    assert not known.claims.uncountable

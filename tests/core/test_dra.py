@@ -383,7 +383,7 @@ def test_the_safety_net_policy_of_a_dra_cluster_refuses_every_gpu_resource():
     assert "nvidia.com/gpu" not in foreign_names(context("generic").target, maps)
 
 
-def test_the_store_reads_a_pod_s_templates_once_a_minute_and_says_which_it_could_not():
+def test_the_store_reads_a_pod_s_templates_again_for_every_pod_and_says_which_it_could_not():
     now = [0.0]
     api = FakeTemplatesApi()
     store = writer_with(api, lambda: now[0])
@@ -401,9 +401,7 @@ def test_the_store_reads_a_pod_s_templates_once_a_minute_and_says_which_it_could
     lookup = store.referenced("team-a", user_pod)
     assert lookup(name)["spec"]["spec"]["devices"] == template["spec"]["spec"]["devices"]
     assert lookup("gone") is None
-    store.referenced("team-a", user_pod)
-    assert api.gets == 2, "both answers, the missing one too, are remembered"
-    now[0] = 61.0
+    # A template may be deleted and made again under its name at any moment: never remembered.
     store.referenced("team-a", user_pod)
     assert api.gets == 4
 

@@ -27,8 +27,14 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
     from webhook.adapters.kube.quota_gate import QuotaGate
 
     api = api_client(cluster)
+    # With claims to count, the view also watches DeviceClasses and ResourceSlices: budgets read them
+    # as they are now, without a list per pod.
+    dra = (client.CustomObjectsApi(api), templates.api_version) if templates and templates.served else None
+    view = ClusterView(client.CoreV1Api(api), dra=dra)
+    if templates is not None:
+        templates.view = view
     return QuotaGate(
-        ClusterView(client.CoreV1Api(api)),
+        view,
         LeaseLedger(client.CoordinationV1Api(api), namespace),
         max_waiting=max(threads - 1, 1),  # one thread always left for everything else
         templates=templates,
@@ -49,12 +55,12 @@ def claim_template_store(cluster: str):
         log.warning(
             "the API server serves no %s version gpuport writes; assuming %s", dra_api.GROUP, dra_api.NEWEST
         )
-    return ClaimTemplateStore(api, served or dra_api.NEWEST)
+    return ClaimTemplateStore(api, served or dra_api.NEWEST, served=served is not None)
 
 
 def cluster_dra(store) -> Callable[[], ClusterDra]:
     """What the DRA cluster says of itself, asked again whenever the cloud maps are rebuilt: its API
-    version and its device classes (listed at most once a minute)."""
+    version and its device classes (from the watch-fed view once it has them)."""
     return lambda: ClusterDra(store.api_version, store.device_classes())
 
 

@@ -9,13 +9,14 @@ exists is success, and one made by this process a moment ago needs no second cal
 that name with other content (made by hand) is refused, never overwritten.
 
 Reading: everything a pod's claims need is fetched before the core decides (the core stays pure: it
-gets a lookup of what was read), each object once and remembered for a minute (a template's spec
-cannot change, but it may be deleted and made again; device classes and slices change rarely). What
-cannot be read is reported as unread, never guessed: quota then refuses the pod rather than count it
-as nothing.
+gets a lookup of what was read). Nothing read decides a budget from memory: a template's spec cannot
+change, but its owner may delete it and make it again under the same name, so templates and claims are
+read again for every pod; device classes and slices come from the watch-fed view (ClusterView with its
+DRA kinds) once it has listed them, else are listed again. What cannot be read is reported as unread,
+never guessed: quota then refuses the pod rather than count it as nothing.
 
-Why one module of ~350 lines: every read shares one minute-long memory and one deadline, and what a
-pod needs (its templates, then the classes they name, then the slices All counts) is read in order.
+Why one module of ~350 lines: every read shares one deadline, and what a pod needs (its templates,
+then the classes they name, then the slices All counts) is read in order.
 """
 
 import logging
@@ -23,16 +24,17 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from webhook.adapters.kube.objects import says_all_written
 from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
-    DEVICES_PER_NODE,
     EXTENDED_RESOURCES,
     STANDALONE,
     class_key,
     devices_key,
+    standing_classes,
 )
 from webhook.core.asks.pod_claims import TemplateLookup, claim_sources
 from webhook.core.vocabulary import dra_api
@@ -43,11 +45,9 @@ TEMPLATES = "resourceclaimtemplates"
 CLAIMS = "resourceclaims"  # made ahead, named by a pod's resourceClaimName: read only
 CLASSES = "deviceclasses"
 SLICES = "resourceslices"
-EVERY_CLASS = "DeviceClasses"  # the key the whole list of device classes is remembered under
-KEPT = 4096  # (namespace, name) pairs remembered
-FOR_SECONDS = 60.0  # then checked again: someone may have deleted one
+KEPT = 4096  # (namespace, name) pairs of templates made remembered
+FOR_SECONDS = 60.0  # then created again: someone may have deleted one
 TIMEOUT = (2, 3)  # connect, read: well inside the webhook's own deadline
-ABSENT = object()  # remembered: there is no such template
 
 
 class ClaimTemplateStore:
@@ -56,25 +56,34 @@ class ClaimTemplateStore:
         api_client: Any,
         api_version: str,
         clock: Callable[[], float] = time.monotonic,
+        view: Any = None,
+        served: bool = True,
     ):
         from kubernetes import client
 
         self.api = client.CustomObjectsApi(api_client)
         self.api_version = api_version  # what referenced() reads templates as
         self.clock = clock
-        self._known: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
+        # A watch-fed view of the cluster's DeviceClasses and ResourceSlices (ClusterView with its DRA
+        # kinds), or None: then they are listed again for every pod that needs them.
+        self.view = view
+        self.served = served  # False: the API server serves no resource.k8s.io, so there are no classes
+        # Only the templates `ensure` made or found with its content: a create saved, never a budget
+        # read (a pod's claims are read again each time: a template may be deleted and made anew).
+        self._known: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._lock = threading.Lock()
+        self._counted: tuple[int, dict[str, Mapping[str, Any]]] | None = None  # slices, by view version
 
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
         """None when every template exists in `namespace` with this content; else why not."""
         for template in templates:
             name = template["metadata"]["name"]
-            if self._recall(namespace, name) not in (None, ABSENT):
+            if self._made_lately(namespace, name):
                 continue  # made (or seen) within the minute
             problem = self._create(namespace, template)
             if problem:
                 return problem
-            self._remember(namespace, name, template)
+            self._remember(namespace, name)
         return None
 
     def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
@@ -93,37 +102,45 @@ class ClaimTemplateStore:
                 template = self._read(namespace, source.key, TEMPLATES)
                 if template is not None:
                     found[source.key] = template
-        # The cluster's device classes (listed once a minute): those the claims ask for, and those that
-        # stand for an extended resource the pod's containers may ask for (KEP-5004).
+        # The cluster's device classes: those the claims ask for, and those that stand for an extended
+        # resource the pod's containers may ask for (KEP-5004).
+        every_class = self._device_classes()
         listed = {
             c["metadata"]["name"]: c
-            for c in self.device_classes()
+            for c in every_class or ()
             if isinstance(c.get("metadata"), Mapping) and isinstance(c["metadata"].get("name"), str)
         }
         classes, every_device = _asked_for(found.values())
         for name in classes:
-            device_class = listed.get(name) or self._read("", name, CLASSES)
+            device_class = listed.get(name) if every_class is not None else self._read("", name, CLASSES)
             if device_class is not None:
                 found[class_key(name)] = device_class
-        standing = {
-            spec["extendedResourceName"]: name
-            for name, c in listed.items()
-            if isinstance(spec := c.get("spec"), Mapping)
-            and isinstance(spec.get("extendedResourceName"), str)
-        }
-        found[EXTENDED_RESOURCES] = {"resources": standing}
+        standing = standing_classes(listed.values())
+        found[EXTENDED_RESOURCES] = (
+            {"resources": standing}
+            if every_class is not None
+            else {"resources": {}, "unread": "gpuport could not list the cluster's DeviceClasses"}
+        )
         for name in {*standing.values(), *_class_resources(pod)}:
             if name in listed:
                 found[class_key(name)] = listed[name]
+            elif every_class is None and (device_class := self._read("", name, CLASSES)) is not None:
+                found[class_key(name)] = device_class
         if every_device:
             found.update(self._devices_per_node())
         return found.get
 
     def device_classes(self) -> tuple[Mapping[str, Any], ...]:
-        """Every DeviceClass of the cluster, listed at most once a minute; () when unreadable."""
-        remembered = self._recall("", EVERY_CLASS)
-        if remembered is not None:
-            return tuple(remembered)
+        """Every DeviceClass of the cluster, as now; () when unreadable."""
+        return self._device_classes() or ()
+
+    def _device_classes(self) -> tuple[Mapping[str, Any], ...] | None:
+        """Every DeviceClass, from the watch-fed view once it has listed them, else listed now; None
+        when they cannot be read."""
+        if not self.served:
+            return ()
+        if self.view is not None and self.view.has_synced(CLASSES):
+            return tuple(self.view.cluster_objects(CLASSES)[1])
         group, version = dra_api.group_and_version(self.api_version)
         try:
             listed: Any = self.api.list_cluster_custom_object(
@@ -131,24 +148,31 @@ class ClaimTemplateStore:
             )
         except Exception as exc:  # unreachable, forbidden, not served: no class is known
             log.warning("device classes not listed: %s", getattr(exc, "reason", type(exc).__name__))
-            return ()
-        items = tuple(i for i in (listed or {}).get("items") or () if isinstance(i, Mapping))
-        self._remember("", EVERY_CLASS, items)
-        return items
+            return None
+        return tuple(i for i in (listed or {}).get("items") or () if isinstance(i, Mapping))
 
     def _devices_per_node(self) -> dict[str, Mapping[str, Any]]:
-        """{devices_key(driver, type): {"count": n}}: the most devices of each driver (and type, "" for
-        any) one node publishes, from every ResourceSlice (listed in pages, once a minute)."""
-        remembered = self._recall("", DEVICES_PER_NODE)
-        if remembered is not None:
-            return dict(remembered)
-        group, version = dra_api.group_and_version(self.api_version)
+        """{devices_key(driver, type): {"count": n, "gpus": g}}: the most devices of each driver (and
+        type, "" for any) one node publishes, from every ResourceSlice: counted again whenever the
+        watch-fed view's slices change, else listed (in pages) for every pod that needs it."""
+        if self.view is not None and self.view.has_synced(SLICES):
+            version, slices = self.view.cluster_objects(SLICES)
+            counted = self._counted
+            if counted is not None and counted[0] == version:
+                return dict(counted[1])
+            counts = _DeviceCounts()
+            for item in slices:
+                counts.add(item)
+            most = counts.most()
+            self._counted = (version, most)
+            return dict(most)
+        group, version_name = dra_api.group_and_version(self.api_version)
         counts = _DeviceCounts()
         token = None
         try:
             while True:
                 page: Any = self.api.list_cluster_custom_object(
-                    group, version, SLICES, limit=500, _continue=token, _request_timeout=TIMEOUT
+                    group, version_name, SLICES, limit=500, _continue=token, _request_timeout=TIMEOUT
                 )
                 for item in page.get("items") or ():
                     counts.add(item)
@@ -158,29 +182,22 @@ class ClaimTemplateStore:
         except Exception as exc:  # unread: allocationMode All stays uncountable, and is refused
             log.warning("resource slices not listed: %s", getattr(exc, "reason", type(exc).__name__))
             return {}
-        most = counts.most()
-        self._remember("", DEVICES_PER_NODE, most)
-        return most
+        return counts.most()
 
-    def _recall(self, namespace: str, name: str) -> Any:
+    def _made_lately(self, namespace: str, name: str) -> bool:
         with self._lock:
-            remembered = self._known.get((namespace, name))
-        if remembered is None or self.clock() - remembered[0] >= FOR_SECONDS:
-            return None
-        return remembered[1]
+            made = self._known.get((namespace, name))
+        return made is not None and self.clock() - made < FOR_SECONDS
 
-    def _remember(self, namespace: str, name: str, template: Any) -> None:
+    def _remember(self, namespace: str, name: str) -> None:
         with self._lock:
-            self._known[(namespace, name)] = (self.clock(), template)
+            self._known[(namespace, name)] = self.clock()
             self._known.move_to_end((namespace, name))
             while len(self._known) > KEPT:
                 self._known.popitem(last=False)
 
     def _read(self, namespace: str, name: str, plural: str) -> Mapping[str, Any] | None:
-        key = {TEMPLATES: name, CLAIMS: STANDALONE + name, CLASSES: class_key(name)}[plural]
-        remembered = self._recall(namespace, key)
-        if remembered is not None:
-            return None if remembered is ABSENT else remembered
+        """The object as the API server holds it now; None when it is missing or cannot be read."""
         from kubernetes.client.exceptions import ApiException
 
         group, version = dra_api.group_and_version(self.api_version)
@@ -194,18 +211,13 @@ class ClaimTemplateStore:
                     group, version, namespace, plural, name, _request_timeout=TIMEOUT
                 )
         except ApiException as exc:
-            if exc.status == 404:
-                self._remember(namespace, key, ABSENT)
-            else:
+            if exc.status != 404:
                 log.warning("%s %s/%s not read: %s %s", plural, namespace, name, exc.status, exc.reason)
             return None
         except Exception as exc:  # unreachable, a timeout: unread, and said
             log.warning("%s %s/%s not read: %s", plural, namespace, name, type(exc).__name__)
             return None
-        if not isinstance(found, Mapping):
-            return None
-        self._remember(namespace, key, found)
-        return found
+        return found if isinstance(found, Mapping) else None
 
     def _create(self, namespace: str, template: Mapping[str, Any]) -> str | None:
         from kubernetes.client.exceptions import ApiException
@@ -284,13 +296,21 @@ def _asked_for(objects: Any) -> tuple[set[str], bool]:
     return classes, every
 
 
+# The standard attribute a driver gives every device of one PCI device: the parent GPU of a partition
+# (AMD publishes a GPU not in SPX mode only as partitions, each with its parent's bus id).
+PARENT = "resource.kubernetes.io/pciBusID"
+
+
 class _DeviceCounts:
-    """How many devices of each driver (and type) one node can be given: its own slices' devices plus
-    those of every slice not bound to one node (allNodes, a node selector), which any node may reach."""
+    """How many devices of each driver (and type) one node can be given, and on how many GPUs they are:
+    its own slices' devices plus those of every slice not bound to one node (allNodes, a node
+    selector), which any node may reach."""
 
     def __init__(self) -> None:
         self.per_node: dict[tuple[str, str, str], int] = {}
         self.everywhere: dict[tuple[str, str], int] = {}
+        # (driver, type, node) → the parents its devices are on; a device of no parent is its own.
+        self.parents: dict[tuple[str, str, str], set[object]] = {}
 
     def add(self, resource_slice: Any) -> None:
         spec = resource_slice.get("spec") if isinstance(resource_slice, Mapping) else None
@@ -304,19 +324,28 @@ class _DeviceCounts:
             attributes = dra_api.device_attributes(device)
             kind = attributes.get("type")
             device_type = str(kind.get("string", "")) if isinstance(kind, Mapping) else ""
+            bus = attributes.get(PARENT)
+            parent = bus.get("string") if isinstance(bus, Mapping) else None
             for key in {(driver, device_type), (driver, "")}:
                 if isinstance(node, str) and node:
                     self.per_node[(*key, node)] = self.per_node.get((*key, node), 0) + 1
+                    self.parents.setdefault((*key, node), set()).add(
+                        ("bus", parent) if isinstance(parent, str) and parent else object()
+                    )
                 else:
                     self.everywhere[key] = self.everywhere.get(key, 0) + 1
 
     def most(self) -> dict[str, Mapping[str, Any]]:
-        """{devices_key(driver, type): {"count": n}}: the most devices of each one node can be given."""
+        """{devices_key(driver, type): {"count": n, "gpus": g}}: the most devices of each one node can
+        be given, and the most GPUs such devices are on (a slice for every node: each device one)."""
         best: dict[tuple[str, str], int] = dict(self.everywhere)
-        for (driver, device_type, _), count in self.per_node.items():
+        gpus: dict[tuple[str, str], Fraction] = {k: Fraction(n) for k, n in self.everywhere.items()}
+        for (driver, device_type, node), count in self.per_node.items():
             key = (driver, device_type)
             best[key] = max(best.get(key, 0), count + self.everywhere.get(key, 0))
-        return {devices_key(*key): {"count": count} for key, count in best.items()}
+            on = len(self.parents.get((driver, device_type, node), ())) + self.everywhere.get(key, 0)
+            gpus[key] = max(gpus.get(key, Fraction(0)), Fraction(on))
+        return {devices_key(*key): {"count": count, "gpus": gpus[key]} for key, count in best.items()}
 
 
 def newest_served(apis_api: Any) -> str | None:

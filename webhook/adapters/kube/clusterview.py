@@ -263,8 +263,31 @@ class _Store:
         return (obj.get("metadata") or {}).get("namespace") or ""
 
 
+def keep_dra_object(obj: dict[str, Any]) -> dict[str, Any]:
+    """A DeviceClass or ResourceSlice as the budget reads it: its spec, and the metadata that says
+    which object it is (uid, resourceVersion) and which class is newest (creationTimestamp)."""
+    metadata = obj.get("metadata") or {}
+    kept = ("name", "uid", "resourceVersion", "creationTimestamp")
+    return {"metadata": {k: metadata.get(k) for k in kept}, "spec": obj.get("spec") or {}}
+
+
+# The DRA kinds the budget reads cluster-wide: watched only where the view is given a DRA client, and
+# never part of readiness (a cluster without them, or RBAC without watch, reads them again instead).
+DRA_KINDS = ("deviceclasses", "resourceslices")
+
+
+def _cluster_list(custom: Any, group: str, version: str, plural: str) -> Callable:
+    """A cluster-scoped custom kind's list call in the shape the list and watch loop calls it."""
+
+    def list_objects(**kwargs: Any) -> Any:
+        return custom.list_cluster_custom_object(group, version, plural, **kwargs)
+
+    return list_objects
+
+
 class ClusterView:
-    def __init__(self, core_api, backoff_max: float = 30.0):
+    def __init__(self, core_api, backoff_max: float = 30.0, dra: tuple[Any, str] | None = None):
+        """`dra`: (CustomObjectsApi, resource.k8s.io version) to watch DeviceClasses and ResourceSlices."""
         self.core = core_api
         self.backoff_max = backoff_max
         self._lock = threading.Lock()
@@ -275,6 +298,13 @@ class ClusterView:
             "limitranges": _Store(keep_limitrange),
             "nodes": _Store(keep_node),
         }
+        self._dra_lists: dict[str, Callable] = {}
+        if dra is not None:
+            custom, api_version = dra
+            group, version = api_version.split("/", 1)
+            for name in DRA_KINDS:
+                self._stores[name] = _Store(keep_dra_object)
+                self._dra_lists[name] = _cluster_list(custom, group, version, name)
         self._synced = {name: threading.Event() for name in self._stores}
         self._read_through: dict[str, int] = {}  # kind → resourceVersion its stream has been applied to
         self._stop = threading.Event()
@@ -282,15 +312,31 @@ class ClusterView:
     # -- reads, for the admission path --------------------------------------------------------
     @property
     def synced(self) -> bool:
-        return all(event.is_set() for event in self._synced.values())
+        return all(event.is_set() for name, event in self._synced.items() if name not in DRA_KINDS)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until every kind has been listed once (or the timeout passes); True when synced."""
-        return all(event.wait(timeout) for event in self._synced.values())
+        return all(event.wait(timeout) for name, event in self._synced.items() if name not in DRA_KINDS)
 
     def has_synced(self, *names: str) -> bool:
         """Whether these kinds have been listed at least once: before that, the view knows nothing."""
-        return all(self._synced[name].is_set() for name in names)
+        return all(name in self._synced and self._synced[name].is_set() for name in names)
+
+    def cluster_objects(self, name: str) -> tuple[int, list[Any]]:
+        """(version, every object held) of a cluster-scoped kind; the version changes with them."""
+        with self._lock:
+            store = self._stores[name]
+            return store.version, store.in_group("")
+
+    def dra_version(self) -> tuple[int, ...] | None:
+        """Changes whenever a DeviceClass or ResourceSlice does; None until both are listed (() on a
+        view that watches none: then they are read again for every pod)."""
+        if not self._dra_lists:
+            return ()
+        if not self.has_synced(*DRA_KINDS):
+            return None
+        with self._lock:
+            return tuple(self._stores[name].version for name in DRA_KINDS)
 
     @property
     def nodes_version(self) -> int:
@@ -385,6 +431,7 @@ class ClusterView:
             "namespaces": self.core.list_namespace,
             "limitranges": self.core.list_limit_range_for_all_namespaces,
             "nodes": self.core.list_node,
+            **self._dra_lists,
         }
         for name, list_fn in lists.items():
             threading.Thread(

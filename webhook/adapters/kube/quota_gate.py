@@ -11,7 +11,8 @@ GPU quotas are never affected.
 
 Why one module of ~410 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
-key means (a pod, or a pod as an update leaves it) is read where the sum is made.
+key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
+pod's charge only while what it was worked out from is current, and reads claims made ahead again.
 """
 
 import hashlib
@@ -73,7 +74,7 @@ class QuotaGate:
         self._slots = threading.BoundedSemaphore(max_waiting)
         self.wait_for_slot = wait_for_slot
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
-        self._usage: dict[str, tuple[dict, tuple[GpuUse, object, dict[str, GpuUse]]]] = {}
+        self._usage: dict[str, tuple[dict, tuple[GpuUse, object, dict[str, GpuUse]], object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
 
@@ -209,7 +210,7 @@ class QuotaGate:
             log.warning("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
                 "quota-running-pod-uncountable",
-                f"gpuport cannot count what pod {exc} holds in {request.namespace}, so it cannot check the "
+                f"gpuport cannot count {exc} in {request.namespace}, so it cannot check the "
                 "GPU quota; GPU pods here wait until it can (retry shortly)",
             )
         finally:
@@ -244,7 +245,7 @@ class QuotaGate:
         target = context.target
         # How far the view has read is taken before its snapshot: the snapshot holds at least that.
         mark = self._mark(request.namespace)
-        used, records, claims_charged = self._namespace_usage(request.namespace, quotas, context)
+        used, records, claims_charged = self._namespace_usage(request.namespace, quotas, context, shared)
         pod = request.object or {}
         uid = str((pod.get("metadata") or {}).get("uid") or request.uid)
         asked = {}
@@ -303,7 +304,9 @@ class QuotaGate:
             return None  # a view that cannot say how far it has read settles nothing
         return ViewMark(read_through, lambda uid: self.view.pod_first_seen(namespace, uid))
 
-    def _namespace_usage(self, namespace: str, quotas: list, context: Context):
+    def _namespace_usage(
+        self, namespace: str, quotas: list, context: Context, read_now: dict[str, GpuUse] | None = None
+    ):
         """(usage per quota, the records counted by UID, claims charged per quota) of the namespace's
         running GPU pods, from one snapshot of the view: a pod the view counts must also be the pod
         whose reservation is skipped, or a pod that lands between two reads would be counted nowhere.
@@ -313,52 +316,103 @@ class QuotaGate:
         activeDeadlineSeconds or its GPU-share annotations: the view holds a new record for it) may
         have moved between quotas, so the sum is worked out again; unchanged pods come from memory."""
         version, quotas_key = self.view.pods_version(namespace), repr(quotas)
+        dra = self._dra_version()
         last = self._by_namespace.get(namespace)
-        if last is not None and (last.quotas_key != quotas_key or last.context is not context):
-            last = None  # other rules: the last sum says nothing
+        if last is not None and (
+            last.quotas_key != quotas_key or last.context is not context or last.dra != dra or dra is None
+        ):
+            last = None  # other rules, or other classes and slices: the last sum says nothing
         if last is not None and last.pods_version == version:
-            return last.used, last.records, last.claims
+            return self._with_shared_claims(namespace, last, context, read_now), last.records, last.claims
         snapshot = self.view.pods_in(namespace)
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
         if last is not None and all(by_uid.get(uid) is record for uid, record in last.records.items()):
             used, new = dict(last.used), [p for uid, p in by_uid.items() if uid not in last.records]
             claims = {name: set(charged) for name, charged in last.claims.items()}
+            as_read = dict(last.as_read)
         else:
             used, new = {q.name: NO_GPU for q in quotas}, snapshot
             claims = {q.name: set() for q in quotas}
+            as_read = {}
         for other in new:
             other_use, other_facts, other_claims = self.running_pod_use(other, context)
+            as_read.update(other_claims)
             for quota in quotas:
                 if applies(quota, other_facts):
                     used[quota.name] = used[quota.name] + other_use
-                    for name, usage in other_claims.items():
-                        if name not in claims[quota.name]:  # a claim shared by pods: charged once
-                            claims[quota.name].add(name)
-                            used[quota.name] = used[quota.name] + usage
+                    claims[quota.name] |= other_claims.keys()  # a claim shared by pods: charged once
         if len(self._usage) > 4 * len(snapshot) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         frozen = {name: frozenset(charged) for name, charged in claims.items()}
-        self._by_namespace[namespace] = _NamespaceSum(version, quotas_key, context, used, by_uid, frozen)
-        return used, by_uid, frozen
+        summed = _NamespaceSum(version, quotas_key, context, used, by_uid, frozen, dra, as_read)
+        self._by_namespace[namespace] = summed
+        return self._with_shared_claims(namespace, summed, context, read_now), by_uid, frozen
+
+    def _with_shared_claims(
+        self,
+        namespace: str,
+        summed: "_NamespaceSum",
+        context: Context,
+        read_now: dict[str, GpuUse] | None = None,
+    ) -> dict[str, GpuUse]:
+        """The sum's usage per quota with each claim made ahead charged once, as it is now: its owner
+        may delete it and make it again, larger, under the same name while the pods naming it wait,
+        so it is read again for every decision (the sum keeps only which quotas each is charged to).
+        `read_now`: those the pod being decided names, read for it a moment ago."""
+        now = dict(read_now or {})
+        names = set().union(*summed.claims.values()) - now.keys()
+        if names:
+            now.update(self._read_shared(namespace, sorted(names), context))
+        return {
+            quota: use
+            + sum((now.get(n, summed.as_read.get(n, NO_GPU)) for n in summed.claims[quota]), NO_GPU)
+            for quota, use in summed.used.items()
+        }
+
+    def _read_shared(self, namespace: str, names: list[str], context: Context) -> dict[str, GpuUse]:
+        if self.templates is None:
+            return {}  # no cluster to read them from: as the pods' own reading found them
+        holder = {
+            "metadata": {"name": "claims made ahead", "namespace": namespace},
+            "spec": {
+                "resourceClaims": [{"name": n, "resourceClaimName": n} for n in names],
+                "containers": [],
+            },
+        }
+        demand = read_pod_demand(read_pod(holder), namespace, context, self.templates)
+        if demand.claims.uncountable:
+            raise RunningPodUncountable(
+                f"what the claims made ahead hold ({'; '.join(demand.claims.uncountable)})"
+            )
+        return demand.claims.shared()
+
+    def _dra_version(self) -> object:
+        """The watch-fed view's version of DeviceClasses and ResourceSlices: () for a view that watches
+        none, None until it has listed them (then nothing a pod's claims charge is remembered)."""
+        version = getattr(self.view, "dra_version", None)
+        return version() if version is not None else ()
 
     def running_pod_use(self, other: dict, context: Context):
         """(GpuUse, PodFacts, claims made ahead → GpuUse) of a running pod, as its namespace's sum adds
-        it; read once per context and per version of the pod the view holds (an update may set its
-        activeDeadlineSeconds or change its GPU-share annotations)."""
+        it; read once per context, per version of the pod the view holds (an update may set its
+        activeDeadlineSeconds or change its GPU-share annotations; the cluster names the claims it
+        made for a pending pod in its status, and then the pod is charged what they hold, not its
+        templates) and per version of the classes and slices its claims are read with."""
         if context is not self._usage_context:
             self._usage.clear()
             self._usage_context = context
         key = str(other["metadata"].get("uid"))
+        dra = self._dra_version()
         found = self._usage.get(key)
-        if found is None or not (found[0] is other or found[0] == other):
+        if found is None or dra is None or found[2] != dra or not (found[0] is other or found[0] == other):
             namespace = str(other["metadata"].get("namespace"))
             demand = read_pod_demand(read_pod(other), namespace, context, self.templates)
             if demand.claims.uncountable:  # never remembered: the next read may succeed
                 name = other["metadata"].get("name")
-                raise RunningPodUncountable(f"{name} ({'; '.join(demand.claims.uncountable)})")
+                raise RunningPodUncountable(f"what pod {name} ({'; '.join(demand.claims.uncountable)}) holds")
             use = pod_use(demand, context.target, context.dialects.catalogue, shared_claims=False)
             shared = demand.claims.shared()
-            found = (other, (use, pod_facts(other), shared))
+            found = (other, (use, pod_facts(other), shared), dra)
             self._usage[key] = found
         return found[1]
 
@@ -415,9 +469,11 @@ class _NamespaceSum:
     pods_version: int
     quotas_key: str
     context: Context
-    used: dict[str, GpuUse]
+    used: dict[str, GpuUse]  # the claims made ahead left out: they are read again for each decision
     records: dict[str, Any]  # the pods counted, by UID, as the view held them
     claims: dict[str, frozenset[str]]  # per quota, the claims made ahead already charged to it
+    dra: object  # the view's version of DeviceClasses and ResourceSlices
+    as_read: dict[str, GpuUse]  # each claim made ahead, as the pods' own reading charged it
 
 
 def _loading(request: AdmissionRequest) -> Decision:
