@@ -3,8 +3,9 @@ manager and scheduler with DRA on; gpuport serving dra-nvidia with cluster acces
 with a GPU quota, a pod whose claim has a shape gpuport cannot translate is still counted (or refused
 saying why), never admitted uncounted beside a pod that fills the quota; a claim two pods share is
 charged once; and an init container asking 4 GPUs before an app asking 2 holds 4 devices, as the
-real scheduler's allocation shows. (firstAvailable needs resource.k8s.io v1beta2, 1.33+: this API
-server, 1.32, does not serve it; tests/core/test_claim_budget.py counts it.)"""
+real scheduler's allocation shows. Templates and claims made ahead that their owners delete and make
+again under the same name are charged as they are now. (firstAvailable needs resource.k8s.io v1beta2,
+1.33+: this API server, 1.32, does not serve it; tests/core/test_claim_budget.py counts it.)"""
 
 import uuid
 
@@ -310,4 +311,71 @@ def test_a_running_pod_stays_charged_what_its_claim_holds_after_its_template_is_
     message = wait_for(refused, timeout=20)
     assert message and "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8" in message, (
         message
+    )
+
+
+def test_a_template_deleted_and_made_again_charges_the_next_pod_its_new_count(cluster):
+    namespace = quota_namespace(cluster, 8)
+    wait_until_quota_is_watched(cluster, namespace, 8)
+    template(cluster, namespace, "gpus", {"deviceClassName": "gpu.nvidia.com", "count": 1})
+    assert create(cluster, namespace, claimed_pod("first", {"resourceClaimTemplateName": "gpus"})) is None
+    # Its owner deletes it and makes it again under the same name, asking 8: the next pod's claim is
+    # made from what exists now, so it holds 8 GPUs.
+    custom = client.CustomObjectsApi(cluster.client())
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", "gpus")
+    template(cluster, namespace, "gpus", {"deviceClassName": "gpu.nvidia.com", "count": 8})
+    over = create(cluster, namespace, claimed_pod("second-over", {"resourceClaimTemplateName": "gpus"}))
+    assert over and "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=1" in over, over
+    # With room for it, it is admitted, charged 8: one GPU more does not fit in 9.
+    core = client.CoreV1Api(cluster.client())
+    core.patch_namespaced_resource_quota(
+        "gpus", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "9"}}}
+    )
+
+    def admitted():
+        return (
+            create(cluster, namespace, claimed_pod("second", {"resourceClaimTemplateName": "gpus"})) is None
+        )
+
+    assert wait_for(admitted, timeout=30)
+    refused = create(cluster, namespace, gpu_pod("third", 1))
+    assert refused and "used: requests.nvidia.com/gpu=9" in refused, refused
+
+
+def test_a_claim_made_ahead_deleted_and_made_again_larger_is_charged_its_new_count_once(cluster):
+    namespace = quota_namespace(cluster, 8)
+    wait_until_quota_is_watched(cluster, namespace, 8)
+    custom = client.CustomObjectsApi(cluster.client())
+
+    def claim(count):
+        # A model no node has: the claim is never allocated, so its owner may delete it at any time.
+        selector = f"{ATTR}.productName == 'NVIDIA B300'"
+        request = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": count}
+        request["selectors"] = [{"cel": {"expression": selector}}]
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "team-gpus"},
+            "spec": {"devices": {"requests": [request]}},
+        }
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+
+    claim(1)
+    for name in ("reader", "writer"):
+        assert create(cluster, namespace, claimed_pod(name, {"resourceClaimName": "team-gpus"})) is None
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", "team-gpus")
+
+    def gone():
+        try:
+            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", "team-gpus")
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    assert wait_for(gone, timeout=30)
+    claim(8)
+    # Both pods now use a claim of 8 GPUs: charged once, 8, so nothing more fits.
+    refused = create(cluster, namespace, gpu_pod("more", 1))
+    assert refused and "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8" in refused, (
+        refused
     )
