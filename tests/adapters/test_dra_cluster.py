@@ -163,7 +163,7 @@ class SliceApi:
         self.slices = list(slices)
         self.calls = []
 
-    def get_cluster_custom_object(self, group, version, plural, name, _request_timeout):
+    def get_cluster_custom_object(self, group, version, plural, name, _request_timeout, **_):
         from kubernetes.client.exceptions import ApiException
 
         self.calls.append((plural, name))
@@ -171,7 +171,7 @@ class SliceApi:
             raise ApiException(status=404, reason="Not Found")
         return self.classes[name]
 
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout):
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout, **_):
         self.calls.append((plural, name))
         return {
             "spec": {

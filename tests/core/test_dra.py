@@ -320,7 +320,7 @@ class FakeTemplatesApi:
             raise ApiException(status=409, reason="Conflict")
         self.stored[key] = body
 
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout):
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, _request_timeout, **_):
         from kubernetes.client.exceptions import ApiException
 
         self.gets = getattr(self, "gets", 0) + 1
