@@ -640,6 +640,8 @@ CPX_NODE = {
         (amd_all(), CPX_NODE, 8),  # no type: every device the driver publishes, each GPU once
         (amd_all(f"device.attributes['{AMD}'].type == 'amdgpu-partition'"), CPX_NODE, 8),
         (amd_all(f"device.attributes['{AMD}'].type == 'amdgpu'"), CPX_NODE, 1),
+        # Every card partitioned: no node publishes a whole GPU, and All is still counted.
+        (amd_all(), {devices_key(AMD, ""): {"count": 64, "gpus": Fraction(8)}}, 8),
         # Nodes that do not say which devices share a GPU: each device is a whole GPU, never fewer.
         (amd_all(), {devices_key(AMD, "amdgpu"): {"count": 1}, devices_key(AMD, ""): {"count": 64}}, 64),
     ],

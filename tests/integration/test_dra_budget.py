@@ -294,10 +294,9 @@ def test_a_running_pod_stays_charged_what_its_claim_holds_after_its_template_is_
     custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", "eight")
     template(cluster, namespace, "eight", {"deviceClassName": "gpu.nvidia.com", "count": 1})
     template(cluster, namespace, "one", {"deviceClassName": "gpu.nvidia.com", "count": 1})
-    # A pod of 1 GPU does not fit: the running pod is charged its claim's 8. (A dry run stores nothing,
-    # so the probe can be repeated until gpuport's view has the pod's claim status. gpuport remembers
-    # a template it read for a minute, so this cannot tell the claim's 8 from the old template's: the
-    # unit tests in tests/core/test_claim_budget.py do.)
+    # A pod of 1 GPU does not fit: the running pod is charged its claim's 8, not its template's 1 now.
+    # (A dry run stores nothing, so the probe can be repeated until gpuport's view has the pod's claim
+    # status.)
 
     def refused():
         try:

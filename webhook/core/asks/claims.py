@@ -418,8 +418,11 @@ def _one(
     # (an AMD GPU not in SPX mode is published only as partitions), each GPU once however it is split.
     taken = _per_node(objects, form.driver, "") if every_device and untyped else per_node
     gpus = _gpus_of(taken)
-    if gpus is None and taken is not per_node and isinstance(taken.get("count"), int):
-        gpus = Fraction(taken["count"])  # the nodes do not say which devices share a GPU: each is one
+    if taken is not per_node and isinstance(taken.get("count"), int):
+        if gpus is None:
+            gpus = Fraction(taken["count"])  # the nodes do not say which devices share a GPU: each is one
+        if count is None:  # no node publishes a whole GPU (every card partitioned): still countable
+            count, uncountable = taken["count"], ""
     if every_device and untyped and taken.get("count") != per_node.get("count"):
         inexact.append(
             f"request {said_as!r} takes every device of {form.driver} on a node (allocationMode: All, no "
