@@ -691,14 +691,15 @@ def test_a_class_standing_for_a_name_a_map_reads_is_charged_by_the_devices_it_al
 
 def test_an_unlisted_class_list_leaves_no_name_a_map_does_not_read_free():
     unread = {"ExtendedResources": {"resources": {}, "unread": "gpuport could not list the DeviceClasses"}}
-    demand = read_demand(extended_pod({"example.com/gpu": "8"}), DRA.dialects, unread.get)
+    # A name with no GPU word in it: only a class could say it gives GPUs, and none could be read.
+    demand = read_demand(extended_pod({"example.com/accelerator": "8"}), DRA.dialects, unread.get)
     (said,) = demand.claims.uncountable
     assert said == (
-        'containers[0] "main" example.com/gpu: gpuport could not list the DeviceClasses, so gpuport '
+        'containers[0] "main" example.com/accelerator: gpuport could not list the DeviceClasses, so gpuport '
         "cannot tell which devices it gives"
     )
     gate = QuotaGate(View(8), Ledger(), templates=Objects(unread))
-    refused = gate.admit(parsed(review_of(extended_pod({"example.com/gpu": "8"}))), DRA, demand)
+    refused = gate.admit(parsed(review_of(extended_pod({"example.com/accelerator": "8"}))), DRA, demand)
     assert refused.reason == "quota-claims-uncountable"
     # A name a map reads is counted as its ask; cpu and memory are not GPUs at all.
     known = read_demand(extended_pod({"nvidia.com/gpu": "1", "cpu": "2"}), DRA.dialects, unread.get)
