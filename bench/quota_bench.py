@@ -11,7 +11,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.integration.conftest import ApiServer  # noqa: E402
 from tests.translation_cases import pod  # noqa: E402
 from webhook.adapters.kube.ledger import LeaseLedger  # noqa: E402
 from webhook.adapters.kube.quota_gate import QuotaGate  # noqa: E402
+from webhook.core.asks.demand import read_demand  # noqa: E402
 from webhook.core.budget.quota import Quota  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def measure(gate, pods: int) -> list[float]:
         )
         request = parsed(review_of(obj, uid=f"r{n}"))
         started = time.perf_counter()
-        assert gate.admit(request, ctx) is None
+        assert gate.admit(request, ctx, read_demand(obj, ctx.dialects)) is None
         times.append(time.perf_counter() - started)
     return times
 
@@ -113,9 +113,12 @@ def measure_burst(api_client, tries: int) -> dict:
         obj = dict(
             pod({"nvidia.com/gpu": "1"}), metadata={"name": f"b{n}", "namespace": "burst", "uid": f"b{n}"}
         )
-        request = replace(parsed(review_of(obj, uid=f"rb{n}")), namespace="burst")
+        review = review_of(obj, uid=f"rb{n}")
+        review["request"]["namespace"] = "burst"
+        request = parsed(review)
+        demand = read_demand(obj, ctx.dialects)
         for _ in range(20):
-            decision = gates[n % 2].admit(request, ctx)
+            decision = gates[n % 2].admit(request, ctx, demand)
             if decision is None:
                 outcomes.append("admitted")
                 return
