@@ -22,7 +22,7 @@ import json
 from decimal import Decimal
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
@@ -445,8 +445,89 @@ def quota_just_below(most: Fraction) -> Decimal:
     return Decimal(int(thousandths)) / 1000
 
 
+def _h100s(count: int) -> list[Device]:
+    attributes = {"type": "gpu", "productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper"}
+    return [Device(f"gpu-{g}", NV, attributes, 81559 * 2**20, Fraction(1)) for g in range(count)]
+
+
+def _cpx_mi300xs(count: int) -> list[Device]:
+    return [
+        Device(
+            f"gpu-{g}-cpx-{p}",
+            AMD,
+            {
+                "type": "amdgpu-partition",
+                "productName": MI300X,
+                "partitionProfile": "cpx_nps1",
+                PCI_BUS: bus_id(0, g),
+            },
+            None,
+            Fraction(1, 8),
+        )
+        for g in range(count)
+        for p in range(8)
+    ]
+
+
+def _driver_classes(**extended: str) -> dict[str, DeviceClass]:
+    return {n: DeviceClass(n, s, extended.get(n, ""), CREATED[0]) for n, s in DRIVER_CLASSES.items()}
+
+
+# The cases, always tried (the search finds each only now and then). AMD's class selects the
+# driver alone: All takes an 8×MI300X CPX node's 64 partitions, 8 GPUs.
+AMD_ALL_OVER_PARTITIONS = (
+    Cluster(
+        {"cpx": _cpx_mi300xs(8), "spx": [Device("gpu-0", AMD, {"type": "amdgpu"}, None, Fraction(1))]},
+        _driver_classes(),
+    ),
+    [[Request(AMD, all_devices=True)]],
+    [False],
+    [],
+    "dra-amd",
+)
+# As NVIDIA's extended-resources demo writes a class of one MIG profile.
+_ONE_G = (("driver", "==", NV), ("attr", NV, "type", "==", "mig"), ("attr", NV, "profile", "==", "1g.10gb"))
+# Two classes stand for example.com/gpu: the scheduler uses the newer (whole GPUs), whatever the names.
+NEWEST_CLASS_WINS = (
+    Cluster(
+        {"h100": _h100s(8)},
+        {
+            **_driver_classes(),
+            "a-whole.example.com": DeviceClass(
+                "a-whole.example.com", DRIVER_CLASSES[NV], "example.com/gpu", CREATED[1]
+            ),
+            "z-slices.example.com": DeviceClass(
+                "z-slices.example.com", _ONE_G, "example.com/gpu", CREATED[0]
+            ),
+        },
+    ),
+    [],
+    [],
+    [("example.com/gpu", 3)],
+    "dra-nvidia",
+)
+# A class standing for a MIG name the maps read, whose selectors allow any of the driver's devices:
+# charged by the devices it gives (whole GPUs), not by the name's meaning (1/7 each).
+CLASS_BY_ITS_DEVICES = (
+    Cluster(
+        {"h100": _h100s(8)},
+        {
+            **_driver_classes(),
+            "x.example.com": DeviceClass("x.example.com", (("driver", "==", NV),), "nvidia.com/mig-1g.10gb"),
+        },
+    ),
+    [],
+    [],
+    [("nvidia.com/mig-1g.10gb", 2)],
+    "dra-nvidia",
+)
+
+
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
+@example(AMD_ALL_OVER_PARTITIONS)
+@example(NEWEST_CLASS_WINS)
+@example(CLASS_BY_ITS_DEVICES)
 def test_the_budget_charges_at_least_what_any_node_could_give_the_pod(case):
     cluster, claims, ahead, extended, target = case
     most, node = most_on_a_node(cluster, claims, extended)
