@@ -513,7 +513,9 @@ CLASS_BY_ITS_DEVICES = (
         {"h100": _h100s(8)},
         {
             **_driver_classes(),
-            "x.example.com": DeviceClass("x.example.com", (("driver", "==", NV),), "nvidia.com/mig-1g.10gb"),
+            "x.example.com": DeviceClass(
+                "x.example.com", (("driver", "==", NV),), "nvidia.com/mig-1g.10gb", CREATED[0]
+            ),
         },
     ),
     [],
