@@ -421,6 +421,14 @@ def gpu_pod_manifest(name: str, gpus: int) -> str:
     )
 
 
+def native_pod_manifest(name: str, gpus: int = 1) -> str:
+    """A GPU pod in this (generic) cluster's own words: no GKE node selector, which the safety net
+    refuses while gpuport is stopped."""
+    return gpu_pod_manifest(name, gpus).replace(
+        "  nodeSelector:\n    cloud.google.com/gke-accelerator: nvidia-l4\n", ""
+    )
+
+
 def test_a_gpu_quota_holds_with_the_shipped_rbac(admin, gpuport, team, tmp_path):
     admin("create", "quota", "gpus", "-n", team, "--hard=requests.nvidia.com/gpu=1")
     over = manifest_file(tmp_path, gpu_pod_manifest("too-big", 2))
@@ -551,10 +559,15 @@ def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_and_only_budg
     cpu = GKE_POD.replace("name: l4-inference", "name: cpu-only").replace("nvidia.com/gpu: 1", "cpu: 100m")
     admin("create", "-n", team, "-f", manifest_file(tmp_path, cpu))
 
+    # A GPU pod asking this cluster's resource under GKE's node selector would wait forever: refused too.
+    gke = admin("create", "-n", team, "-f", manifest_file(tmp_path, gpu_pod_manifest("gke-l4", 1)), ok=False)
+    assert gke.returncode == 1
+    assert "names another platform's GPU or instance-type labels" in gke.stderr
+
     # A native GPU pod passes the policy; where there is a GPU budget, the quota webhook, failing
     # closed, is what holds it back...
     native = admin(
-        "create", "-n", team, "-f", manifest_file(tmp_path, gpu_pod_manifest("native", 1)), ok=False
+        "create", "-n", team, "-f", manifest_file(tmp_path, native_pod_manifest("native")), ok=False
     )
     assert native.returncode == 1
     assert POLICY_MESSAGE not in native.stderr
@@ -563,7 +576,7 @@ def test_with_gpuport_stopped_the_policy_refuses_foreign_gpu_names_and_only_budg
     elsewhere = f"free-{uuid.uuid4().hex[:6]}"
     admin("create", "namespace", elsewhere)
     admin("create", "serviceaccount", "default", "-n", elsewhere)
-    admin("create", "-n", elsewhere, "-f", manifest_file(tmp_path, gpu_pod_manifest("native", 1)))
+    admin("create", "-n", elsewhere, "-f", manifest_file(tmp_path, native_pod_manifest("native")))
 
 
 def test_on_an_amd_cluster_its_own_gpus_pass_with_gpuport_stopped_and_fractions_are_still_refused(
@@ -586,7 +599,7 @@ def test_on_an_amd_cluster_its_own_gpus_pass_with_gpuport_stopped_and_fractions_
     namespace = f"rocm-{uuid.uuid4().hex[:6]}"
     admin("create", "namespace", namespace)
     admin("create", "serviceaccount", "default", "-n", namespace)
-    rocm = GKE_POD.replace("name: l4-inference", "name: rocm").replace("nvidia.com/gpu: 1", "amd.com/gpu: 1")
+    rocm = native_pod_manifest("rocm").replace("nvidia.com/gpu: 1", "amd.com/gpu: 1")
     admin("create", "-n", namespace, "-f", manifest_file(tmp_path, rocm))
     nvidia = admin(
         "create", "-n", namespace, "-f", manifest_file(tmp_path, gpu_pod_manifest("cuda", 1)), ok=False

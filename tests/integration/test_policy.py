@@ -178,15 +178,98 @@ def policy_status(apiserver, tmp_path):
     stop_processes((process,), (log,))
 
 
-def test_the_env_policy_type_checks_cleanly_on_the_real_api_server(apiserver, env_policy, policy_status):
+def _type_checking(apiserver, name):
+    """The policy's status.typeChecking once the status controller has filled it."""
     api = client.AdmissionregistrationV1Api(apiserver.client())
     deadline = time.monotonic() + 60
     status = {}
     while time.monotonic() < deadline:
-        found = api.read_validating_admission_policy(env_policy["metadata"]["name"], _preload_content=False)
+        found = api.read_validating_admission_policy(name, _preload_content=False)
         status = json.loads(found.data).get("status") or {}
         if status.get("typeChecking") is not None:
             break
         time.sleep(0.5)
     assert "typeChecking" in status, f"the API server never type-checked the policy: {status}"
-    assert not status["typeChecking"].get("expressionWarnings"), status["typeChecking"]
+    return status["typeChecking"]
+
+
+def test_the_env_policy_type_checks_cleanly_on_the_real_api_server(apiserver, env_policy, policy_status):
+    checked = _type_checking(apiserver, env_policy["metadata"]["name"])
+    assert not checked.get("expressionWarnings"), checked
+
+
+@pytest.fixture
+def eks_policy(apiserver):
+    """The safety net as gpuport registers it on an EKS cluster, with nothing of gpuport serving."""
+    from tests.integration.conftest import E2E_KUBECONFIG
+
+    if E2E_KUBECONFIG:
+        pytest.skip("on kind gpuport is answering, so the policy never gets to fire")
+    from tests.helpers import context
+    from webhook.config.policy import policy_objects
+    from webhook.config.registration import excluded_namespaces
+
+    api = client.AdmissionregistrationV1Api(apiserver.client())
+    eks = context("eks")
+    policy_doc, binding = policy_objects(eks.target, eks.dialects.maps, excluded_namespaces())
+    api.create_validating_admission_policy(policy_doc)
+    api.create_validating_admission_policy_binding(binding)
+    yield policy_doc
+    api.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+    api.delete_validating_admission_policy(policy_doc["metadata"]["name"])
+
+
+def _selected(resources, name, selector):
+    body = bare(resources, name)
+    body["spec"]["nodeSelector"] = dict(selector)
+    return body
+
+
+def test_a_gke_gpu_pod_is_refused_on_eks_while_gpuport_is_away_and_its_own_pods_pass(
+    apiserver, eks_policy, namespace, policy_status
+):
+    core = client.CoreV1Api(apiserver.client())
+    gke = _selected({"nvidia.com/gpu": "1"}, "gke-l4", {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    message = _refusal(lambda: core.create_namespaced_pod(namespace, gke, dry_run="All"))
+    assert message is not None, "the policy never refused the pod"
+    assert "ValidatingAdmissionPolicy 'gpuport-gpu-names'" in message
+    assert "gpuport's safety net for this cluster (eks)" in message
+    assert "names another platform's GPU or instance-type labels" in message
+    assert "retry shortly, or write the pod for this cluster's GPU labels" in message
+    assert "node.kubernetes.io/instance-type" in message
+    # The same through a required node-affinity term, and an AKS instance type.
+    aks = bare({"nvidia.com/gpu": "1"}, "aks-a100")
+    aks["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": ["Standard_ND96asr_v4"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    with pytest.raises(ApiException, match="names another platform's GPU or instance-type labels"):
+        core.create_namespaced_pod(namespace, aks, dry_run="All")
+    # EKS's own words pass, and so does a pod asking for no GPU whatever its selector.
+    core.create_namespaced_pod(
+        namespace,
+        _selected({"nvidia.com/gpu": "1"}, "p4d", {"node.kubernetes.io/instance-type": "p4d.24xlarge"}),
+    )
+    core.create_namespaced_pod(
+        namespace,
+        _selected({"nvidia.com/gpu": "1"}, "karpenter", {"karpenter.k8s.aws/instance-gpu-name": "a100"}),
+    )
+    core.create_namespaced_pod(namespace, bare({"nvidia.com/gpu": "1"}, "plain"))
+    core.create_namespaced_pod(
+        namespace, _selected({"cpu": "100m"}, "cpu-only", {"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    )
+    checked = _type_checking(apiserver, eks_policy["metadata"]["name"])
+    assert not checked.get("expressionWarnings"), checked

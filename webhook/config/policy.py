@@ -10,6 +10,18 @@ is rendered from the cluster's own map (gpuport registers it, and keeps it in st
 changes), so the cluster's own vendor is never refused by it. While gpuport runs it never fires:
 gpuport has already translated or denied such pods. (Fractional GPUs need no policy: the API server's
 own validation refuses them before any validating step.)
+
+A pod may ask for this cluster's own GPU resource and still be written for another platform in its
+node selector (nvidia.com/gpu with cloud.google.com/gke-accelerator on EKS): it too would wait forever,
+and a pod's node selector cannot be changed once it exists. The same policy's second check refuses it
+(foreign_selectors says which labels): a GPU pod whose node selector, or every required node-affinity
+term, requires a label only another platform's nodes carry. It holds the same property: gpuport
+translates exactly such pods on /mutate, dropping the foreign requirements (rewriting/translate.py,
+DropSelectors), so while it answers no pod reaches this check still naming them.
+
+Why one module of ~400 lines: both policies are CEL over the same pod, read under the same limits of
+the API server's type checker (resources through dyn), and both ask the one question of what a GPU ask
+is here (_asks_a_gpu); apart, that reading would be written twice and drift.
 """
 
 import json
@@ -19,6 +31,18 @@ from typing import Any
 from webhook.core.vocabulary.platform import CloudMap
 
 POLICY_NAME = "gpuport-gpu-names"
+
+# Label domains whose keys every cloud's nodes carry, each cloud with its own values: Kubernetes' own
+# (node.kubernetes.io/instance-type is p4d.24xlarge on EKS, Standard_ND96asr_v4 on AKS). Their keys say
+# nothing of where a pod was written, so they are judged by value: one another platform's map names
+# and this cluster's does not. That is worth its few dozen strings: the instance type is the only GPU
+# label EKS, AKS and OKE have, so without it a pod written for one of them passes on another.
+SHARED_DOMAIN = "kubernetes.io"
+# Labels the GPU vendors' own node software writes (NVIDIA's GPU Feature Discovery, AMD's node
+# labeller), which runs on any cloud's nodes (the GPU Operator on EKS labels nvidia.com/gpu.product):
+# another map reading them says nothing of this cluster's nodes lacking them, so they are never
+# refused here. gpuport still translates them when it answers.
+VENDOR_LABEL_DOMAINS = ("nvidia.com", "amd.com")
 
 
 def foreign_names(target: CloudMap, maps: tuple[CloudMap, ...]) -> list[str]:
@@ -31,6 +55,73 @@ def foreign_names(target: CloudMap, maps: tuple[CloudMap, ...]) -> list[str]:
     return sorted(n for n in known if not target.is_accelerator(n))
 
 
+def _domain(key: str) -> str:
+    return key.partition("/")[0] if "/" in key else ""
+
+
+def _every_cloud_s(key: str) -> bool:
+    domain = _domain(key)
+    return domain == SHARED_DOMAIN or domain.endswith(f".{SHARED_DOMAIN}")
+
+
+def foreign_selectors(target: CloudMap, maps: tuple[CloudMap, ...]) -> tuple[list[str], list[str]]:
+    """The node-label requirements only another loaded platform's nodes satisfy: (label keys, whatever
+    the value; "key=value" pairs of the keys every cloud shares). Read from the GPU labels each map
+    reads (model, MIG partition, sharing and instance-type labels: CloudMap.selector_keys); a key or a
+    value this cluster's map reads is never among them, so a pod in its own words always passes."""
+    others = [m for m in maps if m.name != target.name]
+    own_keys = target.selector_keys()
+    keys: set[str] = set()
+    pairs: set[str] = set()
+    for cloud_map in others:
+        for key in cloud_map.selector_keys() - own_keys:
+            if not (
+                _domain(key) in VENDOR_LABEL_DOMAINS or target.node_labels.owns(key) or _every_cloud_s(key)
+            ):
+                keys.add(key)
+        for label in cloud_map.model_labels:
+            if _every_cloud_s(label.label):
+                pairs |= {f"{label.label}={v}" for values in label.values.values() for v in values}
+    own_pairs = {
+        f"{m.label}={v}" for m in target.model_labels for values in m.values.values() for v in values
+    }
+    return sorted(keys), sorted(pairs - own_pairs)
+
+
+def _selects_foreign_nodes(target: CloudMap, maps: tuple[CloudMap, ...]) -> str:
+    """CEL: the pod's node selector, or every one of its required node-affinity terms, requires a label
+    only another platform's nodes carry (foreign_selectors); every value of an `In` must be one, as
+    the scheduler may pick a node with any. Other operators go unread: gpuport translates only what
+    `In` (and a node selector's entry) requires, and this check must never refuse what it would let
+    through."""
+    keys, pairs = foreign_selectors(target, maps)
+    listed_keys, listed_pairs = json.dumps(keys), json.dumps(pairs)
+    selector = "object.spec.nodeSelector"
+    in_selector = (
+        f"(has({selector}) && {selector}.exists(k, k in {listed_keys} || "
+        f"(k + '=' + {selector}[k]) in {listed_pairs}))"
+    )
+    required = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    expression = (
+        f"e.operator == 'In' && has(e.values) && size(e.values) > 0 && "
+        f"(e.key in {listed_keys} || e.values.all(v, (e.key + '=' + v) in {listed_pairs}))"
+    )
+    in_terms = (
+        f"(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has({required}) && "
+        f"size({required}.nodeSelectorTerms) > 0 && {required}.nodeSelectorTerms.all(t, "
+        f"has(t.matchExpressions) && t.matchExpressions.exists(e, {expression})))"
+    )
+    return f"{in_selector} || {in_terms}"
+
+
+def _own_labels(target: CloudMap) -> str:
+    """This cluster's GPU node labels, for a refusal to name."""
+    keys = sorted(target.selector_keys())
+    if not keys:
+        return "none: this cluster selects GPUs by resource or claim alone"
+    return ", ".join(keys)
+
+
 def policy_objects(
     target: CloudMap, maps: tuple[CloudMap, ...], namespace_selector: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
@@ -40,16 +131,26 @@ def policy_objects(
     listed = json.dumps(names)
 
     def clean(containers: str) -> str:
+        # Read through dyn, as _asks_a_gpu says: the type checker knows no `limits` or `requests`.
+        resources = "dyn(c.resources)"
         return (
             f"{containers}.all(c, !has(c.resources) || ("
-            f"(!has(c.resources.limits) || c.resources.limits.all(k, !(k in {listed}))) && "
-            f"(!has(c.resources.requests) || c.resources.requests.all(k, !(k in {listed})))))"
+            f"(!has({resources}.limits) || {resources}.limits.all(k, !(k in {listed}))) && "
+            f"(!has({resources}.requests) || {resources}.requests.all(k, !(k in {listed})))))"
         )
 
     expression = (
         f"{clean('object.spec.containers')} && "
         f"(!has(object.spec.initContainers) || {clean('object.spec.initContainers')})"
     )
+    # Only a pod asking for this cluster's GPUs by resource: gpuport translates no other (a pod asking
+    # for nothing is native to it; one asking by DRA claim keeps its node selector on a DRA cluster),
+    # and a foreign resource name is the first check's.
+    asks = " || ".join(
+        f"(has(object.spec.{kind}) && object.spec.{kind}.exists(c, {_asks_a_gpu(target, 'c', claims=False)}))"
+        for kind in ("containers", "initContainers")
+    )
+    placed = f"!({asks}) || !({_selects_foreign_nodes(target, maps)})"
     offered = ", ".join(sorted(n for n in target.resource_names() if target.is_accelerator(n)))
     if target.dra is not None:
         offered = ", ".join(["DRA claims", *sorted(target.dra.extended_resources)])
@@ -85,7 +186,19 @@ def policy_objects(
                         f"or ask for this cluster's GPUs ({offered})."
                     ),
                     "reason": "Invalid",
-                }
+                },
+                {
+                    "expression": placed,
+                    "message": (
+                        f"gpuport's safety net for this cluster ({target.name}): this GPU pod's "
+                        "node selector or required node affinity names another platform's GPU or "
+                        "instance-type labels, which no node here carries (it would wait forever, and a "
+                        "pod's node selector cannot be changed later). gpuport translates such pods but "
+                        "is not answering now: retry shortly, or write the pod for this cluster's GPU labels "
+                        f"({_own_labels(target)})."
+                    ),
+                    "reason": "Invalid",
+                },
             ],
         },
     }
@@ -146,9 +259,10 @@ def _granting_entry(entry: str) -> str:
     )
 
 
-def _asks_a_gpu(target: CloudMap, container: str) -> str:
+def _asks_a_gpu(target: CloudMap, container: str, claims: bool = True) -> str:
     """CEL: the container asks this cluster for GPUs in the words gpuport counts in a budget: more than
-    zero of a GPU resource (MIG names of the mixed form included), or, on a DRA cluster, a claim."""
+    zero of a GPU resource (MIG names of the mixed form included), or, on a DRA cluster and unless
+    `claims` is off, a claim."""
     names = sorted(n for n in target.resource_names() if target.is_accelerator(n))
     if target.dra is not None:
         names = sorted({*names, *target.dra.extended_resources})
@@ -166,7 +280,7 @@ def _asks_a_gpu(target: CloudMap, container: str) -> str:
         f"quantity(string({resources}.{kind}[k])).isGreaterThan(quantity('0'))))"
         for kind in ("limits", "requests")
     ]
-    if target.dra is not None:
+    if target.dra is not None and claims:
         asked.append(f"(has({container}.resources.claims) && size({container}.resources.claims) > 0)")
     return f"(has({container}.resources) && ({' || '.join(asked)}))"
 
