@@ -354,6 +354,10 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
             "",
         ): "yes",
         ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/other", ""): "no",
+        # What the GPU budget reads on a cluster that serves DRA, on every install (not only a DRA map's).
+        ("watch", "deviceclasses.resource.k8s.io", ""): "yes",
+        ("list", "resourceslices.resource.k8s.io", ""): "yes",
+        ("update", "deviceclasses.resource.k8s.io", ""): "no",
     }
     answers = {}
     for verb, resource, namespace in expected:

@@ -231,13 +231,10 @@ def test_rbac_is_least_privilege():
             if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-view":
                 # Read-only watches of what quota needs; no secrets, no writes.
                 assert rule["verbs"] == ["list", "watch"]
-                assert set(rule["resources"]) == {
-                    "pods",
-                    "resourcequotas",
-                    "limitranges",
-                    "namespaces",
-                    "nodes",
-                }
+                assert (rule["apiGroups"], set(rule["resources"])) in (
+                    ([""], {"pods", "resourcequotas", "limitranges", "namespaces", "nodes"}),
+                    (["resource.k8s.io"], {"deviceclasses", "resourceslices"}),
+                )
             elif doc["kind"] == "Role" and doc["metadata"]["name"] == "gpuport-reservations":
                 assert rule == {
                     "apiGroups": ["coordination.k8s.io"],
