@@ -38,10 +38,21 @@ class NamespaceQuota:
 
 
 @dataclass(frozen=True)
+class BoundPod:
+    """A pod bound to a node and not finished: what it holds there is not free for anything moved in."""
+
+    node: str
+    namespace: str
+    name: str
+    manifest: Mapping[str, Any]  # the Pod as the API server serves it
+
+
+@dataclass(frozen=True)
 class Inventory:
     nodes: tuple[Node, ...]
     quotas: tuple[NamespaceQuota, ...] = ()
     problems: tuple[str, ...] = ()  # node-agent records that could not be read, each with why
+    pods: tuple[BoundPod, ...] = ()  # running pods (a live read, or Pods listed beside the nodes)
 
 
 def parse_inventory(documents: list[Any]) -> Inventory:
@@ -53,7 +64,7 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             items += [i for i in doc if isinstance(i, Mapping)]
         elif isinstance(doc, Mapping):
             items.append(doc)
-    nodes, quotas, problems = [], [], []
+    nodes, quotas, problems, pods = [], [], [], []
     for item in items:
         kind = item.get("kind", "Node")
         metadata = item.get("metadata") or {}
@@ -83,9 +94,26 @@ def parse_inventory(documents: list[Any]) -> Inventory:
                     {str(k): _amount(v, name, k) for k, v in hard.items()},
                 )
             )
+        elif kind == "Pod":
+            bound = _bound_pod(item, name)
+            if bound is not None:
+                pods.append(bound)
     if not nodes:
         raise InventoryError("the inventory holds no Node objects (use `kubectl get nodes -o yaml`)")
-    return Inventory(tuple(nodes), tuple(quotas), tuple(problems))
+    return Inventory(tuple(nodes), tuple(quotas), tuple(problems), tuple(pods))
+
+
+def _bound_pod(item: Mapping[str, Any], name: str) -> BoundPod | None:
+    """A Pod that holds its node's resources: bound (spec.nodeName) and not Succeeded or Failed, the
+    pods the scheduler and the quota count; a pending or finished one holds nothing."""
+    spec = item.get("spec")
+    status = item.get("status")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    if not isinstance(node, str) or not node or phase in ("Succeeded", "Failed"):
+        return None
+    namespace = str((item.get("metadata") or {}).get("namespace", "default"))
+    return BoundPod(node, namespace, name, item)
 
 
 def _capability(text: Any) -> tuple[dict[str, Any], str]:
