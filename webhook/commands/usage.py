@@ -90,17 +90,18 @@ def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
         state: str = "" if node.state == "measured" else node.state
         if node.shared_memory_full:
             state = f"shared memory full (κ {node.memory_fill_limit:g})"
+        measured = node.state == "measured"
         rows.append(
             (
                 node.name,
-                "all",
-                "",
+                "all" if measured or node.advertised is None else f"{node.advertised} GPUs",
+                "" if measured else node.model or "-",
                 state,
                 ", ".join(node.pods) or "-",
                 show(node.allocated),
-                _memory(node.memory_used_mib, node.memory_total_mib),
-                _percent(node.util_eff_compute),
-                _percent(node.util_eff_memory),
+                _memory(node.memory_used_mib, node.memory_total_mib) if measured else _NEEDS_AGENT,
+                _percent(node.util_eff_compute) if measured else _NEEDS_AGENT,
+                _percent(node.util_eff_memory) if measured else _NEEDS_AGENT,
             )
         )
         for gpu in node.gpus:
@@ -123,8 +124,9 @@ def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
             "TOTAL",
             f"{t.gpus} GPUs",
             "",
-            f"{t.nodes} node(s) measured",
-            str(sum(len(n.pods) for n in report.nodes if n.state == "measured")),
+            f"{t.nodes} node(s) measured"
+            + (f", {t.advertised_nodes} advertised" if t.advertised_nodes else ""),
+            str(sum(len(n.pods) for n in report.nodes if n.state == "measured" or n.advertised is not None)),
             show(t.allocated),
             _memory(t.memory_used_mib, t.memory_total_mib) if t.memory_total_mib else "-",
             _percent(t.compute),
@@ -142,6 +144,7 @@ def _allocation_line(report: "UsageReport") -> str:
     return f"Allocation ratio (allocated ÷ GPU capacity): {show(t.allocated)} ÷ {t.gpus} = {ratio}"
 
 
+_NEEDS_AGENT = "needs agent"  # a figure only the node agent measures, on a node without its record
 _LEGEND = (
     "Util_eff: a GPU's compute busy and memory used ÷ total; a node's (GPU all) as its agent published it; "
     "TOTAL's Σ used ÷ Σ capacity (compute in GPU-equivalents, a MIG instance weighing its slice)"
@@ -178,7 +181,9 @@ def usage_json(report: "UsageReport") -> str:
                 "problem": n.problem or None,
                 "pods": list(n.pods),
                 "allocated": _number(n.allocated),
-                "gpu_count": n.capacity if n.state == "measured" else None,
+                "gpu_count": n.capacity if n.state == "measured" else n.advertised,
+                "gpu_count_from": "agent" if n.state == "measured" else "cluster" if n.advertised else None,
+                "model": n.model,
                 "memory_used_mib": n.memory_used_mib,
                 "memory_total_mib": n.memory_total_mib,
                 "util_eff": {"compute": n.util_eff_compute, "memory": n.util_eff_memory},
@@ -210,6 +215,7 @@ def usage_json(report: "UsageReport") -> str:
             "memory_total_mib": t.memory_total_mib,
             "util_eff": {"compute": _number(t.compute), "memory": _number(t.memory)},
             "compute_capacity": _number(t.compute_capacity),
+            "advertised_nodes": t.advertised_nodes,
         },
         "notes": list(report.notes),
     }

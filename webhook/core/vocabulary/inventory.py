@@ -12,6 +12,8 @@ from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_REPLICAS = "nvidia.com/gpu.replicas"  # a time-sliced or MPS GPU is advertised this many times
 
 
 class InventoryError(BadInput):
@@ -171,8 +173,6 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
     """GPU models with at least one healthy GPU: from the node agent's record, else from every label
     form a node may carry: any platform's model labels, and GFD product names (MIG-single and
     shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
-    catalogue = dialects.catalogue
-    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
     present: set[str] = set()
     for node in inventory.nodes:
         gpus = node.capability.get("gpus") if node.capability else None
@@ -181,14 +181,36 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
                 g["model"] for g in gpus if isinstance(g.get("model"), str) and _healthy(g.get("health"))
             }
             continue
-        for label in labels:
-            value = node.labels.get(label.label)
-            if value is not None:
-                present |= label.models_for(value)
-        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
-        if found is not None:
-            present.add(found[0].id)
-    return {m for m in present if m in catalogue.models}
+        present |= labelled_models(node.labels, dialects)
+    return {m for m in present if m in dialects.catalogue.models}
+
+
+def labelled_models(labels: Mapping[str, str], dialects: Dialects) -> set[str]:
+    """The GPU models a node's labels name, without the node agent: any loaded platform's model labels
+    (GPU names, instance types) and GFD's product name."""
+    catalogue = dialects.catalogue
+    found: set[str] = set()
+    for label in (label for cloud_map in dialects.maps for label in cloud_map.model_labels):
+        value = labels.get(label.label)
+        if value is not None:
+            found |= label.models_for(value)
+    product = catalogue.by_product_name(labels.get(GFD_PRODUCT, ""))
+    if product is not None:
+        found.add(product[0].id)
+    return {m for m in found if m in catalogue.models}
+
+
+def labelled_gpu_count(labels: Mapping[str, str], dialects: Dialects) -> int | None:
+    """The GPUs a node holds by its labels: GFD's count, else what a loaded map's instance-type table
+    says a node with that label holds; None when no label says."""
+    count = labels.get(GFD_COUNT, "")
+    if count.isdigit():
+        return int(count)
+    for label in (label for cloud_map in dialects.maps for label in cloud_map.model_labels):
+        value = labels.get(label.label)
+        if value is not None and value in label.gpus:
+            return label.gpus[value]
+    return None
 
 
 def _healthy(health: Any) -> bool:
