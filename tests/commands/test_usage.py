@@ -539,3 +539,41 @@ def test_without_agents_the_cluster_s_own_word_gives_gpus_and_models():
     )
     assert re.search(r"^TOTAL +23 GPUs +0 node\(s\) measured, 4 advertised +1 +2 ", text, re.M)
     assert "need the node agent" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gpuport usage --inventory examples/inventories/generic-measured.yaml",
+        "gpuport explain --inventory examples/inventories/generic-measured.yaml "
+        "examples/manifests/multi-gpu.yaml",
+    ],
+)
+def test_the_readme_shows_what_the_shipped_example_prints(command, monkeypatch, capsys):
+    from tests.helpers import REPO
+
+    monkeypatch.chdir(REPO)
+    capsys.readouterr()
+    assert main(command.split()[1:]) == 0
+    printed = capsys.readouterr().out
+    assert f"```\n$ {command}\n{printed}```\n" in (REPO / "README.md").read_text()
+
+
+def test_the_shipped_measured_example_is_made_from_the_fixtures():
+    from tests.inventories import MEASURED_EXAMPLE, measured_example_text
+
+    assert MEASURED_EXAMPLE.read_text() == measured_example_text()
+
+
+def test_usage_reads_nodes_and_pods_from_a_file(tmp_path, capsys):
+    path = tmp_path / "dump.yaml"
+    nodes, pods = cluster()
+    for item in nodes:
+        item["kind"] = "Node"
+    for item in pods:
+        item["kind"] = "Pod"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    assert main(["usage", "--inventory", str(path), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 9
+    assert main(["usage", "--inventory", str(tmp_path / "absent.yaml")]) == 2
+    assert "gpuport usage: " in capsys.readouterr().err

@@ -6,9 +6,9 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from webhook.commands.common import Subcommands, bad_input
+from webhook.commands.common import Subcommands, bad_input, read_yaml_documents
 
 if TYPE_CHECKING:
     from webhook.core.migration.usage import UsageReport
@@ -37,9 +37,15 @@ def register(commands: Subcommands) -> None:
         "and allocated ÷ GPUs. Unknown figures are shown as - and left out of the sums. Exit 0, or 2 when "
         "the cluster or the cloud maps cannot be read.",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--kubeconfig",
         help="the cluster's kubeconfig, or in-cluster (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    where.add_argument(
+        "--inventory",
+        type=Path,
+        help="read the Nodes and Pods from this file instead: `kubectl get nodes,pods -A -o yaml`",
     )
     parser.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
@@ -48,19 +54,29 @@ def register(commands: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
+
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import StartupError, build_context
     from webhook.core.migration.usage import usage_report
     from webhook.core.vocabulary.inventory import InventoryError, parse_inventory
 
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-    from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
-    from webhook.adapters.kube.usage_reader import nodes_and_pods
+    if args.inventory:
+        try:
+            nodes, pods = _from_file(args.inventory)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            return bad_input("usage", exc)
+    else:
+        kubeconfig = (
+            args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+        )
+        from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
+        from webhook.adapters.kube.usage_reader import nodes_and_pods
 
-    try:
-        nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
-    except ClusterUnreadable as exc:
-        return bad_input("usage", exc)
+        try:
+            nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
+        except ClusterUnreadable as exc:
+            return bad_input("usage", exc)
     try:
         # The models and slices the nodes show narrow the map, as the server's cluster view does (what a
         # share by memory is a share of). A node whose agent record is broken is read without it (the
@@ -76,6 +92,15 @@ def run(args: argparse.Namespace) -> int:
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
     sys.stdout.write(render(report))
     return 0
+
+
+def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Nodes and the Pods of a `kubectl get -o yaml` dump (Lists unwrapped), as the API serves them."""
+    items: list[dict[str, Any]] = []
+    for doc in read_yaml_documents([str(path)]):
+        listed = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        items += [item for item in listed or () if isinstance(item, dict)]
+    return [i for i in items if i.get("kind") == "Node"], [i for i in items if i.get("kind") == "Pod"]
 
 
 # -- rendering -------------------------------------------------------------------------------------
