@@ -182,10 +182,12 @@ def test_node_rows_allocate_gpu_equivalents_as_the_quota_counts_them(report):
 
 def test_cluster_totals_are_sum_used_over_sum_capacity(report):
     t = report.totals
-    assert (t.nodes, t.gpus) == (3, 5)  # gpu-a 2, gpu-b 2, gpu-c 1; gpu-d and gpu-e are not measured
-    # Allocated on measured nodes: 13/7 + 2 + 0 = 27/7; over 5 GPUs: 27/35 = 0.771.
-    assert t.allocated == Fraction(27, 7)
-    assert t.allocation_ratio == Fraction(27, 35)
+    # gpu-a 2, gpu-b 2, gpu-c 1 measured; gpu-d's 4 as its device plugin advertises them; gpu-e's
+    # record is broken and the cluster gives no count for it: left out.
+    assert (t.nodes, t.advertised_nodes, t.gpus) == (3, 1, 9)
+    # Allocated on the nodes counted: 13/7 + 2 + 0 + 2 = 41/7; over 9 GPUs: 41/63 = 0.651.
+    assert t.allocated == Fraction(41, 7)
+    assert t.allocation_ratio == Fraction(41, 63)
     # Memory over every GPU with both figures (gpu-b's GPU 1 is left out):
     # used 40960 + 10240 + 20480 + 6000 + 3000 = 80680; total 81920 + 2 × 40960 + 24000 + 15000 = 202840.
     assert (t.memory_used_mib, t.memory_total_mib) == (80680, 202840)
@@ -204,7 +206,13 @@ def test_unknown_figures_malformed_records_and_left_out_nodes_are_said(report):
         "compute of 2" in notes
     )
     assert "1 GPU process(es) carry no pod UID (not a pod's, or the agent could not tell)" in notes
-    assert any(n.startswith("2 node(s) without usable agent data") and "2 GPU-equivalent" in n for n in notes)
+    assert any(
+        n.startswith("1 node(s) without usable agent data (gpu-d): their GPUs are counted") for n in notes
+    )
+    assert any(
+        n.startswith("1 node(s) without usable agent data or a GPU count") and "0 GPU-equiv" in n
+        for n in notes
+    )
     assert "1 node(s) with no GPU, no GPU pod and no agent data are not listed" in notes
 
 
@@ -254,18 +262,19 @@ def test_text_output_is_an_aligned_table_with_the_totals():
         "50.0%",
     ]
     assert ["gpu-b", "1", "L4", "shared", "-", "-", "-", "-"] in cells.values()
-    assert cells[("gpu-d", "all")] == ["gpu-d", "all", "no agent data", "ml/orphan", "2", "-", "-", "-"]
-    assert cells[("TOTAL", "5 GPUs")] == [
+    needs = ["needs agent"] * 3
+    assert cells[("gpu-d", "4 GPUs")] == ["gpu-d", "4 GPUs", "-", "no agent data", "ml/orphan", "2", *needs]
+    assert cells[("TOTAL", "9 GPUs")] == [
         "TOTAL",
-        "5 GPUs",
-        "3 node(s) measured",
-        "5",
-        "3.857",
+        "9 GPUs",
+        "3 node(s) measured, 1 advertised",
+        "6",
+        "5.857",
         "80680/202840",
         "44.2%",
         "39.8%",
     ]
-    assert "Allocation ratio (allocated ÷ GPU capacity): 3.857 ÷ 5 = 0.771" in lines
+    assert "Allocation ratio (allocated ÷ GPU capacity): 5.857 ÷ 9 = 0.651" in lines
     assert any(
         line.startswith("Note: gpu-e: gpuport.io/capability: usage.devices[0].memory_used_mib")
         for line in lines
@@ -277,13 +286,14 @@ def test_json_output_carries_the_same_figures():
     document = json.loads(command.usage_json(usage_report(nodes, pods, context("generic"))))
     assert document["totals"] == {
         "nodes": 3,
-        "gpus": 5,
-        "allocated": 3.8571,
-        "allocation_ratio": 0.7714,
+        "gpus": 9,
+        "allocated": 5.8571,
+        "allocation_ratio": 0.6508,
         "memory_used_mib": 80680,
         "memory_total_mib": 202840,
         "util_eff": {"compute": 0.4417, "memory": 0.3978},
         "compute_capacity": 3.4286,
+        "advertised_nodes": 1,
     }
     a = document["nodes"][0]
     assert (a["node"], a["state"], a["allocated"], a["gpu_count"]) == ("gpu-a", "measured", 1.8571, 2)
@@ -315,17 +325,18 @@ def test_markdown_output_is_a_pipe_table_with_a_bold_total():
     assert table[1] == "|---|---|---|---|---|---:|---:|---:|---:|"
     assert all(line.count(" | ") == 8 for line in table[2:])
     assert table[-1] == (
-        "| **TOTAL** | **5 GPUs** |  | **3 node(s) measured** | **5** | **3.857** | **80680/202840** "
+        "| **TOTAL** | **9 GPUs** |  | **3 node(s) measured, 1 advertised** | **6** | **5.857** "
+        "| **80680/202840** "
         "| **44.2%** | **39.8%** |"
     )
-    assert "Allocation ratio (allocated ÷ GPU capacity): 3.857 ÷ 5 = 0.771." in lines
+    assert "Allocation ratio (allocated ÷ GPU capacity): 5.857 ÷ 9 = 0.651." in lines
     assert "- 1 GPU process(es) carry no pod UID (not a pod's, or the agent could not tell)" in lines
 
 
 def test_the_cli_prints_each_format_from_what_it_read(monkeypatch, capsys):
     monkeypatch.setattr(kubeclient, "read_cluster", lambda kubeconfig, read: cluster())
     assert main(["usage", "--kubeconfig", "unused", "-o", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 5
+    assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 9
     assert main(["usage", "--kubeconfig", "unused", "-o", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("### gpuport usage\n")
     assert main(["usage", "--kubeconfig", "unused"]) == 0
@@ -339,7 +350,7 @@ def test_the_cli_prints_the_other_nodes_whatever_one_node_s_annotation_holds(mon
     monkeypatch.setattr(kubeclient, "read_cluster", lambda kubeconfig, read: (nodes, pods))
     assert main(["usage", "--kubeconfig", "unused"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^gpu-a +all +bad agent data +ml/infer-1, ml/infer-2, ml/train +1\.857 ", out, re.M)
+    assert re.search(r"^gpu-a +all +- +bad agent data +ml/infer-1, ml/infer-2, ml/train +1\.857 ", out, re.M)
     assert re.search(r"^gpu-b +0 +L4 +shared ", out, re.M)
     assert "Note: gpu-a: gpuport.io/capability: " in out
 
@@ -488,3 +499,81 @@ def test_a_compute_instance_weighs_its_own_slices_and_an_unknown_uuid_is_no_erro
     assert (report.totals.compute_capacity, report.totals.compute) == (Fraction(1, 7), Fraction(7, 10))
     assert report.totals.memory == Fraction(2000, 20000)
     assert any("not a known MIG profile" in note for note in report.notes)
+
+
+def test_without_agents_the_cluster_s_own_word_gives_gpus_and_models():
+    """Day one, no node agent: the device plugin's allocatable and the labels the cluster carries."""
+    instance = "node.kubernetes.io/instance-type"
+    nodes = [
+        node("p5", labels={instance: "p5.48xlarge"}, allocatable={"nvidia.com/gpu": "8"}),
+        node("gfd", labels={"nvidia.com/gpu.product": "NVIDIA-L4"}, allocatable={"nvidia.com/gpu": "12"}),
+        # time-slicing without renaming: 2 GPUs advertised 4 times each, as GFD says
+        node(
+            "sliced",
+            labels={"nvidia.com/gpu.product": "Tesla-T4-SHARED", "nvidia.com/gpu.replicas": "4"},
+            allocatable={"nvidia.com/gpu": "8"},
+        ),
+        # mixed MIG advertises slices only: the count is GFD's
+        node(
+            "mig",
+            labels={"nvidia.com/gpu.count": "1"},
+            allocatable={"nvidia.com/mig-3g.40gb": "2"},
+        ),
+    ]
+    pods = [gpu_pod("train", "uid-train", "p5", amount="2")]
+    report = usage_report(nodes, pods, context("generic"))
+    rows = {n.name: (n.state, n.advertised, n.model, n.allocated) for n in report.nodes}
+    assert rows == {
+        "p5": ("no agent data", 8, "H100-80GB", 2),
+        "gfd": ("no agent data", 12, "L4", 0),
+        "sliced": ("no agent data", 2, "T4", 0),
+        "mig": ("no agent data", 1, None, 0),
+    }
+    t = report.totals
+    assert (t.nodes, t.advertised_nodes, t.gpus, t.allocated) == (0, 4, 23, 2)
+    assert t.allocation_ratio == Fraction(2, 23)
+    assert (t.memory, t.compute) == (None, None)  # only the agent measures these
+    text = command.usage_text(report)
+    assert re.search(
+        r"^gfd +12 GPUs +L4 +no agent data +- +0 +needs agent +needs agent +needs agent$", text, re.M
+    )
+    assert re.search(r"^TOTAL +23 GPUs +0 node\(s\) measured, 4 advertised +1 +2 ", text, re.M)
+    assert "need the node agent" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gpuport usage --inventory examples/inventories/generic-measured.yaml",
+        "gpuport explain --inventory examples/inventories/generic-measured.yaml "
+        "examples/manifests/multi-gpu.yaml",
+    ],
+)
+def test_the_readme_shows_what_the_shipped_example_prints(command, monkeypatch, capsys):
+    from tests.helpers import REPO
+
+    monkeypatch.chdir(REPO)
+    capsys.readouterr()
+    assert main(command.split()[1:]) == 0
+    printed = capsys.readouterr().out
+    assert f"```\n$ {command}\n{printed}```\n" in (REPO / "README.md").read_text()
+
+
+def test_the_shipped_measured_example_is_made_from_the_fixtures():
+    from tests.inventories import MEASURED_EXAMPLE, measured_example_text
+
+    assert MEASURED_EXAMPLE.read_text() == measured_example_text()
+
+
+def test_usage_reads_nodes_and_pods_from_a_file(tmp_path, capsys):
+    path = tmp_path / "dump.yaml"
+    nodes, pods = cluster()
+    for item in nodes:
+        item["kind"] = "Node"
+    for item in pods:
+        item["kind"] = "Pod"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    assert main(["usage", "--inventory", str(path), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 9
+    assert main(["usage", "--inventory", str(tmp_path / "absent.yaml")]) == 2
+    assert "gpuport usage: " in capsys.readouterr().err

@@ -351,6 +351,8 @@ def test_cli_json_output_and_exit_codes():
         "unread",
         "workloads",
         "pending",
+        "refused",
+        "held_by_running_pods",
         "waves",
     }
     workload = data["workloads"][0]
@@ -362,6 +364,7 @@ def test_cli_json_output_and_exit_codes():
         "translated",
         "placement",
         "pending",
+        "refused",
         "checks",
     }
     assert set(workload["checks"][0]) == {"check", "compat", "weight", "contribution", "why"}
@@ -408,7 +411,7 @@ def test_preflight_and_translate_agree_on_the_translated_form(tmp_path, capsys):
 )
 def test_every_sample_inventory_parses_and_names_models_its_map_knows(path):
     inventory = parse_inventory(list(yaml.safe_load_all(path.read_text())))
-    name = path.stem.removesuffix("-small")
+    name = path.stem.removesuffix("-small").removesuffix("-measured")
     cloud = context(name).target
     keys = {label.label for label in cloud.model_labels}
     catalogue = context(name).dialects.catalogue
@@ -440,19 +443,110 @@ def test_inventory_from_a_live_cluster_uses_the_same_parser():
         "status": {"allocatable": {"nvidia.com/gpu": "8"}},
     }
     quota = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
+    running = {"metadata": {"name": "r", "namespace": "ml"}, "spec": {"nodeName": "n1", "containers": []}}
+    selectors = []
+
+    def page(items):
+        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None))
 
     class FakeCore:
         api_client = SimpleNamespace(sanitize_for_serialization=lambda obj: obj)
 
-        def list_node(self):
-            return SimpleNamespace(items=[node])
+        def list_node(self, **_):
+            return page([node])
+
+        def list_pod_for_all_namespaces(self, field_selector, **_):
+            selectors.append(field_selector)
+            return page([running])
 
         def list_resource_quota_for_all_namespaces(self):
-            return SimpleNamespace(items=[quota])
+            return page([quota])
 
     inventory = inventory_from_cluster(FakeCore())
     assert [(n.name, n.allocatable["nvidia.com/gpu"]) for n in inventory.nodes] == [("n1", Decimal(8))]
     assert inventory.quotas[0].hard == {"requests.nvidia.com/gpu": Decimal(4)}
+    # Only the pods that hold a node's resources are asked for: bound and not finished.
+    assert [(p.node, p.namespace, p.name) for p in inventory.pods] == [("n1", "ml", "r")]
+    assert selectors == ["spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"]
+
+
+def running_pod(name, node, resources, namespace="other", phase="Running"):
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": resources}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def p5_node(name):
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def test_free_capacity_is_allocatable_less_what_running_pods_hold():
+    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"})["spec"]
+    inventory = parse_inventory(
+        [
+            p5_node("a"),
+            p5_node("b"),
+            running_pod("one-gpu", "a", {"nvidia.com/gpu": "1"}),  # a has 7 free: no 8-GPU replica fits
+            running_pod("done", "b", {"nvidia.com/gpu": "8"}, phase="Succeeded"),  # holds nothing
+            {**running_pod("unbound", "b", {"nvidia.com/gpu": "8"}), "spec": {"containers": []}},
+        ]
+    )
+    report = run([deployment("train", spec, replicas=2)], inventory=inventory)
+    (workload,) = report.workloads
+    assert workload.placement == {"b": 1} and workload.pending == 1
+    compat, why = checks(report)["capacity"]
+    assert compat == 0.5
+    assert why.endswith("the most free on a node it fits is 7")
+    assert report.held == {"a": 1}
+    assert not report.passed
+
+
+def test_running_pods_are_charged_to_their_namespace_s_quota_in_gpu_equivalents():
+    spec = pod({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"})["spec"]
+    inventory = parse_inventory(
+        [
+            p5_node("a"),
+            running_pod("slices", "a", {"nvidia.com/mig-1g.10gb": "7"}, namespace="ml"),  # one GPU's worth
+            {
+                "kind": "ResourceQuota",
+                "metadata": {"name": "q", "namespace": "ml"},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "2"}},
+            },
+        ]
+    )
+    compat, why = checks(run([deployment("serve", spec, replicas=2)], inventory=inventory))["quota"]
+    assert (compat, why) == (0.0, "ml would need 3 GPU-equivalents (1 held by running pods); quota allows 2")
+
+
+def test_a_workload_translation_refuses_never_fits_and_the_summary_says_so():
+    from webhook.commands.preflight_report import as_json, as_text
+
+    # AKS offers nothing as large as a B200: translation refuses it.
+    spec = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-b200"})["spec"]
+    report = run(
+        [deployment("odd", spec, replicas=2)], target="aks", inventory=parse_inventory([p5_node("a")])
+    )
+    (odd,) = report.workloads
+    assert odd.translated == ["/spec/template: not translatable"]
+    compat, why = checks(report)["capacity"]
+    assert compat == 0.0 and why.startswith("0/2 replicas fit; 2 refused by translation")
+    assert "(nowhere)" not in why
+    assert odd.refused == 2 and not report.passed
+    text = as_text(report)
+    assert "Capacity: everything fits" not in text
+    assert "Refused by translation (never created, so fitting nowhere):\n  Deployment/ml/odd: 2 of 2" in text
+    assert "[FAIL] Deployment/ml/odd" in text
+    assert json.loads(as_json(report))["refused"] == {"Deployment/ml/odd": 2}
 
 
 def test_preflight_quota_counts_mig_slices_like_the_webhook():

@@ -98,6 +98,11 @@ def test_preflight_reads_a_real_cluster_s_nodes_and_quotas(compacting, tmp_path,
         core.patch_node_status(name, {"status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "192"}}})
         core.patch_node(name, {"spec": {"taints": None}})  # no node lifecycle controller removes not-ready
     core.create_namespace({"metadata": {"name": "ml"}})
+    core.create_namespaced_service_account("ml", {"metadata": {"name": "default"}})
+    # A pod already running on p5-a holds one of its 8 GPUs: no 8-GPU replica fits there any more.
+    held = gpu_pod("running")
+    held["spec"]["nodeName"] = "p5-a"
+    core.create_namespaced_pod("ml", held)
     core.create_namespaced_resource_quota(
         "ml", {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
     )
@@ -141,8 +146,13 @@ def test_preflight_reads_a_real_cluster_s_nodes_and_quotas(compacting, tmp_path,
     report = yaml.safe_load(capsys.readouterr().out)
     (workload,) = report["workloads"]
     checks = {c["check"]: c for c in workload["checks"]}
-    # Two nodes of 8 H100s hold two of the three replicas; the namespace's quota of 8 holds one.
-    assert workload["placement"] == {"p5-a": 1, "p5-b": 1} and workload["pending"] == 1
-    assert checks["capacity"]["compat"] == pytest.approx(2 / 3, abs=0.01)
-    assert checks["quota"]["compat"] == 0.0
+    # Two nodes of 8 H100s, one GPU of p5-a held by the running pod, hold one of the three replicas;
+    # the namespace's quota of 8, one of it charged to the running pod, holds none.
+    assert workload["placement"] == {"p5-b": 1} and workload["pending"] == 2
+    assert checks["capacity"]["compat"] == pytest.approx(1 / 3, abs=0.01)
+    assert checks["capacity"]["why"].endswith("the most free on a node it fits is 7")
+    assert report["held_by_running_pods"] == {"p5-a": 1.0}
+    assert (
+        checks["quota"]["why"] == "ml would need 25 GPU-equivalents (1 held by running pods); quota allows 8"
+    )
     assert code == 1

@@ -127,6 +127,7 @@ def test_json_totals_from_the_real_cluster(measured, tmp_path, capsys):
         "memory_total_mib": 187840,
         "util_eff": {"compute": round(99 / 170, 4), "memory": round(77680 / 187840, 4)},
         "compute_capacity": round(17 / 7, 4),
+        "advertised_nodes": 0,
     }
     assert [n["node"] for n in document["nodes"]] == ["usage-a", "usage-b"]
 
@@ -134,13 +135,17 @@ def test_json_totals_from_the_real_cluster(measured, tmp_path, capsys):
 def test_a_node_without_the_agent_is_listed_as_such(measured, tmp_path, capsys):
     name = f"bare-{uuid.uuid4().hex[:6]}"
     add_node(measured, name, [], allocatable={"nvidia.com/gpu": "2"})
+    core = client.CoreV1Api(measured.client())
+    core.patch_node(name, {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-L4"}}})  # GFD's
     try:
         text = usage(measured, tmp_path, capsys)
     finally:
         client.CoreV1Api(measured.client()).delete_node(name)
     row = next(re.split(r"\s{2,}", line) for line in text.splitlines() if line.startswith(name))
-    assert row == [name, "all", "no agent data", "-", "0", "-", "-", "-"]
-    assert "TOTAL  4 GPUs" in re.sub(r"\s{2,}", "  ", text)  # its GPUs are not in the totals
+    # Day one: its GPUs as the device plugin advertises them, its model from GFD's label; what only
+    # the agent measures is said to need it, and its GPUs count in the totals.
+    assert row == [name, "2 GPUs", "L4", "no agent data", "-", "0", *["needs agent"] * 3]
+    assert "TOTAL  6 GPUs  2 node(s) measured, 1 advertised" in re.sub(r"\s{2,}", "  ", text)
 
 
 def test_a_cluster_refusing_the_token_is_one_line_and_exit_2(measured, tmp_path, capsys):

@@ -29,7 +29,9 @@ def register(commands: Subcommands) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--inventory", type=Path, help="the target's nodes: `kubectl get nodes -o yaml`")
     where.add_argument(
-        "--kubeconfig", type=Path, help="read the target's nodes and quotas from its API server"
+        "--kubeconfig",
+        type=Path,
+        help="read the target's nodes, the pods running on them and quotas from its API server",
     )
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
     add_dra_api_version(parser)

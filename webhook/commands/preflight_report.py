@@ -24,6 +24,7 @@ def as_json(report: Report) -> str:
                     "translated": w.translated,
                     "placement": w.placement,
                     "pending": w.pending,
+                    "refused": w.refused,
                     "checks": [
                         {
                             "check": c.check,
@@ -38,6 +39,8 @@ def as_json(report: Report) -> str:
                 for w in report.workloads
             ],
             "pending": {w.key: w.pending for w in report.workloads if w.pending},
+            "refused": {w.key: w.refused for w in report.workloads if w.refused},
+            "held_by_running_pods": {node: float(use) for node, use in sorted(report.held.items())},
             "waves": report.waves,
         },
         indent=2,
@@ -52,7 +55,7 @@ def as_text(report: Report) -> str:
         "",
     ]
     for w in report.workloads:
-        flag = "OK " if w.risk <= report.max_risk and not w.pending else "FAIL"
+        flag = "OK " if w.risk <= report.max_risk and not w.pending and not w.refused else "FAIL"
         lines.append(f"[{flag}] {w.key}  {w.category}, {w.replicas} replica(s), risk {w.risk:.3f}")
         for line in w.translated:
             lines.append(f"       becomes {line}")
@@ -70,18 +73,20 @@ def as_markdown(report: Report) -> str:
     verdict = (
         "✅ every workload fits and is under the risk limit"
         if report.passed
-        else "⚠️ some workloads are over the risk limit or do not fit"
+        else "⚠️ some workloads are over the risk limit, refused or do not fit"
     )
     lines = [
         f"### gpuport preflight: `{report.source}` → `{report.target}`",
         "",
         f"{verdict} (max risk {report.max_risk:.2f} of total weight {report.total_weight:.2f}).",
         "",
-        "| workload | category | replicas | risk | pending |",
-        "|---|---|---:|---:|---:|",
+        "| workload | category | replicas | risk | pending | refused |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for w in report.workloads:
-        lines.append(f"| `{w.key}` | {w.category} | {w.replicas} | {w.risk:.3f} | {w.pending} |")
+        lines.append(
+            f"| `{w.key}` | {w.category} | {w.replicas} | {w.risk:.3f} | {w.pending} | {w.refused} |"
+        )
     for w in report.workloads:
         lines += ["", f"<details><summary><code>{w.key}</code>: risk {w.risk:.3f}</summary>", ""]
         lines += [f"Becomes: {line}" for line in w.translated]
@@ -98,13 +103,22 @@ def _summary(report: Report, bullet: str) -> list[str]:
     lines = ["Summary (highest risk first):"]
     lines += [f"{bullet}{w.key}: {w.risk:.3f}" for w in report.workloads]
     pending = [w for w in report.workloads if w.pending]
+    refused = [w for w in report.workloads if w.refused]
+    if refused:  # said with or without an inventory: a refused replica fits nowhere
+        lines.append("Refused by translation (never created, so fitting nowhere):")
+        lines += [f"{bullet}{w.key}: {w.refused} of {w.replicas} replica(s)" for w in refused]
     if report.inventory_nodes is None:
         lines.append("Capacity: not checked (no --inventory).")
     elif pending:
         lines.append("Does not fit (stays Pending):")
         lines += [f"{bullet}{w.key}: {w.pending} of {w.replicas} replica(s)" for w in pending]
+    elif refused:
+        lines.append(f"Capacity: every translatable replica fits on the {report.inventory_nodes} node(s).")
     else:
         lines.append(f"Capacity: everything fits on the {report.inventory_nodes} inventory node(s).")
+    if report.held:
+        where = ", ".join(f"{node} {float(use):g}" for node, use in sorted(report.held.items()))
+        lines.append(f"Free capacity is counted after what running pods hold (GPU-equivalents): {where}.")
     if report.unread:
         lines.append(
             "Not looked into (no risk can be given; the preflight fails until they are moved by hand):"

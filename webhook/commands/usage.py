@@ -6,9 +6,9 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from webhook.commands.common import Subcommands, bad_input
+from webhook.commands.common import Subcommands, bad_input, read_yaml_documents
 
 if TYPE_CHECKING:
     from webhook.core.migration.usage import UsageReport
@@ -37,9 +37,15 @@ def register(commands: Subcommands) -> None:
         "and allocated ÷ GPUs. Unknown figures are shown as - and left out of the sums. Exit 0, or 2 when "
         "the cluster or the cloud maps cannot be read.",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--kubeconfig",
         help="the cluster's kubeconfig, or in-cluster (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    where.add_argument(
+        "--inventory",
+        type=Path,
+        help="read the Nodes and Pods from this file instead: `kubectl get nodes,pods -A -o yaml`",
     )
     parser.add_argument("--cloud", default="generic", help="this cluster's cloud map (default generic)")
     parser.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
@@ -48,19 +54,29 @@ def register(commands: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
+
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import StartupError, build_context
     from webhook.core.migration.usage import usage_report
     from webhook.core.vocabulary.inventory import InventoryError, parse_inventory
 
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-    from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
-    from webhook.adapters.kube.usage_reader import nodes_and_pods
+    if args.inventory:
+        try:
+            nodes, pods = _from_file(args.inventory)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            return bad_input("usage", exc)
+    else:
+        kubeconfig = (
+            args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+        )
+        from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
+        from webhook.adapters.kube.usage_reader import nodes_and_pods
 
-    try:
-        nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
-    except ClusterUnreadable as exc:
-        return bad_input("usage", exc)
+        try:
+            nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
+        except ClusterUnreadable as exc:
+            return bad_input("usage", exc)
     try:
         # The models and slices the nodes show narrow the map, as the server's cluster view does (what a
         # share by memory is a share of). A node whose agent record is broken is read without it (the
@@ -78,6 +94,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Nodes and the Pods of a `kubectl get -o yaml` dump (Lists unwrapped), as the API serves them."""
+    items: list[dict[str, Any]] = []
+    for doc in read_yaml_documents([str(path)]):
+        listed = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        items += [item for item in listed or () if isinstance(item, dict)]
+    return [i for i in items if i.get("kind") == "Node"], [i for i in items if i.get("kind") == "Pod"]
+
+
 # -- rendering -------------------------------------------------------------------------------------
 
 
@@ -90,17 +115,18 @@ def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
         state: str = "" if node.state == "measured" else node.state
         if node.shared_memory_full:
             state = f"shared memory full (κ {node.memory_fill_limit:g})"
+        measured = node.state == "measured"
         rows.append(
             (
                 node.name,
-                "all",
-                "",
+                "all" if measured or node.advertised is None else f"{node.advertised} GPUs",
+                "" if measured else node.model or "-",
                 state,
                 ", ".join(node.pods) or "-",
                 show(node.allocated),
-                _memory(node.memory_used_mib, node.memory_total_mib),
-                _percent(node.util_eff_compute),
-                _percent(node.util_eff_memory),
+                _memory(node.memory_used_mib, node.memory_total_mib) if measured else _NEEDS_AGENT,
+                _percent(node.util_eff_compute) if measured else _NEEDS_AGENT,
+                _percent(node.util_eff_memory) if measured else _NEEDS_AGENT,
             )
         )
         for gpu in node.gpus:
@@ -123,8 +149,9 @@ def usage_rows(report: "UsageReport") -> list[tuple[str, ...]]:
             "TOTAL",
             f"{t.gpus} GPUs",
             "",
-            f"{t.nodes} node(s) measured",
-            str(sum(len(n.pods) for n in report.nodes if n.state == "measured")),
+            f"{t.nodes} node(s) measured"
+            + (f", {t.advertised_nodes} advertised" if t.advertised_nodes else ""),
+            str(sum(len(n.pods) for n in report.nodes if n.state == "measured" or n.advertised is not None)),
             show(t.allocated),
             _memory(t.memory_used_mib, t.memory_total_mib) if t.memory_total_mib else "-",
             _percent(t.compute),
@@ -142,6 +169,7 @@ def _allocation_line(report: "UsageReport") -> str:
     return f"Allocation ratio (allocated ÷ GPU capacity): {show(t.allocated)} ÷ {t.gpus} = {ratio}"
 
 
+_NEEDS_AGENT = "needs agent"  # a figure only the node agent measures, on a node without its record
 _LEGEND = (
     "Util_eff: a GPU's compute busy and memory used ÷ total; a node's (GPU all) as its agent published it; "
     "TOTAL's Σ used ÷ Σ capacity (compute in GPU-equivalents, a MIG instance weighing its slice)"
@@ -178,7 +206,9 @@ def usage_json(report: "UsageReport") -> str:
                 "problem": n.problem or None,
                 "pods": list(n.pods),
                 "allocated": _number(n.allocated),
-                "gpu_count": n.capacity if n.state == "measured" else None,
+                "gpu_count": n.capacity if n.state == "measured" else n.advertised,
+                "gpu_count_from": "agent" if n.state == "measured" else "cluster" if n.advertised else None,
+                "model": n.model,
                 "memory_used_mib": n.memory_used_mib,
                 "memory_total_mib": n.memory_total_mib,
                 "util_eff": {"compute": n.util_eff_compute, "memory": n.util_eff_memory},
@@ -210,6 +240,7 @@ def usage_json(report: "UsageReport") -> str:
             "memory_total_mib": t.memory_total_mib,
             "util_eff": {"compute": _number(t.compute), "memory": _number(t.memory)},
             "compute_capacity": _number(t.compute_capacity),
+            "advertised_nodes": t.advertised_nodes,
         },
         "notes": list(report.notes),
     }

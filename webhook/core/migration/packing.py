@@ -52,9 +52,19 @@ def feasible(replica: Replica, node: Node, free: Mapping[str, Decimal]) -> bool:
     return all(free.get(name, Decimal(0)) >= amount for name, amount in replica.resources.items())
 
 
-def pack(replicas: list[Replica], nodes: tuple[Node, ...]) -> Packing:
-    """Largest GPU ask first; each onto the feasible node with the least GPU left after placing it."""
+def pack(
+    replicas: list[Replica],
+    nodes: tuple[Node, ...],
+    held: Mapping[str, Mapping[str, Decimal]] | None = None,
+) -> Packing:
+    """Largest GPU ask first; each onto the feasible node with the least GPU left after placing it.
+    `held`: node → what the pods already running there hold, which no replica can have."""
     free = {node.name: dict(node.allocatable) for node in nodes}
+    for node_name, holding in (held or {}).items():
+        if node_name in free:
+            left = free[node_name]
+            for name, amount in holding.items():
+                left[name] = max(left.get(name, Decimal(0)) - amount, Decimal(0))
     placed: dict[tuple[str, int], str] = {}
     pending: list[Replica] = []
     why: dict[tuple[str, int], str] = {}

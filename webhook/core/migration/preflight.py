@@ -34,7 +34,7 @@ from webhook.core.migration.preflight_checks import (
 )
 from webhook.core.rewriting.dra import ASKS_ANNOTATION
 from webhook.core.vocabulary import quantity
-from webhook.core.vocabulary.inventory import Inventory, models_present
+from webhook.core.vocabulary.inventory import BoundPod, Inventory, models_present
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import (
@@ -100,6 +100,7 @@ class WorkloadReport:
     translated: list[str] = field(default_factory=list)  # one line per template: what it becomes
     placement: dict[str, int] = field(default_factory=dict)  # node → replicas
     pending: int = 0
+    refused: int = 0  # replicas of templates translation refuses: never created, so never fitting
     why_pending: str = ""  # what stops its pending replicas everywhere
 
     @property
@@ -121,12 +122,18 @@ class Report:
     waves: list[list[str]]
     inventory_nodes: int | None
     unread: list[str] = field(default_factory=list)  # GPU workloads gpuport could not look into
+    # node → GPU-equivalents the running pods there hold (as the quota counts them), already taken
+    # from that node's free capacity; empty when the inventory lists no pods
+    held: dict[str, Fraction] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        """Every workload under the risk limit, and none left Pending: not fitting is a fact, not a risk.
-        A GPU workload gpuport could not read is no pass either: nothing about it is known."""
-        return not self.unread and all(w.risk <= self.max_risk and not w.pending for w in self.workloads)
+        """Every workload under the risk limit, none left Pending and none refused: not fitting is a
+        fact, not a risk. A GPU workload gpuport could not read is no pass either: nothing about it
+        is known."""
+        return not self.unread and all(
+            w.risk <= self.max_risk and not w.pending and not w.refused for w in self.workloads
+        )
 
 
 @dataclass
@@ -177,10 +184,16 @@ def preflight(
         templates_by_workload[report.key] = templates
 
     replicas = [r for w in workloads for r in _replicas(w, templates_by_workload[w.key], context)]
-    packing = pack(replicas, inventory.nodes) if inventory else None
+    held = _held(inventory.pods, context) if inventory else {}
+    packing = (
+        pack(replicas, inventory.nodes, {node: resources for node, (resources, _) in held.items()})
+        if inventory
+        else None
+    )
     present = models_present(inventory, context.dialects) if inventory is not None else None
     for workload in workloads:
         templates = templates_by_workload[workload.key]
+        workload.refused = sum(t.replicas for t in templates if t.translated is None)
         if packing is not None:
             for (name, _), node in packing.placed.items():
                 if name == workload.key:
@@ -212,7 +225,25 @@ def preflight(
         waves=waves,
         inventory_nodes=len(inventory.nodes) if inventory else None,
         unread=unread,
+        held={node: use for node, (_, use) in held.items() if use},
     )
+
+
+def _held(pods: tuple[BoundPod, ...], context: Context) -> dict[str, tuple[dict[str, Decimal], Fraction]]:
+    """node → (the extended resources its running pods hold, as the scheduler counts them; their
+    GPU-equivalents, as the quota counts them). The resources are what a replica cannot have there."""
+    held: dict[str, tuple[dict[str, Decimal], Fraction]] = {}
+    for pod in pods:
+        resources, use = held.setdefault(pod.node, ({}, Fraction(0)))
+        for name, amount in _pod_resources(pod.manifest).items():
+            resources[name] = resources.get(name, Decimal(0)) + amount
+        held[pod.node] = (resources, use + _running_use(pod, context))
+    return held
+
+
+def _running_use(pod: BoundPod, context: Context) -> Fraction:
+    demand = read_demand(pod.manifest, context.dialects)
+    return pod_use(demand, context.target, context.dialects.catalogue).equivalents
 
 
 def _workload(
@@ -429,6 +460,13 @@ def _checks(
         )
     elif workload.replicas == 0:
         results["capacity"] = (1.0, "no replicas")
+    elif workload.refused:
+        placed = sum(workload.placement.values())
+        results["capacity"] = (
+            placed / workload.replicas,
+            f"{placed}/{workload.replicas} replicas fit; {workload.refused} refused by translation "
+            f"(never created, so fitting nowhere): {'; '.join(failed[0].problems)}",
+        )
     else:
         placed = workload.replicas - workload.pending
         where = (
@@ -459,7 +497,7 @@ def _quota_check(
     ]
     if not quotas:
         return 1.0, f"no GPU quota for namespace {workload.namespace} in the inventory"
-    used = sum(
+    moved = sum(
         (
             _gpu_equivalents(t, context) * t.replicas
             for w in workloads
@@ -468,10 +506,20 @@ def _quota_check(
         ),
         Fraction(0),
     )
+    # What the namespace's running pods hold is charged already, as the webhook's quota charges it.
+    running = sum(
+        (_running_use(p, context) for p in inventory.pods if p.namespace == workload.namespace),
+        Fraction(0),
+    )
+    used = moved + running
+    held = f" ({float(running):g} held by running pods)" if running else ""
     limit = min(q.hard[f"requests.{target.whole_gpu}"] for q in quotas)
     if used <= Fraction(str(limit)):
-        return 1.0, f"{float(used):g} of {limit} GPU-equivalents in {workload.namespace}"
-    return 0.0, f"{workload.namespace} would need {float(used):g} GPU-equivalents; quota allows {limit}"
+        return 1.0, f"{float(used):g} of {limit} GPU-equivalents in {workload.namespace}{held}"
+    return (
+        0.0,
+        f"{workload.namespace} would need {float(used):g} GPU-equivalents{held}; quota allows {limit}",
+    )
 
 
 def _describe_gpu(template: Mapping[str, Any], claim_templates: list[dict[str, Any]]) -> str:

@@ -9,6 +9,13 @@ the agent published. The cluster's totals: Σ used ÷ Σ capacity (memory in MiB
 GPU-equivalents, a MIG instance weighing its slice share), and allocated ÷ the GPUs the agents
 report. Unknown figures are left out of every sum and said, never counted as 0.
 
+Without a usable agent record a node still counts what the cluster says: the GPUs its device plugin
+advertises (else its labels' count) and the model its labels name; only memory, Util_eff and each
+GPU's mode and pods need the agent, and the notes say so.
+
+Why one module of ~340 lines: one report made in one pass over the nodes and pods, whose rows, totals
+and notes share the NodeRow record; reading the agent's record is in usage_record.py.
+
 It lives in the migration part (the top of the core) because it reads pods' asks and prices them in
 GPU-equivalents, as the preflight's capacity check does.
 """
@@ -25,6 +32,7 @@ from webhook.core.deciding.context import Context
 from webhook.core.migration.usage_record import MeasuredDevice, MeasuredNode, UsageRecordError, read_measured
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError
+from webhook.core.vocabulary.inventory import GFD_REPLICAS, labelled_gpu_count, labelled_models
 from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 from webhook.core.vocabulary.workloads import is_map, mapping_at
 
@@ -61,6 +69,10 @@ class NodeRow:
     util_eff_memory: float | None = None
     memory_fill_limit: float | None = None
     shared_memory_full: bool | None = None
+    # Without a usable agent record, what the cluster already says: the GPUs the device plugin
+    # advertises (else the labels' count) and the model the labels name (GFD's product, an instance type).
+    advertised: int | None = None
+    model: str | None = None
 
     @property
     def memory_used_mib(self) -> int | None:
@@ -76,14 +88,15 @@ class NodeRow:
 @dataclass(frozen=True)
 class UsageTotals:
     nodes: int  # nodes whose agent record was read
-    gpus: int  # their physical GPUs: the capacity allocation is measured against
-    allocated: Fraction  # GPU-equivalents allocated on those nodes
+    gpus: int  # their physical GPUs, and those advertised by the others: what allocation is against
+    allocated: Fraction  # GPU-equivalents allocated on the nodes whose GPUs are counted
     allocation_ratio: Fraction | None  # allocated ÷ gpus; None without GPUs
     memory_used_mib: int  # over the GPUs whose memory figures are both known
     memory_total_mib: int
     memory: Fraction | None  # Σ used ÷ Σ total
     compute: Fraction | None  # Σ (busy × weight) ÷ Σ weight over the GPUs whose compute is known
     compute_capacity: Fraction  # that Σ weight, in GPU-equivalents
+    advertised_nodes: int = 0  # nodes without agent data whose GPUs are counted from the cluster's word
 
 
 @dataclass(frozen=True)
@@ -128,21 +141,31 @@ def usage_report(
         pods_here = tuple(sorted(p[0] for p in here))
         allocated = sum((p[1] for p in here), Fraction(0))
         text = annotations.get(CAPABILITY_ANNOTATION)
+        advertised, model = _advertised(node, labels, context), _labelled_model(labels, context)
         if text is None:
             if here or _offers_gpus(node, context):
-                rows.append(NodeRow(name, "no agent data", "", pods_here, allocated))
+                rows.append(
+                    NodeRow(
+                        name, "no agent data", "", pods_here, allocated, advertised=advertised, model=model
+                    )
+                )
             else:
                 unlisted += 1
             continue
         try:
             measured = read_measured(text)
         except UsageRecordError as exc:
+            problem = f"{CAPABILITY_ANNOTATION}: {exc}"
             rows.append(
-                NodeRow(name, "bad agent data", f"{CAPABILITY_ANNOTATION}: {exc}", pods_here, allocated)
+                NodeRow(
+                    name, "bad agent data", problem, pods_here, allocated, advertised=advertised, model=model
+                )
             )
             continue
         if measured is None:
-            rows.append(NodeRow(name, "no usage data", "", pods_here, allocated))
+            rows.append(
+                NodeRow(name, "no usage data", "", pods_here, allocated, advertised=advertised, model=model)
+            )
             continue
         shared_node = any(k in labels for k in sharing_labels) or any(p[2] for p in here)
         gpus = tuple(_gpu_row(d, measured, shared_node, names, catalogue) for d in _ordered(measured))
@@ -211,9 +234,10 @@ def _weight(profile: str | None, model: str | None, catalogue: Catalogue) -> Fra
 
 def _totals(rows: Sequence[NodeRow]) -> UsageTotals:
     measured = [r for r in rows if r.state == "measured"]
+    advertised = [r for r in rows if r.state != "measured" and r.advertised is not None]
     gpus = [g for r in measured for g in r.gpus]
-    capacity = sum(r.capacity for r in measured)
-    allocated = sum((r.allocated for r in measured), Fraction(0))
+    capacity = sum(r.capacity for r in measured) + sum(r.advertised or 0 for r in advertised)
+    allocated = sum((r.allocated for r in [*measured, *advertised]), Fraction(0))
     memory = [g for g in gpus if g.memory_used_mib is not None and g.memory_total_mib is not None]
     used = sum(g.memory_used_mib or 0 for g in memory)
     total = sum(g.memory_total_mib or 0 for g in memory)
@@ -229,6 +253,7 @@ def _totals(rows: Sequence[NodeRow]) -> UsageTotals:
         memory=Fraction(used, total) if total else None,
         compute=sum((c * w for c, w in busy), Fraction(0)) / weight if weight else None,
         compute_capacity=weight,
+        advertised_nodes=len(advertised),
     )
 
 
@@ -249,12 +274,20 @@ def _notes(rows: Sequence[NodeRow], claimed: int, unlisted: int) -> tuple[str, .
     podless = sum(g.podless for g in gpus)
     if podless:
         notes.append(f"{podless} GPU process(es) carry no pod UID (not a pod's, or the agent could not tell)")
-    outside = [r for r in rows if r.state != "measured"]
+    said = [r for r in rows if r.state != "measured" and r.advertised is not None]
+    if said:
+        notes.append(
+            f"{len(said)} node(s) without usable agent data ({', '.join(r.name for r in said)}): their "
+            "GPUs are counted as the device plugin advertises them (else as their labels say) and their "
+            "model is read from their labels; memory, Util_eff, each GPU's mode and the pods on it need "
+            "the node agent (gpuport node-agent)"
+        )
+    outside = [r for r in rows if r.state != "measured" and r.advertised is None]
     if outside:
         held = sum((r.allocated for r in outside), Fraction(0))
         notes.append(
-            f"{len(outside)} node(s) without usable agent data: their GPUs and the "
-            f"{float(held):.3g} GPU-equivalent(s) allocated there are not in the totals"
+            f"{len(outside)} node(s) without usable agent data or a GPU count the cluster gives: their GPUs "
+            f"and the {float(held):.3g} GPU-equivalent(s) allocated there are not in the totals"
         )
     if claimed:
         notes.append(
@@ -276,6 +309,31 @@ def _at(obj: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
 def _node_name(node: Mapping[str, Any]) -> str:
     metadata = node.get("metadata")
     return str(metadata.get("name", "?")) if is_map(metadata) else "?"
+
+
+def _advertised(node: Mapping[str, Any], labels: Mapping[str, Any], context: Context) -> int | None:
+    """The node's GPUs as the cluster already says: the whole GPUs its device plugin advertises (a GPU
+    GFD says is shared N ways counted once), else the count its labels give; None when neither says."""
+    names = {m.whole_gpu for m in context.dialects.maps}
+    advertised = Fraction(0)
+    for resource, amount in _at(node, "status", "allocatable").items():
+        if resource in names:
+            try:
+                advertised += Fraction(quantity.parse(amount))
+            except quantity.QuantityError:
+                continue
+    replicas = str(labels.get(GFD_REPLICAS, ""))
+    if advertised and replicas.isdigit() and int(replicas) > 1:
+        advertised /= int(replicas)
+    if advertised:
+        return int(advertised)
+    return labelled_gpu_count({str(k): str(v) for k, v in labels.items()}, context.dialects)
+
+
+def _labelled_model(labels: Mapping[str, Any], context: Context) -> str | None:
+    """The model its labels name ("A100-40GB|A100-80GB" where a label does not tell them apart)."""
+    models = labelled_models({str(k): str(v) for k, v in labels.items()}, context.dialects)
+    return "|".join(sorted(models)) or None
 
 
 def _offers_gpus(node: Mapping[str, Any], context: Context) -> bool:

@@ -12,6 +12,8 @@ from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_REPLICAS = "nvidia.com/gpu.replicas"  # a time-sliced or MPS GPU is advertised this many times
 
 
 class InventoryError(BadInput):
@@ -38,10 +40,21 @@ class NamespaceQuota:
 
 
 @dataclass(frozen=True)
+class BoundPod:
+    """A pod bound to a node and not finished: what it holds there is not free for anything moved in."""
+
+    node: str
+    namespace: str
+    name: str
+    manifest: Mapping[str, Any]  # the Pod as the API server serves it
+
+
+@dataclass(frozen=True)
 class Inventory:
     nodes: tuple[Node, ...]
     quotas: tuple[NamespaceQuota, ...] = ()
     problems: tuple[str, ...] = ()  # node-agent records that could not be read, each with why
+    pods: tuple[BoundPod, ...] = ()  # running pods (a live read, or Pods listed beside the nodes)
 
 
 def parse_inventory(documents: list[Any]) -> Inventory:
@@ -53,7 +66,7 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             items += [i for i in doc if isinstance(i, Mapping)]
         elif isinstance(doc, Mapping):
             items.append(doc)
-    nodes, quotas, problems = [], [], []
+    nodes, quotas, problems, pods = [], [], [], []
     for item in items:
         kind = item.get("kind", "Node")
         metadata = item.get("metadata") or {}
@@ -83,9 +96,26 @@ def parse_inventory(documents: list[Any]) -> Inventory:
                     {str(k): _amount(v, name, k) for k, v in hard.items()},
                 )
             )
+        elif kind == "Pod":
+            bound = _bound_pod(item, name)
+            if bound is not None:
+                pods.append(bound)
     if not nodes:
         raise InventoryError("the inventory holds no Node objects (use `kubectl get nodes -o yaml`)")
-    return Inventory(tuple(nodes), tuple(quotas), tuple(problems))
+    return Inventory(tuple(nodes), tuple(quotas), tuple(problems), tuple(pods))
+
+
+def _bound_pod(item: Mapping[str, Any], name: str) -> BoundPod | None:
+    """A Pod that holds its node's resources: bound (spec.nodeName) and not Succeeded or Failed, the
+    pods the scheduler and the quota count; a pending or finished one holds nothing."""
+    spec = item.get("spec")
+    status = item.get("status")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    if not isinstance(node, str) or not node or phase in ("Succeeded", "Failed"):
+        return None
+    namespace = str((item.get("metadata") or {}).get("namespace", "default"))
+    return BoundPod(node, namespace, name, item)
 
 
 def _capability(text: Any) -> tuple[dict[str, Any], str]:
@@ -143,8 +173,6 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
     """GPU models with at least one healthy GPU: from the node agent's record, else from every label
     form a node may carry: any platform's model labels, and GFD product names (MIG-single and
     shared products included: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb is an A100-40GB)."""
-    catalogue = dialects.catalogue
-    labels = [label for cloud_map in dialects.maps for label in cloud_map.model_labels]
     present: set[str] = set()
     for node in inventory.nodes:
         gpus = node.capability.get("gpus") if node.capability else None
@@ -153,14 +181,36 @@ def models_present(inventory: Inventory, dialects: Dialects) -> set[str]:
                 g["model"] for g in gpus if isinstance(g.get("model"), str) and _healthy(g.get("health"))
             }
             continue
-        for label in labels:
-            value = node.labels.get(label.label)
-            if value is not None:
-                present |= label.models_for(value)
-        found = catalogue.by_product_name(node.labels.get(GFD_PRODUCT, ""))
-        if found is not None:
-            present.add(found[0].id)
-    return {m for m in present if m in catalogue.models}
+        present |= labelled_models(node.labels, dialects)
+    return {m for m in present if m in dialects.catalogue.models}
+
+
+def labelled_models(labels: Mapping[str, str], dialects: Dialects) -> set[str]:
+    """The GPU models a node's labels name, without the node agent: any loaded platform's model labels
+    (GPU names, instance types) and GFD's product name."""
+    catalogue = dialects.catalogue
+    found: set[str] = set()
+    for label in (label for cloud_map in dialects.maps for label in cloud_map.model_labels):
+        value = labels.get(label.label)
+        if value is not None:
+            found |= label.models_for(value)
+    product = catalogue.by_product_name(labels.get(GFD_PRODUCT, ""))
+    if product is not None:
+        found.add(product[0].id)
+    return {m for m in found if m in catalogue.models}
+
+
+def labelled_gpu_count(labels: Mapping[str, str], dialects: Dialects) -> int | None:
+    """The GPUs a node holds by its labels: GFD's count, else what a loaded map's instance-type table
+    says a node with that label holds; None when no label says."""
+    count = labels.get(GFD_COUNT, "")
+    if count.isdigit():
+        return int(count)
+    for label in (label for cloud_map in dialects.maps for label in cloud_map.model_labels):
+        value = labels.get(label.label)
+        if value is not None and value in label.gpus:
+            return label.gpus[value]
+    return None
 
 
 def _healthy(health: Any) -> bool:
