@@ -145,3 +145,36 @@ def test_the_kinds_translate_reads_name_a_group_where_the_bare_kind_would_mislea
     listed = kinds_read().split(", ")
     assert "Service (serving.knative.dev)" in listed and "Service" not in listed  # not a core Service
     assert "Deployment" in listed and "Job" in listed and "Job (batch.volcano.sh)" in listed
+
+
+class _Recording(dict):
+    """An environment that remembers every variable asked of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+
+def test_serve_help_names_every_environment_variable_the_settings_read(capsys):
+    from webhook.adapters.http.settings import Settings
+
+    environ = _Recording()
+    Settings.from_env(environ)
+    read = environ.asked | set(Settings().to_env())
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert read, "the settings read no variable at all"
+    assert sorted(v for v in read if v not in shown) == []
