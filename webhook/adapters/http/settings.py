@@ -3,6 +3,7 @@
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 # Every setting's environment variable and what it sets: the one list from_env reads, to_env writes and
 # `serve --help` shows, so no variable can be read without being documented.
@@ -69,7 +70,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
         defaults = cls()
-        read: dict[str, object] = {}
+        read: dict[str, Any] = {}
         for name, (variable, _) in VARIABLES.items():
             if name == "register":
                 read[name] = _register(environ)
