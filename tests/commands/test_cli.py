@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -178,3 +179,28 @@ def test_serve_help_names_every_environment_variable_the_settings_read(capsys):
     shown = capsys.readouterr().out
     assert read, "the settings read no variable at all"
     assert sorted(v for v in read if v not in shown) == []
+
+
+def test_serve_s_boot_lines_carry_the_format_of_every_later_line(tmp_path):
+    # What a worker logs while it loads the app (a refused DeviceClass list, an undiscovered API
+    # version) went through Python's last-resort handler: the bare message. It must read like the rest.
+    from tests.server_process import make_certs
+
+    make_certs(tmp_path)
+    probe = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from webhook.adapters.http.settings import Settings\n"
+        "from webhook.commands import serve\n"
+        "class Booting:\n"
+        "    def run(self):\n"
+        "        logging.getLogger('gpuport.dra').warning('a boot line')\n"
+        "serve._gunicorn_application = lambda settings: Booting()\n"
+        "sys.exit(serve.serve(Settings(cert_dir=Path(sys.argv[1]))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True, timeout=60
+    )
+
+    line = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"\[[-0-9 :+]+\] \[\d+\] \[WARNING\] gpuport\.dra: a boot line", line), line

@@ -61,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(settings) -> int:
+    from webhook.adapters.http import logs
     from webhook.config.loading import StartupError, build_context
+
+    # Before anything is read: the lines of the boot (the maps checked here, the app each worker
+    # loads) carry the format of every later line.
+    logs.configure(settings.log_level)
 
     for path in (settings.cert_file, settings.key_file):
         if not path.is_file():
