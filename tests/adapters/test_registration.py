@@ -319,3 +319,32 @@ def test_an_object_says_all_gpuport_wrote_with_the_server_s_defaults_beside_it_a
     assert not says_all_written({"webhooks": [*defaulted["webhooks"], {"name": "old"}]}, written)
     assert not says_all_written({"webhooks": [{"name": "b", "rules": []}]}, written)
     assert not says_all_written(None, written)
+
+
+def test_a_registration_the_rbac_refuses_is_said_once_and_shown(caplog):
+    import threading
+    import time
+
+    from kubernetes.client.exceptions import ApiException
+
+    rounds = []
+
+    def desired():
+        rounds.append(1)
+        raise ApiException(status=403, reason="Forbidden")
+
+    registering = Registrar(None, desired, lambda: True, "gpuport-system", interval=0.01)
+    registering.admission, registering.core = FakeAdmission(), FakeCore()
+    with caplog.at_level("INFO", logger="gpuport"):
+        runner = threading.Thread(target=registering._run, daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 5
+        while len(rounds) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        registering.stop()
+        runner.join(5)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(rounds) >= 5 and len(said) == 1 and "403 Forbidden" in said[0], said
+    assert "register webhook configurations and policy unavailable: 403 Forbidden" in (
+        registering.capabilities.summary()
+    )
