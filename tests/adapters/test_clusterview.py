@@ -369,3 +369,39 @@ def test_the_view_keeps_whatever_the_quota_scopes_read(name, whole):
     from webhook.core.budget.quota import pod_facts
 
     assert pod_facts(compact_pod(whole)) == pod_facts(whole)
+
+
+class RefusedClasses:
+    """The custom-objects API of a cluster serving resource.k8s.io whose RBAC gives gpuport no DRA rule."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def list_cluster_custom_object(self, *args, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+
+        self.asked += 1
+        raise ApiException(status=403, reason="Forbidden")
+
+
+def test_a_refused_dra_watch_is_logged_once_not_on_every_retry_and_reported(caplog):
+    import threading
+    import time
+
+    custom = RefusedClasses()
+    core = SimpleNamespace(api_client=SimpleNamespace(sanitize_for_serialization=lambda o: o))
+    cache = ClusterView(core, backoff_max=0.01, dra=(custom, "resource.k8s.io/v1"))
+    runner = threading.Thread(
+        target=cache._run, args=("deviceclasses", cache._dra_lists["deviceclasses"]), daemon=True
+    )
+    with caplog.at_level("INFO", logger="gpuport"):
+        runner.start()
+        deadline = time.monotonic() + 5
+        while custom.asked < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cache.stop()
+        runner.join(5)
+    assert custom.asked >= 6  # still looked at again
+    said = [r.getMessage() for r in caplog.records if "deviceclasses" in r.getMessage()]
+    assert len(said) == 1 and "403 Forbidden" in said[0], said
+    assert cache.capabilities.summary() == "list and watch deviceclasses unavailable: 403 Forbidden"

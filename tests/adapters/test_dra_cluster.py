@@ -451,3 +451,43 @@ def test_the_cluster_view_watches_classes_and_slices_without_waiting_on_them_for
     (held,) = view.cluster_objects("resourceslices")[1]
     assert held["spec"]["nodeName"] == "a"
     assert ClusterView(None).dra_version() == ()  # a view watching none: nothing of it changes
+
+
+class CountedRefusal(SliceApi):
+    """An API server whose RBAC refuses to list DeviceClasses until told otherwise."""
+
+    def __init__(self):
+        super().__init__(classes=[WHOLE_FIRST])
+        self.asked = 0
+        self.refusing = True
+
+    def list_cluster_custom_object(self, group, version, plural, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+
+        self.asked += 1
+        if self.refusing:
+            raise ApiException(status=403, reason="Forbidden")
+        return super().list_cluster_custom_object(group, version, plural, **kwargs)
+
+
+def test_a_refused_class_list_is_logged_once_reported_and_asked_again_on_a_back_off(caplog):
+    # The shipped RBAC without the DRA rules: every reload (2 s) asked for the classes, and each
+    # refusal was a warning line. Now: one line with the reason, then quiet, asked again ever later.
+    now = [0.0]
+    store = ClaimTemplateStore(None, "resource.k8s.io/v1", clock=lambda: now[0])
+    store.api = api = CountedRefusal()
+    with caplog.at_level("INFO", logger="gpuport"):
+        for _ in range(90):  # three minutes of reloads
+            assert store.device_classes() == ()
+            now[0] += 2
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "403 Forbidden" in warned[0].getMessage()
+    assert "deviceclasses" in warned[0].getMessage()
+    assert 2 <= api.asked <= 10  # looked at again, on a back-off, not on every reload
+    assert store.capabilities.summary() == "list deviceclasses.resource.k8s.io unavailable: 403 Forbidden"
+    api.refusing = False
+    now[0] += 600
+    with caplog.at_level("INFO", logger="gpuport"):
+        assert [c["metadata"]["name"] for c in store.device_classes()] == [WHOLE_FIRST["metadata"]["name"]]
+    assert store.capabilities.summary() == ""
+    assert "available again" in caplog.records[-1].getMessage()

@@ -19,3 +19,32 @@ def test_the_longest_pod_names_still_make_a_valid_event_name():
         name = event_name(pod, uid)
         assert len(name) <= 253 and DNS_SUBDOMAIN.match(name), name
         assert name.endswith(uid)
+
+
+def test_events_the_rbac_refuses_are_said_once_not_for_every_rewritten_pod(caplog):
+    import time
+
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.adapters.kube.events import PodEvents
+
+    class Refusing:
+        def __init__(self):
+            self.asked = 0
+
+        def create_namespaced_event(self, *args, **kwargs):
+            self.asked += 1
+            raise ApiException(status=403, reason="Forbidden")
+
+    events = PodEvents(None)
+    events.core = core = Refusing()
+    with caplog.at_level("INFO", logger="gpuport"):
+        for n in range(20):
+            events.rewritten("team-a", f"web-{n}", f"uid-{n}", "translated")
+        deadline = time.monotonic() + 5
+        while core.asked < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert core.asked == 20 and len(said) == 1 and "403 Forbidden" in said[0], said
+    assert events.capabilities.summary() == "create events unavailable: 403 Forbidden"

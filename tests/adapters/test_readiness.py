@@ -40,3 +40,18 @@ def test_readyz_waits_for_the_other_workers_too(tmp_path):
     assert state.readiness() == (False, "cluster view synced in 1 of 2 workers")
     readiness.mark(os.getppid())
     assert state.readiness() == (True, "ok")
+
+
+def test_readyz_says_what_gpuport_goes_without_and_stays_ready(tmp_path):
+    from webhook.adapters.http.server import create_app
+
+    missing = ["list deviceclasses.resource.k8s.io unavailable: 403 Forbidden"]
+    state = ServerState(context=context(), view=SyncedView(), unavailable=lambda: "; ".join(missing))
+    answer = create_app(state).test_client().get("/readyz")
+    assert answer.status_code == 200
+    assert (
+        answer.get_data(as_text=True).strip()
+        == "ok; list deviceclasses.resource.k8s.io unavailable: 403 Forbidden"
+    )
+    missing.clear()  # granted since: the body says so at once
+    assert create_app(state).test_client().get("/readyz").get_data(as_text=True).strip() == "ok"

@@ -272,13 +272,42 @@ def test_a_replica_that_loses_the_race_to_create_goes_on_to_the_next_object():
 def test_printing_the_registration_without_budget_namespaces_says_what_that_gives_up(capsys):
     from webhook.commands.cli import main
 
-    assert main(["registration", "--cloud", "eks"]) == 0
+    assert main(["registration", "--cloud", "eks", "--no-ca-bundle"]) == 0
     printed = capsys.readouterr()
     assert "kind: ValidatingAdmissionPolicy" in printed.out
     assert "no namespace's GPU quota or GPU limits are enforced" in printed.err
-    assert main(["registration", "--cloud", "eks", "--budget-namespace", "ml"]) == 0
+    assert main(["registration", "--cloud", "eks", "--no-ca-bundle", "--budget-namespace", "ml"]) == 0
     printed = capsys.readouterr()
     assert printed.err == "" and "failurePolicy: Fail" in printed.out
+
+
+def test_printing_the_registration_without_a_ca_bundle_is_refused_unless_asked_for(tmp_path, capsys):
+    # Configurations without the CA the serving certificate is signed by are ones the API server cannot
+    # use: printing them is refused, and the refusal says both ways out.
+    from webhook.commands.cli import main
+
+    assert main(["registration", "--cloud", "eks", "--budget-namespace", "ml"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert "--ca-file" in printed.err and "--no-ca-bundle" in printed.err
+    (tmp_path / "ca.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    assert (
+        main(
+            [
+                "registration",
+                "--cloud",
+                "eks",
+                "--budget-namespace",
+                "ml",
+                "--ca-file",
+                str(tmp_path / "ca.crt"),
+            ]
+        )
+        == 0
+    )
+    assert "caBundle:" in capsys.readouterr().out
+    assert main(["registration", "--cloud", "eks", "--budget-namespace", "ml", "--no-ca-bundle"]) == 0
+    assert "caBundle:" not in capsys.readouterr().out
 
 
 def test_an_object_says_all_gpuport_wrote_with_the_server_s_defaults_beside_it_and_no_more_items():
@@ -290,3 +319,32 @@ def test_an_object_says_all_gpuport_wrote_with_the_server_s_defaults_beside_it_a
     assert not says_all_written({"webhooks": [*defaulted["webhooks"], {"name": "old"}]}, written)
     assert not says_all_written({"webhooks": [{"name": "b", "rules": []}]}, written)
     assert not says_all_written(None, written)
+
+
+def test_a_registration_the_rbac_refuses_is_said_once_and_shown(caplog):
+    import threading
+    import time
+
+    from kubernetes.client.exceptions import ApiException
+
+    rounds = []
+
+    def desired():
+        rounds.append(1)
+        raise ApiException(status=403, reason="Forbidden")
+
+    registering = Registrar(None, desired, lambda: True, "gpuport-system", interval=0.01)
+    registering.admission, registering.core = FakeAdmission(), FakeCore()
+    with caplog.at_level("INFO", logger="gpuport"):
+        runner = threading.Thread(target=registering._run, daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 5
+        while len(rounds) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        registering.stop()
+        runner.join(5)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(rounds) >= 5 and len(said) == 1 and "403 Forbidden" in said[0], said
+    assert "register webhook configurations and policy unavailable: 403 Forbidden" in (
+        registering.capabilities.summary()
+    )

@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -145,3 +146,61 @@ def test_the_kinds_translate_reads_name_a_group_where_the_bare_kind_would_mislea
     listed = kinds_read().split(", ")
     assert "Service (serving.knative.dev)" in listed and "Service" not in listed  # not a core Service
     assert "Deployment" in listed and "Job" in listed and "Job (batch.volcano.sh)" in listed
+
+
+class _Recording(dict):
+    """An environment that remembers every variable asked of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+
+def test_serve_help_names_every_environment_variable_the_settings_read(capsys):
+    from webhook.adapters.http.settings import Settings
+
+    environ = _Recording()
+    Settings.from_env(environ)
+    read = environ.asked | set(Settings().to_env())
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert read, "the settings read no variable at all"
+    assert sorted(v for v in read if v not in shown) == []
+
+
+def test_serve_s_boot_lines_carry_the_format_of_every_later_line(tmp_path):
+    # What a worker logs while it loads the app (a refused DeviceClass list, an undiscovered API
+    # version) went through Python's last-resort handler: the bare message. It must read like the rest.
+    from tests.server_process import make_certs
+
+    make_certs(tmp_path)
+    probe = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from webhook.adapters.http.settings import Settings\n"
+        "from webhook.commands import serve\n"
+        "class Booting:\n"
+        "    def run(self):\n"
+        "        logging.getLogger('gpuport.dra').warning('a boot line')\n"
+        "serve._gunicorn_application = lambda settings: Booting()\n"
+        "sys.exit(serve.serve(Settings(cert_dir=Path(sys.argv[1]))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True, timeout=60
+    )
+
+    line = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"\[[-0-9 :+]+\] \[\d+\] \[WARNING\] gpuport\.dra: a boot line", line), line

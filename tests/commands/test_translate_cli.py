@@ -365,3 +365,38 @@ def test_the_readme_s_first_try_prints_what_the_readme_shows():
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == shown
+
+
+def test_lint_says_every_kind_of_error_of_every_file_in_one_run(tmp_path):
+    # A schema error, a model the catalogue lacks, a node kind without its GPU count and a name already
+    # used, all in one file: one run says them all, not one kind per run.
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    text = (maps / "aks.yaml").read_text()
+    text = text.replace("      Standard_NC64as_T4_v3: 4\n", "", 1)
+    text = text.replace(
+        "      H100-80GB: Standard_ND96isr_H100_v5", "      H100-81GB: Standard_ND96isr_H100_v5", 1
+    )
+    text += "policy:\n  fractional: maybe\n"
+    (maps / "aks-copy.yaml").write_text(text)
+    lines = text.splitlines()
+    code, out, _ = run_cli("lint", str(maps / "aks.yaml"), str(maps / "aks-copy.yaml"))
+    assert code == 1
+    said = [line for line in out.strip().splitlines() if line.startswith(str(maps / "aks-copy.yaml"))]
+    where = maps / "aks-copy.yaml"
+    assert f"{where}:{len(lines)}: policy.fractional: 'maybe' is not one of ['deny', 'mig', 'shared']" in said
+    unknown = lines.index("      H100-81GB: Standard_ND96isr_H100_v5") + 1
+    assert f"{where}:{unknown}: unknown GPU model 'H100-81GB' (models are the keys of gpus.yaml)" in said
+    assert any("Standard_NC64as_T4_v3 pins T4 but says no GPU count" in line for line in said)
+    assert f"{where}:1: map name 'aks' is already used by {maps / 'aks.yaml'}" in said
+
+
+def test_lint_says_every_error_of_a_catalogue_in_one_run(tmp_path):
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    catalogue = maps / "gpus.yaml"
+    catalogue.write_text(catalogue.read_text() + "  X1:\n    memory_gib: lots\n  X2:\n    memory_gib: many\n")
+    code, out, _ = run_cli("lint", str(catalogue))
+    assert code == 1
+    said = out.strip().splitlines()
+    assert len([line for line in said if "memory_gib" in line or "X1" in line or "X2" in line]) >= 2, said

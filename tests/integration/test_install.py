@@ -293,6 +293,21 @@ def test_once_ready_gpuport_registers_its_webhooks_and_policy_owned_by_its_names
     assert "this cluster (generic)" in policy["spec"]["validations"][0]["message"]
 
 
+def test_what_the_shipped_rbac_refuses_is_logged_once_formatted_and_named_in_readyz(admin, gpuport):
+    # The shipped RBAC without the optional DRA rules, a map without DRA: the refused DeviceClasses were
+    # a warning every reload (2 s). Now one line, every line formatted, and /readyz names what is missing.
+    time.sleep(8)  # four reloads, several watch retries
+    log = gpuport.log()
+    assert all(line.startswith("[") for line in log.splitlines() if line.strip()), log[-3000:]
+    said = [line for line in log.splitlines() if "deviceclasses" in line or "device classes" in line]
+    served = "resource.k8s.io/" in admin("api-versions").stdout
+    assert len(said) == (1 if served else 0), said
+    context = ssl.create_default_context(cafile=str(gpuport.ca_file))
+    with urllib.request.urlopen(gpuport.url("/readyz"), context=context, timeout=5) as answer:
+        body = answer.read().decode()
+    assert ("deviceclasses" in body and "403 Forbidden" in body) if served else body.strip() == "ok", body
+
+
 @pytest.fixture(scope="module")
 def team(admin):
     name = f"team-{uuid.uuid4().hex[:6]}"

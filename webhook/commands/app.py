@@ -7,6 +7,7 @@ from flask import Flask
 
 from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
+from webhook.adapters.kube.capabilities import Capabilities
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import ClusterDra, build_context
@@ -16,7 +17,7 @@ from webhook.core.vocabulary import dra_api
 log = logging.getLogger("gpuport.app")
 
 
-def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
+def quota_gate(cluster: str, namespace: str, threads: int, templates=None, capabilities=None):
     """The cluster view and reservation store, from the pod's service account or a kubeconfig. The
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
@@ -30,7 +31,7 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
     # With claims to count, the view also watches DeviceClasses and ResourceSlices: budgets read them
     # as they are now, without a list per pod.
     dra = (client.CustomObjectsApi(api), templates.api_version) if templates and templates.served else None
-    view = ClusterView(client.CoreV1Api(api), dra=dra)
+    view = ClusterView(client.CoreV1Api(api), dra=dra, capabilities=capabilities)
     if templates is not None:
         templates.view = view
     return QuotaGate(
@@ -41,7 +42,7 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None):
     )
 
 
-def claim_template_store(cluster: str):
+def claim_template_store(cluster: str, capabilities=None):
     """Creates the ResourceClaimTemplates translated pods need and reads what pods' claims name, in
     the newest resource.k8s.io version the API server serves (what a map's `api_version: auto` means)."""
     from kubernetes import client
@@ -55,7 +56,9 @@ def claim_template_store(cluster: str):
         log.warning(
             "the API server serves no %s version gpuport writes; assuming %s", dra_api.GROUP, dra_api.NEWEST
         )
-    return ClaimTemplateStore(api, served or dra_api.NEWEST, served=served is not None)
+    return ClaimTemplateStore(
+        api, served or dra_api.NEWEST, served=served is not None, capabilities=capabilities
+    )
 
 
 def cluster_dra(store) -> Callable[[], ClusterDra]:
@@ -64,7 +67,7 @@ def cluster_dra(store) -> Callable[[], ClusterDra]:
     return lambda: ClusterDra(store.api_version, store.device_classes())
 
 
-def registrar_for(settings: Settings, state: ServerState, gate):
+def registrar_for(settings: Settings, state: ServerState, gate, capabilities: Capabilities | None = None):
     """gpuport's own registration: its webhooks pointed at its Service (or GPUPORT_WEBHOOK_URL) with the
     CA it serves with, the policy for the map in force, the quota webhook closed where there is a GPU
     budget. Started by each worker; it writes only once that worker is ready."""
@@ -87,19 +90,27 @@ def registrar_for(settings: Settings, state: ServerState, gate):
         ca_bundle = (settings.cert_dir / "ca.crt").read_bytes()
         return registered_objects(context.target, context.dialects.maps, endpoint, ca_bundle, budget)
 
-    return Registrar(api_client(settings.cluster), desired, lambda: state.readiness()[0], settings.namespace)
+    return Registrar(
+        api_client(settings.cluster),
+        desired,
+        lambda: state.readiness()[0],
+        settings.namespace,
+        capabilities=capabilities,
+    )
 
 
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
-    templates = claim_template_store(settings.cluster) if settings.cluster else None
+    # One record per worker of what the RBAC or the cluster refuses, shared by every adapter that asks.
+    capabilities = Capabilities()
+    templates = claim_template_store(settings.cluster, capabilities) if settings.cluster else None
     dra = cluster_dra(templates) if templates is not None else None
     context = build_context(
         settings.cloudmap_dir, settings.cloud, settings.inventory, cluster_dra=dra and dra()
     )
     gate = (
-        quota_gate(settings.cluster, settings.namespace, settings.threads, templates)
+        quota_gate(settings.cluster, settings.namespace, settings.threads, templates, capabilities)
         if settings.cluster
         else None
     )
@@ -110,14 +121,15 @@ def build_app(settings: Settings) -> Flask:
         view=gate.view if gate else None,
         claim_templates=templates,
         cluster_dra=dra,
+        unavailable=capabilities.summary if settings.cluster else None,
     )
     if settings.register and settings.cluster:
-        state.registrar = registrar_for(settings, state, gate)
+        state.registrar = registrar_for(settings, state, gate, capabilities)
     if settings.cluster:
         from webhook.adapters.kube.events import PodEvents
         from webhook.adapters.kube.kubeclient import api_client
 
-        state.events = PodEvents(api_client(settings.cluster))
+        state.events = PodEvents(api_client(settings.cluster), capabilities=capabilities)
     app = create_app(state)
     app.extensions["gpuport"] = state
     return app

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Admission webhook that makes GPU workloads portable across clouds.",
     )
     parser.add_argument("--version", action="version", version=f"gpuport {__version__}")
+    # For `completion`, which writes its script from every command's flags.
+    parser.set_defaults(command_line=parser)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for command in COMMANDS:
         command.register(commands)

@@ -21,11 +21,12 @@ def register(commands: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.commands.cli import build_parser
     from webhook.config.cloudmap import default_directory, map_files
 
     clouds = sorted(p.stem for p in map_files(default_directory()))
-    sys.stdout.write(script(build_parser(), clouds, args.shell))
+    # The whole command line comes with the arguments (cli.build_parser puts it there): importing cli
+    # here would make the two modules import each other.
+    sys.stdout.write(script(args.command_line, clouds, args.shell))
     return 0
 
 

@@ -25,7 +25,13 @@ def register(commands: Subcommands) -> None:
     parser.add_argument("--service", default="gpuport", help="the Service the API server calls")
     parser.add_argument("--namespace", default="gpuport-system", help="its namespace")
     parser.add_argument("--url", default="", help="an https address to call instead of the Service")
-    parser.add_argument("--ca-file", type=Path, help="the CA bundle (ca.crt) to put in the configurations")
+    bundle = parser.add_mutually_exclusive_group()
+    bundle.add_argument("--ca-file", type=Path, help="the CA bundle (ca.crt) to put in the configurations")
+    bundle.add_argument(
+        "--no-ca-bundle",
+        action="store_true",
+        help="print no CA bundle: only for a --url whose certificate the API server already trusts",
+    )
     parser.add_argument(
         "--budget-namespace", action="append", default=[], metavar="NS", help="a namespace with a GPU budget"
     )
@@ -39,6 +45,15 @@ def run(args: argparse.Namespace) -> int:
     from webhook.config.loading import StartupError, build_context
     from webhook.config.registration import Endpoint, registered_objects
 
+    if args.ca_file is None and not args.no_ca_bundle:
+        # Without a bundle the API server cannot trust gpuport's serving certificate (made by its own
+        # CA), so every call fails: the webhooks fail open and the quota webhook refuses every pod.
+        return bad_input(
+            "registration",
+            "no --ca-file: the API server could not call gpuport with these configurations; give the "
+            "CA that signed its serving certificate (ca.crt), or --no-ca-bundle for a --url whose "
+            "certificate the API server already trusts",
+        )
     try:
         context = build_context(args.cloudmap_dir or default_directory(), args.cloud)
         ca_bundle = args.ca_file.read_bytes() if args.ca_file else b""

@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from webhook.adapters.http.settings import VARIABLES
 from webhook.commands.common import Subcommands, bad_input, positive
 
 
@@ -16,6 +17,8 @@ def register(commands: Subcommands) -> None:
         help="serve the admission webhook over TLS",
         description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS "
         "(gunicorn, gthread). Flags override the GPUPORT_* environment variables.",
+        epilog=_environment(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--bind", help="HOST:PORT to listen on (GPUPORT_BIND, default 0.0.0.0:8443)")
     parser.add_argument("--cert-dir", type=Path, help="folder with tls.crt and tls.key (GPUPORT_CERT_DIR)")
@@ -31,6 +34,13 @@ def register(commands: Subcommands) -> None:
         help="watch a cluster for GPU quota: 'in-cluster' or a kubeconfig path (GPUPORT_CLUSTER)",
     )
     parser.set_defaults(run=run)
+
+
+def _environment() -> str:
+    """Every setting's variable, from the settings' own list: one a flag does not set is still shown."""
+    width = max(len(variable) for variable, _ in VARIABLES.values())
+    lines = [f"  {variable:<{width}}  {what}" for variable, what in VARIABLES.values()]
+    return "environment variables:\n" + "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(settings) -> int:
+    from webhook.adapters.http import logs
     from webhook.config.loading import StartupError, build_context
+
+    # Before anything is read: the lines of the boot (the maps checked here, the app each worker
+    # loads) carry the format of every later line.
+    logs.configure(settings.log_level)
 
     for path in (settings.cert_file, settings.key_file):
         if not path.is_file():

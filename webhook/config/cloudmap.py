@@ -151,17 +151,20 @@ def _said(error: jsonschema.ValidationError) -> str:
 
 
 def map_problems(text: str, source: Path | str, catalogue: Catalogue) -> list[CloudMapError]:
-    """Everything wrong with a cloud map: every schema error at its line, else the first problem its
-    values have (a model the catalogue lacks...); [] for a good map."""
+    """Everything wrong with a cloud map, in one go: every schema error at its line and every value the
+    catalogue contradicts (a model it lacks, a profile a model does not have...); [] for a good map."""
     try:
         node, data = _compose(text, source)
     except CloudMapError as exc:
         return [exc]
     if not isinstance(data, dict):
         return [CloudMapError(source, 1, "a cloud map must be a YAML mapping")]
-    found = schema_problems(_MAP_VALIDATOR, data, node)
+    found = [
+        CloudMapError(source, line, problem) for line, problem in schema_problems(_MAP_VALIDATOR, data, node)
+    ]
+    found += _value_problems(data, node, source, catalogue)
     if found:
-        return [CloudMapError(source, line, problem) for line, problem in found]
+        return sorted(found, key=lambda e: e.line or 0)
     try:
         parse_cloud_map(text, source, catalogue)
     except CloudMapError as exc:
@@ -169,19 +172,52 @@ def map_problems(text: str, source: Path | str, catalogue: Catalogue) -> list[Cl
     return []
 
 
+def catalogue_problems(text: str, source: Path | str) -> list[CloudMapError]:
+    """Everything wrong with a GPU catalogue, in one go (every schema error, every unknown profile)."""
+    try:
+        node, data = _compose(text, source)
+    except CloudMapError as exc:
+        return [exc]
+    if not isinstance(data, dict):
+        return [CloudMapError(source, 1, "the GPU catalogue must be a YAML mapping with a 'models' key")]
+    found = [
+        CloudMapError(source, line, problem)
+        for line, problem in schema_problems(_CATALOGUE_VALIDATOR, data, node)
+    ]
+    found += _profile_problems(data, node, source)
+    if found:
+        return sorted(found, key=lambda e: e.line or 0)
+    try:
+        parse_catalogue_text(text, source)
+    except CloudMapError as exc:
+        return [exc]
+    return []
+
+
+def _profile_problems(
+    data: Mapping[str, Any], node: yaml.Node | None, source: Path | str
+) -> list[CloudMapError]:
+    found = []
+    models = data.get("models")
+    for model_id, entry in models.items() if isinstance(models, dict) else ():
+        mig = entry.get("mig") if isinstance(entry, dict) else None
+        profiles = mig.get("profiles") if isinstance(mig, dict) else None
+        for profile in profiles if isinstance(profiles, dict) else ():
+            try:
+                MigProfile.parse(profile)
+            except ProfileError as exc:
+                line = line_of(node, ["models", model_id, "mig", "profiles", profile])
+                found.append(CloudMapError(source, line, str(exc)))
+    return found
+
+
 def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:
     node, data = _compose(text, source)
     if not isinstance(data, dict):
         raise CloudMapError(source, 1, "the GPU catalogue must be a YAML mapping with a 'models' key")
     _validate(_CATALOGUE_VALIDATOR, data, node, source)
-    for model_id, entry in data["models"].items():
-        for profile in (entry.get("mig") or {}).get("profiles", {}):
-            try:
-                MigProfile.parse(profile)
-            except ProfileError as exc:
-                raise CloudMapError(
-                    source, line_of(node, ["models", model_id, "mig", "profiles", profile]), str(exc)
-                ) from None
+    for problem in _profile_problems(data, node, source):
+        raise problem
     return parse_catalogue(data)
 
 
@@ -190,29 +226,18 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
     if not isinstance(data, dict):
         raise CloudMapError(source, 1, "a cloud map must be a YAML mapping")
     _validate(_MAP_VALIDATOR, data, node, source)
+    for problem in _value_problems(data, node, source, catalogue):
+        raise problem
     model_labels = []
-    for index, entry in enumerate(data.get("model_labels", [])):
-        values = entry["values"]
-        if values == "catalogue-names":
-            expanded = {m.id: m.names for m in catalogue.models.values() if m.names}
-        else:
-            expanded = {}
-            for model_id, value in values.items():
-                _known_model(model_id, catalogue, node, ["model_labels", index, "values", model_id], source)
-                expanded[model_id] = tuple(value) if isinstance(value, list) else (value,)
-        named = {v for values_of_model in expanded.values() for v in values_of_model}
-        for value in entry.get("gpus", {}):
-            if value not in named:
-                line = line_of(node, ["model_labels", index, "gpus", value])
-                raise CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
-        model_labels.append(ModelLabel(entry["label"], expanded, dict(entry.get("gpus", {}))))
-    for index, model_id in enumerate(data.get("offered_models", [])):
-        _known_model(model_id, catalogue, node, ["offered_models", index], source)
-    dra = _dra_form(data.get("dra"), node, source, catalogue)
+    for entry in data.get("model_labels", []):
+        model_labels.append(
+            ModelLabel(entry["label"], _expanded(entry, catalogue), dict(entry.get("gpus", {})))
+        )
+    dra = _dra_form(data.get("dra"))
     res = data["resources"]
     mig, shared = res.get("mig", {}), res.get("shared", {})
     if "profiles" in mig:
-        mig = {**mig, "profiles": _profiles_by_model(mig["profiles"], catalogue, node, source)}
+        mig = {**mig, "profiles": {model_id: tuple(names) for model_id, names in mig["profiles"].items()}}
     node_labels = data.get("node_labels", {})
     return CloudMap(
         name=data["name"],
@@ -273,39 +298,75 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _profiles_by_model(
-    section: Mapping[str, list[str]], catalogue: Catalogue, node: yaml.Node | None, source: Path | str
-) -> dict[str, tuple[str, ...]]:
-    """resources.mig.profiles, each model known and each profile one that model has."""
-    found = {}
-    for model_id, names in section.items():
+def _expanded(entry: Mapping[str, Any], catalogue: Catalogue) -> dict[str, tuple[str, ...]]:
+    """A model label's values, model → the label values that name it."""
+    values = entry["values"]
+    if values == "catalogue-names":
+        return {m.id: m.names for m in catalogue.models.values() if m.names}
+    return {m: tuple(v) if isinstance(v, list) else (v,) for m, v in values.items()}
+
+
+def _value_problems(
+    data: Mapping[str, Any], node: yaml.Node | None, source: Path | str, catalogue: Catalogue
+) -> list[CloudMapError]:
+    """Every value of a map that the catalogue contradicts, each at its line. Read on a map that may
+    also break the schema (lint says both at once), so a part of the wrong shape is passed over: the
+    schema's errors already say what is wrong with it."""
+    found: list[CloudMapError] = []
+
+    def known(model_id: Any, path: list[Any]) -> bool:
+        if isinstance(model_id, str) and model_id in catalogue.models:
+            return True
+        problem = f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
+        found.append(CloudMapError(source, line_of(node, path), problem))
+        return False
+
+    def entries(value: Any) -> list[Any]:
+        return value if isinstance(value, list) else []
+
+    def keys(value: Any) -> list[Any]:
+        return list(value) if isinstance(value, dict) else []
+
+    for index, entry in enumerate(entries(data.get("model_labels"))):
+        if not isinstance(entry, dict) or not (
+            entry.get("values") == "catalogue-names" or keys(entry.get("values"))
+        ):
+            continue
+        for model_id in keys(entry["values"]):
+            known(model_id, ["model_labels", index, "values", model_id])
+        named = {
+            v for names in _expanded(entry, catalogue).values() for v in names if isinstance(v, (str, int))
+        }
+        for value in keys(entry.get("gpus")):
+            if value not in named:
+                line = line_of(node, ["model_labels", index, "gpus", value])
+                found.append(
+                    CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
+                )
+    for index, model_id in enumerate(entries(data.get("offered_models"))):
+        known(model_id, ["offered_models", index])
+    resources = data.get("resources")
+    mig = resources.get("mig") if isinstance(resources, dict) else None
+    profiles = mig.get("profiles") if isinstance(mig, dict) else None
+    for model_id, names in profiles.items() if isinstance(profiles, dict) else ():
         where = ["resources", "mig", "profiles", model_id]
-        _known_model(model_id, catalogue, node, where, source)
+        if not known(model_id, where):
+            continue
         model = catalogue.models[model_id]
-        for index, name in enumerate(names):
-            if name not in model.profiles:
+        for index, name in enumerate(entries(names)):
+            if isinstance(name, str) and name not in model.profiles:
                 has = ", ".join(p.name for p in model.mig_profiles()) or "none"
                 problem = f"{model_id} has no MIG profile {name!r} (it has: {has})"
-                raise CloudMapError(source, line_of(node, [*where, index]), problem)
-        found[model_id] = tuple(names)
+                found.append(CloudMapError(source, line_of(node, [*where, index]), problem))
+    dra = data.get("dra")
+    for model_id in keys(dra.get("product_names") if isinstance(dra, dict) else None):
+        known(model_id, ["dra", "product_names", model_id])
     return found
 
 
-def _known_model(
-    model_id: str, catalogue: Catalogue, node: yaml.Node | None, path: list[Any], source: Path | str
-) -> None:
-    if model_id not in catalogue.models:
-        problem = f"unknown GPU model {model_id!r} (models are the keys of {CATALOGUE_FILE})"
-        raise CloudMapError(source, line_of(node, path), problem)
-
-
-def _dra_form(
-    section: Any, node: yaml.Node | None, source: Path | str, catalogue: Catalogue
-) -> DraForm | None:
+def _dra_form(section: Any) -> DraForm | None:
     if section is None:
         return None
-    for model_id in section.get("product_names", {}):
-        _known_model(model_id, catalogue, node, ["dra", "product_names", model_id], source)
     classes = section["classes"]
     return DraForm(
         api_version=section["api_version"],

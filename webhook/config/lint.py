@@ -9,6 +9,7 @@ import yaml
 from webhook.config.cloudmap import (
     CATALOGUE_FILE,
     CloudMapError,
+    catalogue_problems,
     default_directory,
     load_directory,
     map_problems,
@@ -59,6 +60,11 @@ def lint_files(paths: list[Path]) -> list[FileReport]:
 
 def _lint_text(path: Path, text: str, names: dict[str, Path]) -> FileReport:
     if path.name == CATALOGUE_FILE:
+        problems = catalogue_problems(text, path)
+        if problems:
+            return FileReport(
+                str(path), "GPU catalogue", [Finding(p.path, p.line, p.problem) for p in problems]
+            )
         catalogue = parse_catalogue_text(text, path)
         return FileReport(str(path), f"GPU catalogue ({len(catalogue.models)} models)", [])
     try:
@@ -72,11 +78,11 @@ def _lint_text(path: Path, text: str, names: dict[str, Path]) -> FileReport:
         )
     if len(docs) == 1 and isinstance(docs[0], dict) and "resources" in docs[0] and "kind" not in docs[0]:
         name = docs[0].get("name", "?")
+        # Every kind of problem at once: one run of lint says all there is to fix in the file.
         problems = map_problems(text, path, _catalogue_for(path))
         findings = [Finding(p.path, p.line, p.problem) for p in problems]
-        if not problems:
-            findings += _node_count_findings(path, nodes[0], docs[0])
-        if not problems and name in names:
+        findings += _node_count_findings(path, nodes[0], docs[0])
+        if name in names:
             findings.append(Finding(str(path), 1, f"map name {name!r} is already used by {names[name]}"))
         names.setdefault(str(name), path)
         return FileReport(str(path), f"cloud map {name}", findings)
@@ -108,9 +114,15 @@ def _node_count_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding
     kinds whose count holds it, and a kind with no count (or two) may take a pod it cannot hold."""
     findings = []
     counted: dict[tuple[str, str], tuple[int, int]] = {}  # (label, value) → (GPUs, entry it was said in)
-    for index, entry in enumerate(doc.get("model_labels") or []):
-        gpus = entry.get("gpus") or {}
+    entries = doc.get("model_labels")
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        # A part of the wrong shape is the schema's to say (map_problems): passed over here.
+        gpus = entry.get("gpus") if isinstance(entry, dict) else None
+        if not isinstance(gpus, dict) or not isinstance(entry.get("label"), str):
+            continue
         for value, count in gpus.items():
+            if not isinstance(count, int):
+                continue
             said = counted.setdefault((entry["label"], value), (count, index))
             if said[0] != count:
                 findings.append(
@@ -126,7 +138,7 @@ def _node_count_findings(path: Path, node: yaml.Node, doc: dict) -> list[Finding
             continue
         for model, pinned in values.items():
             for value in pinned if isinstance(pinned, list) else [pinned]:
-                if value not in gpus:
+                if not isinstance(value, (dict, list)) and value not in gpus:
                     findings.append(
                         Finding(
                             str(path),

@@ -4,12 +4,11 @@ gthread workers keep HTTP/1.1 connections alive, which is how the API server cal
 sync worker would close each one and pay a TLS handshake per admission.
 """
 
-import logging
 import os
 import signal
 import threading
 
-from webhook.adapters.http import metrics
+from webhook.adapters.http import logs, metrics
 from webhook.adapters.http.readiness import WorkerReadiness
 from webhook.adapters.http.reload import CloudMapReloader
 from webhook.adapters.http.settings import Settings
@@ -55,7 +54,7 @@ def ssl_context(config, default_ssl_context_factory):
 def post_worker_init(worker):
     """Start watching the cloud maps; on SIGTERM, report not-ready first, then let gunicorn drain and
     close kept-alive connections."""
-    _log_to_stderr(_settings.log_level)
+    logs.configure(_settings.log_level)  # serve did in the master; a worker started another way too
     state = worker.wsgi.extensions["gpuport"]
     if state.view is not None:
         readiness = WorkerReadiness(_settings.state_dir, _settings.workers)
@@ -81,18 +80,6 @@ def post_worker_init(worker):
         stop(signum, frame)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-
-
-def _log_to_stderr(level: str) -> None:
-    """gunicorn configures only its own loggers; gpuport's go to stderr in the same format."""
-    logger = logging.getLogger("gpuport")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
-        )
-        logger.addHandler(handler)
-    logger.setLevel(level.upper())
 
 
 def child_exit(server, worker):

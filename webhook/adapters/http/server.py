@@ -57,6 +57,9 @@ class ServerState:
     registrar: Any = None
     # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
     events: Any = None
+    # What gpuport goes without because the RBAC or the cluster refuses it, in words ("" when nothing):
+    # logged once where it is found missing (adapters.kube), and shown in /readyz's body till it is back.
+    unavailable: Callable[[], str] | None = None
 
     def readiness(self) -> tuple[bool, str]:
         if self.draining.is_set():
@@ -67,10 +70,13 @@ class ServerState:
             ready, why = self.all_workers_ready()
             if not ready:
                 return False, why
+        said = ["ok"]
         if self.reload_error:
             # Still ready: the last good maps serve. Say why the new ones are not in force.
-            return True, f"ok; cloud maps not reloaded: {self.reload_error}"
-        return True, "ok"
+            said.append(f"cloud maps not reloaded: {self.reload_error}")
+        if self.unavailable is not None and (missing := self.unavailable()):
+            said.append(missing)  # still ready: gpuport decides without it, as it says
+        return True, "; ".join(said)
 
 
 def create_app(state: ServerState) -> Flask:

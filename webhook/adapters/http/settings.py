@@ -1,10 +1,40 @@
 """Server settings: command-line flags win over GPUPORT_* environment variables, which win over defaults."""
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from webhook.config.cloudmap import default_directory
+# Every setting's environment variable and what it sets: the one list from_env reads, to_env writes and
+# `serve --help` shows, so no variable can be read without being documented.
+VARIABLES: dict[str, tuple[str, str]] = {
+    "bind": ("GPUPORT_BIND", "HOST:PORT to listen on"),
+    "cert_dir": ("GPUPORT_CERT_DIR", "folder with tls.crt and tls.key (and ca.crt, for registering)"),
+    "cloud": ("GPUPORT_CLOUD", "name of this cluster's cloud map"),
+    "cloudmap_dir": ("GPUPORT_CLOUDMAP_DIR", "folder of cloud-map YAML"),
+    "workers": ("GPUPORT_WORKERS", "worker processes"),
+    "threads": ("GPUPORT_THREADS", "threads per worker"),
+    "log_level": ("GPUPORT_LOG_LEVEL", "debug, info, warning or error"),
+    "reload_interval": ("GPUPORT_RELOAD_INTERVAL", "seconds between looks at the cloud maps"),
+    "inventory": ("GPUPORT_INVENTORY", "nodes as `kubectl get nodes -o yaml`"),
+    "cluster": ("GPUPORT_CLUSTER", "watch a cluster for GPU quota: 'in-cluster' or a kubeconfig path"),
+    "namespace": ("GPUPORT_NAMESPACE", "gpuport's namespace: its Service and quota reservations"),
+    "state_dir": ("GPUPORT_STATE_DIR", "folder for the workers' readiness markers"),
+    "register": (
+        "GPUPORT_REGISTER",
+        "true: register the webhooks and safety-net policy once ready (default in the cluster)",
+    ),
+    "service": ("GPUPORT_SERVICE", "the Service the API server calls, in the namespace"),
+    "webhook_url": ("GPUPORT_WEBHOOK_URL", "https://host:port the API server calls instead of the Service"),
+}
+
+
+def _shipped_maps() -> Path:
+    # Imported when a setting needs it: `serve --help` reads VARIABLES while every command's parser is
+    # built, and the cloud-map reader brings jsonschema and YAML with it.
+    from webhook.config.cloudmap import default_directory
+
+    return default_directory()
 
 
 @dataclass(frozen=True)
@@ -12,7 +42,7 @@ class Settings:
     bind: str = "0.0.0.0:8443"
     cert_dir: Path = Path("/etc/gpuport/tls")
     cloud: str = "generic"
-    cloudmap_dir: Path = field(default_factory=default_directory)
+    cloudmap_dir: Path = field(default_factory=_shipped_maps)
     # One worker of 16 threads per replica, from bench/burst_bench.py (1,000 creates in one quota'd
     # namespace, two replicas, 2 cores): 100-123 pods admitted/s, against 76-92 with two workers of 8 or
     # 16 threads, because every worker is one more writer racing for the namespace's Lease. Each worker
@@ -40,42 +70,25 @@ class Settings:
     @classmethod
     def from_env(cls, environ=os.environ) -> "Settings":
         defaults = cls()
-        return cls(
-            bind=environ.get("GPUPORT_BIND", defaults.bind),
-            cert_dir=Path(environ.get("GPUPORT_CERT_DIR", defaults.cert_dir)),
-            cloud=environ.get("GPUPORT_CLOUD", defaults.cloud),
-            cloudmap_dir=Path(environ.get("GPUPORT_CLOUDMAP_DIR", defaults.cloudmap_dir)),
-            workers=int(environ.get("GPUPORT_WORKERS", defaults.workers)),
-            threads=int(environ.get("GPUPORT_THREADS", defaults.threads)),
-            log_level=environ.get("GPUPORT_LOG_LEVEL", defaults.log_level),
-            reload_interval=float(environ.get("GPUPORT_RELOAD_INTERVAL", defaults.reload_interval)),
-            inventory=Path(environ["GPUPORT_INVENTORY"]) if environ.get("GPUPORT_INVENTORY") else None,
-            cluster=environ.get("GPUPORT_CLUSTER", defaults.cluster),
-            namespace=environ.get("GPUPORT_NAMESPACE", defaults.namespace),
-            state_dir=Path(environ.get("GPUPORT_STATE_DIR", defaults.state_dir)),
-            register=_register(environ),
-            service=environ.get("GPUPORT_SERVICE", defaults.service),
-            webhook_url=environ.get("GPUPORT_WEBHOOK_URL", defaults.webhook_url),
-        )
+        read: dict[str, Any] = {}
+        for name, (variable, _) in VARIABLES.items():
+            if name == "register":
+                read[name] = _register(environ)
+            elif name == "inventory":
+                read[name] = Path(environ[variable]) if environ.get(variable) else None
+            elif environ.get(variable) is not None:
+                kind = type(getattr(defaults, name))
+                read[name] = Path(environ[variable]) if issubclass(kind, Path) else kind(environ[variable])
+        return replace(defaults, **read)
 
     def to_env(self) -> dict[str, str]:
         """The same settings as environment variables, for gunicorn workers to read back."""
+        written = {
+            "inventory": str(self.inventory or ""),
+            "register": "true" if self.register else "false",
+        }
         return {
-            "GPUPORT_BIND": self.bind,
-            "GPUPORT_CERT_DIR": str(self.cert_dir),
-            "GPUPORT_CLOUD": self.cloud,
-            "GPUPORT_CLOUDMAP_DIR": str(self.cloudmap_dir),
-            "GPUPORT_WORKERS": str(self.workers),
-            "GPUPORT_THREADS": str(self.threads),
-            "GPUPORT_LOG_LEVEL": self.log_level,
-            "GPUPORT_RELOAD_INTERVAL": str(self.reload_interval),
-            "GPUPORT_INVENTORY": str(self.inventory or ""),
-            "GPUPORT_CLUSTER": self.cluster,
-            "GPUPORT_NAMESPACE": self.namespace,
-            "GPUPORT_STATE_DIR": str(self.state_dir),
-            "GPUPORT_REGISTER": "true" if self.register else "false",
-            "GPUPORT_SERVICE": self.service,
-            "GPUPORT_WEBHOOK_URL": self.webhook_url,
+            variable: written.get(name, str(getattr(self, name))) for name, (variable, _) in VARIABLES.items()
         }
 
     @property

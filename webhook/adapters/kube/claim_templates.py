@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from webhook.adapters.kube.capabilities import Capabilities, is_refusal, reason_of
 from webhook.adapters.kube.objects import says_all_written
 from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
@@ -59,6 +60,7 @@ class ClaimTemplateStore:
         clock: Callable[[], float] = time.monotonic,
         view: Any = None,
         served: bool = True,
+        capabilities: Capabilities | None = None,
     ):
         from kubernetes import client
 
@@ -69,6 +71,8 @@ class ClaimTemplateStore:
         # kinds), or None: then they are listed again for every pod that needs them.
         self.view = view
         self.served = served  # False: the API server serves no resource.k8s.io, so there are no classes
+        # What the RBAC or the cluster refuses (no DRA rules granted): said once, tried on a back-off.
+        self.capabilities = capabilities or Capabilities(clock)
         # Only the templates `ensure` made or found with its content: a create saved, never a budget
         # read (a pod's claims are read again each time: a template may be deleted and made anew).
         self._known: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -143,13 +147,17 @@ class ClaimTemplateStore:
         if self.view is not None and self.view.has_synced(CLASSES):
             return tuple(self.view.cluster_objects(CLASSES)[1])
         group, version = dra_api.group_and_version(self.api_version)
+        capability = f"list {CLASSES}.{group}"
+        if not self.capabilities.due(capability):
+            return None  # refused lately: not asked again on every pod or reload until the back-off ends
         try:
             listed: Any = self.api.list_cluster_custom_object(
                 group, version, CLASSES, _request_timeout=TIMEOUT
             )
         except Exception as exc:  # unreachable, forbidden, not served: no class is known
-            log.warning("device classes not listed: %s", getattr(exc, "reason", type(exc).__name__))
+            self.capabilities.missing(capability, reason_of(exc))
             return None
+        self.capabilities.available(capability)
         return tuple(i for i in (listed or {}).get("items") or () if isinstance(i, Mapping))
 
     def _devices_per_node(self) -> dict[str, Mapping[str, Any]]:
@@ -168,6 +176,9 @@ class ClaimTemplateStore:
             self._counted = (version, most)
             return dict(most)
         group, version_name = dra_api.group_and_version(self.api_version)
+        capability = f"list {SLICES}.{group}"
+        if not self.capabilities.due(capability):
+            return {}
         counts = _DeviceCounts()
         token = None
         try:
@@ -181,8 +192,9 @@ class ClaimTemplateStore:
                 if not token:
                     break
         except Exception as exc:  # unread: allocationMode All stays uncountable, and is refused
-            log.warning("resource slices not listed: %s", getattr(exc, "reason", type(exc).__name__))
+            self.capabilities.missing(capability, reason_of(exc))
             return {}
+        self.capabilities.available(capability)
         return counts.most()
 
     def _made_lately(self, namespace: str, name: str) -> bool:
@@ -214,7 +226,9 @@ class ClaimTemplateStore:
                 )
             found = json.loads(found.data) if hasattr(found, "data") else found
         except ApiException as exc:
-            if exc.status != 404:
+            if is_refusal(exc) and exc.status != 404:  # the RBAC's no holds for every pod: said once
+                self.capabilities.missing(f"get {plural}.{group}", reason_of(exc))
+            elif exc.status != 404:
                 log.warning("%s %s/%s not read: %s %s", plural, namespace, name, exc.status, exc.reason)
             return None
         except Exception as exc:  # unreachable, a timeout, not JSON: unread, and said

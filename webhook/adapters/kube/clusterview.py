@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from webhook.adapters.kube.capabilities import Capabilities, is_refusal, reason_of
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.budget.limits import LIMITS_ANNOTATION
@@ -286,7 +287,15 @@ def _cluster_list(custom: Any, group: str, version: str, plural: str) -> Callabl
 
 
 class ClusterView:
-    def __init__(self, core_api, backoff_max: float = 30.0, dra: tuple[Any, str] | None = None):
+    def __init__(
+        self,
+        core_api,
+        backoff_max: float = 30.0,
+        dra: tuple[Any, str] | None = None,
+        capabilities: Capabilities | None = None,
+    ):
+        # A watch the RBAC refuses (DeviceClasses without the DRA rules) is said once, not every retry.
+        self.capabilities = capabilities or Capabilities()
         """`dra`: (CustomObjectsApi, resource.k8s.io version) to watch DeviceClasses and ResourceSlices."""
         self.core = core_api
         self.backoff_max = backoff_max
@@ -465,11 +474,15 @@ class ClusterView:
                     _request_timeout=(LIST_TIMEOUT[0], WATCH_SECONDS + 30),
                 )
                 for event in stream:
+                    # Both verbs answered (a list alone may be granted without the watch): the
+                    # capability is back, said once; while it holds, this costs a lookup per event.
+                    self.capabilities.available(f"list and watch {name}")
                     obj = event["object"]
                     version = (obj.get("metadata") or {}).get("resourceVersion", version)
                     if event["type"] != "BOOKMARK":
                         self.apply(name, event["type"], obj)
                     self._note_read_through(name, version)
+                self.capabilities.available(f"list and watch {name}")
                 backoff = 0.5
                 continue  # the server ended the watch on time: resume from where it stood
             except KeyError as exc:
@@ -482,9 +495,12 @@ class ClusterView:
                     log.info("%s watch expired (410 Gone): listing again", name)
                     version = None
                     continue
-                log.warning(
-                    "%s watch failed (%s %s); retrying in %.1fs", name, exc.status, exc.reason, backoff
-                )
+                if is_refusal(exc):
+                    self.capabilities.missing(f"list and watch {name}", reason_of(exc))
+                else:
+                    log.warning(
+                        "%s watch failed (%s %s); retrying in %.1fs", name, exc.status, exc.reason, backoff
+                    )
             except Exception as exc:  # a broken stream or an unreachable API server
                 log.warning("%s watch broke (%s); resuming in %.1fs", name, exc, backoff)
             self._stop.wait(backoff)

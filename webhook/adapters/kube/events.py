@@ -15,6 +15,8 @@ import socket
 import threading
 from typing import Any
 
+from webhook.adapters.kube.capabilities import Capabilities, is_refusal, reason_of
+
 log = logging.getLogger("gpuport.events")
 
 REASON = "Translated"
@@ -28,9 +30,11 @@ def event_name(pod: str, uid: str) -> str:
 
 
 class PodEvents:
-    def __init__(self, api_client: Any, capacity: int = 1000):
+    def __init__(self, api_client: Any, capacity: int = 1000, capabilities: Capabilities | None = None):
         from kubernetes import client
 
+        # Events the RBAC does not let gpuport create: said once, not for every rewritten pod.
+        self.capabilities = capabilities or Capabilities()
         self.core: Any = client.CoreV1Api(api_client)  # a plain dict body, as the API takes it
         self._queue: queue.Queue[tuple[str, str, str, str]] = queue.Queue(maxsize=capacity)
         self._instance = socket.gethostname()
@@ -51,7 +55,9 @@ class PodEvents:
                     namespace, self._event(namespace, name, uid, message), _request_timeout=_TIMEOUT
                 )
             except Exception as exc:  # 409: recorded already; anything else is logged and dropped
-                if getattr(exc, "status", None) != 409:
+                if is_refusal(exc):
+                    self.capabilities.missing("create events", reason_of(exc))
+                elif getattr(exc, "status", None) != 409:
                     log.warning(
                         "event for pod %s/%s not recorded: %s", namespace, name, getattr(exc, "reason", exc)
                     )

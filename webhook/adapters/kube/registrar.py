@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from certs.issue import registered_ca_bundle
+from webhook.adapters.kube.capabilities import Capabilities, is_refusal, reason_of
 from webhook.adapters.kube.objects import says_all_written
 
 log = logging.getLogger("gpuport.registrar")
+REGISTERING = "register webhook configurations and policy"
 
 _TIMEOUT = (2, 5)
 # kind → the AdmissionregistrationV1Api methods that read, create and replace it by name.
@@ -43,6 +45,7 @@ class Registrar:
         ready: Callable[[], bool],
         owner_namespace: str,
         interval: float = 10.0,
+        capabilities: Capabilities | None = None,
     ):
         from kubernetes import client
 
@@ -51,6 +54,8 @@ class Registrar:
         self.desired = desired
         self.ready = ready
         self.owner_namespace = owner_namespace
+        # The RBAC may not let gpuport register itself (GPUPORT_REGISTER on, the rules removed): said once.
+        self.capabilities = capabilities or Capabilities()
         self.interval = interval
         self._owner: dict[str, Any] | None = None
         self._stop = threading.Event()
@@ -78,8 +83,12 @@ class Registrar:
             if self.ready():
                 try:
                     self.ensure()
+                    self.capabilities.available(REGISTERING)
                 except Exception as exc:  # the API server away, a conflict: the next round tries again
-                    log.warning("webhook registration not checked: %s", getattr(exc, "reason", exc))
+                    if is_refusal(exc):
+                        self.capabilities.missing(REGISTERING, reason_of(exc))
+                    else:
+                        log.warning("webhook registration not checked: %s", getattr(exc, "reason", exc))
             self._stop.wait(self.interval)
 
     def _ensure_one(self, wanted: dict[str, Any], owner: dict[str, Any] | None) -> bool:
@@ -119,8 +128,8 @@ class Registrar:
         if self._owner is None:
             try:
                 namespace = self.core.read_namespace(self.owner_namespace, _request_timeout=_TIMEOUT)
-            except Exception as exc:
-                log.warning("registered objects will not be deleted with %s: %s", self.owner_namespace, exc)
+            except Exception as exc:  # asked again each round: said once, with the reason
+                self.capabilities.missing(f"get namespace {self.owner_namespace} (owner)", reason_of(exc))
                 return None
             self._owner = {
                 "apiVersion": "v1",
