@@ -283,7 +283,12 @@ def test_once_ready_gpuport_registers_its_webhooks_and_policy_owned_by_its_names
     found = registered(admin, lambda f: True)
     files = secret_files(admin)
     bundles = ca_bundles(admin)
-    assert len(bundles) == 7  # three webhooks mutate; four validate (quota, checks, workloads, cronjobs)
+    # Three webhooks mutate; three validate (checks, workloads, cronjobs), and a fourth (the quota's,
+    # failing closed) where some namespace has a GPU budget: other modules on this API server may have
+    # left one, so it is counted from the registration itself.
+    validating = admin.json("get", "validatingwebhookconfiguration", "gpuport")["webhooks"]
+    budget = any(h["name"] == "pods.validate.gpuport.io" for h in validating)
+    assert len(bundles) == 6 + budget
     assert all(bundle == files["ca.crt"] for bundle in bundles)
     namespace_uid = admin.json("get", "namespace", NAMESPACE)["metadata"]["uid"]
     for config in found.values():
@@ -369,10 +374,6 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
             "",
         ): "yes",
         ("update", "validatingadmissionpolicies.admissionregistration.k8s.io/other", ""): "no",
-        # What the GPU budget reads on a cluster that serves DRA, on every install (not only a DRA map's).
-        ("watch", "deviceclasses.resource.k8s.io", ""): "yes",
-        ("list", "resourceslices.resource.k8s.io", ""): "yes",
-        ("update", "deviceclasses.resource.k8s.io", ""): "no",
     }
     answers = {}
     for verb, resource, namespace in expected:

@@ -480,3 +480,17 @@ def test_the_update_condition_names_every_share_annotation_the_maps_read():
     for cloud_map in context("kai").dialects.annotation_shares:
         for name in cloud_map.shared.annotation_names():
             assert f"'{name}'" in expression, (cloud_map.name, name)
+
+
+def test_every_install_may_read_what_the_dra_budget_counts():
+    """Where resource.k8s.io is served, the budget refuses names it cannot count when the DeviceClasses
+    cannot be listed: the base install, not only the optional DRA RBAC, must let it list and watch them.
+    (The v1.32 test API server serves no resource.k8s.io, so `kubectl auth can-i` cannot resolve them.)"""
+    view = next(
+        d for _, d in documents() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpuport-view"
+    )
+    assert {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["deviceclasses", "resourceslices"],
+        "verbs": ["list", "watch"],
+    } in view["rules"]
