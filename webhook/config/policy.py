@@ -202,21 +202,7 @@ def policy_objects(
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {
-            "policyName": POLICY_NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": dict(namespace_selector),
-                "objectSelector": {},
-            },
-        },
-    }
-    return [policy, binding]
+    return [policy, _binding(POLICY_NAME, namespace_selector)]
 
 
 ENV_POLICY_NAME = "gpuport-gpu-env"
@@ -388,12 +374,18 @@ def env_policy_objects(
             ],
         },
     }
-    binding = {
+    return [policy, _binding(ENV_POLICY_NAME, namespace_selector)]
+
+
+def _binding(name: str, namespace_selector: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy's binding, denying, where `namespace_selector` holds (written out with the API server's
+    defaults, as the policies are, so server-side apply finds nothing to complete)."""
+    return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": ENV_POLICY_NAME},
+        "metadata": {"name": name},
         "spec": {
-            "policyName": ENV_POLICY_NAME,
+            "policyName": name,
             "validationActions": ["Deny"],
             "matchResources": {
                 "matchPolicy": "Equivalent",
@@ -402,4 +394,3 @@ def env_policy_objects(
             },
         },
     }
-    return [policy, binding]
