@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from kubernetes import client  # noqa: E402
 
-from tests.helpers import context, parsed, review_of  # noqa: E402
+from tests.helpers import context, device_class, parsed, review_of  # noqa: E402
 from tests.integration.conftest import DRA_GATES, ApiServer  # noqa: E402
 from webhook.adapters.kube.claim_templates import ClaimTemplateStore  # noqa: E402
 from webhook.adapters.kube.clusterview import ClusterView  # noqa: E402
@@ -68,17 +68,9 @@ def setup(api) -> None:
     )
     for name, kind in ((DRIVER, "gpu"), ("mig.nvidia.com", "mig")):
         expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
-        custom.create_cluster_custom_object(
-            GROUP,
-            VERSION,
-            "deviceclasses",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": {"selectors": [{"cel": {"expression": expression}}]},
-            },
-        )
+        body = device_class(name, expression)
+        body["apiVersion"] = f"{GROUP}/{VERSION}"
+        custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", body)
     request = {"name": "gpu", "deviceClassName": DRIVER, "count": 1}
     custom.create_namespaced_custom_object(
         GROUP,

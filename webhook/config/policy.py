@@ -154,54 +154,34 @@ def policy_objects(
     offered = ", ".join(sorted(n for n in target.resource_names() if target.is_accelerator(n)))
     if target.dra is not None:
         offered = ", ".join(["DRA claims", *sorted(target.dra.extended_resources)])
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            # Written out with the API server's defaults: these structs are atomic for server-side apply,
-            # so a value the server would complete conflicts with a client-side apply made before it.
-            "matchConstraints": {
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": {},
-                "objectSelector": {},
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods"],
-                        "scope": "*",
-                    }
-                ],
+    policy = _policy(
+        POLICY_NAME,
+        [_POD_CREATE],
+        [
+            {
+                "expression": expression,
+                "message": (
+                    f"gpuport's safety net for this cluster ({target.name}): this pod asks for a GPU "
+                    "resource written for another platform, which no node here offers (it would wait "
+                    "forever). gpuport translates such pods but is not answering now: retry shortly, "
+                    f"or ask for this cluster's GPUs ({offered})."
+                ),
+                "reason": "Invalid",
             },
-            "validations": [
-                {
-                    "expression": expression,
-                    "message": (
-                        f"gpuport's safety net for this cluster ({target.name}): this pod asks for a GPU "
-                        "resource written for another platform, which no node here offers (it would wait "
-                        "forever). gpuport translates such pods but is not answering now: retry shortly, "
-                        f"or ask for this cluster's GPUs ({offered})."
-                    ),
-                    "reason": "Invalid",
-                },
-                {
-                    "expression": placed,
-                    "message": (
-                        f"gpuport's safety net for this cluster ({target.name}): this GPU pod's "
-                        "node selector or required node affinity names another platform's GPU or "
-                        "instance-type labels, which no node here carries (it would wait forever, and a "
-                        "pod's node selector cannot be changed later). gpuport translates such pods but "
-                        "is not answering now: retry shortly, or write the pod for this cluster's GPU labels "
-                        f"({_own_labels(target)})."
-                    ),
-                    "reason": "Invalid",
-                },
-            ],
-        },
-    }
+            {
+                "expression": placed,
+                "message": (
+                    f"gpuport's safety net for this cluster ({target.name}): this GPU pod's "
+                    "node selector or required node affinity names another platform's GPU or "
+                    "instance-type labels, which no node here carries (it would wait forever, and a "
+                    "pod's node selector cannot be changed later). gpuport translates such pods but "
+                    "is not answering now: retry shortly, or write the pod for this cluster's GPU labels "
+                    f"({_own_labels(target)})."
+                ),
+                "reason": "Invalid",
+            },
+        ],
+    )
     return [policy, _binding(POLICY_NAME, namespace_selector)]
 
 
@@ -325,55 +305,29 @@ def env_policy_objects(
         " A value read with valueFrom cannot be checked and is refused too; `none`, `void` or empty give "
         "no GPU and pass."
     )
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": ENV_POLICY_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            # Written out with the API server's defaults, as the names policy's are (atomic structs).
-            "matchConstraints": {
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": {},
-                "objectSelector": {},
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods"],
-                        "scope": "*",
-                    },
-                    # Ephemeral containers join a running pod through this subresource, never by create.
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["pods/ephemeralcontainers"],
-                        "scope": "*",
-                    },
-                ],
+    policy = _policy(
+        ENV_POLICY_NAME,
+        # Ephemeral containers join a running pod through this subresource, never by create.
+        [_POD_CREATE, {**_POD_CREATE, "operations": ["UPDATE"], "resources": ["pods/ephemeralcontainers"]}],
+        [
+            {
+                "expression": regular,
+                "message": (
+                    f"{why} Ask for the GPUs as a resource instead (e.g. {resource}), "
+                    f"or remove the variable.{unseen}"
+                ),
+                "reason": "Forbidden",
             },
-            "validations": [
-                {
-                    "expression": regular,
-                    "message": (
-                        f"{why} Ask for the GPUs as a resource instead (e.g. {resource}), "
-                        f"or remove the variable.{unseen}"
-                    ),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": ephemeral,
-                    "message": (
-                        f"{why} An ephemeral container cannot ask for a GPU resource: remove the "
-                        f"variable.{unseen}"
-                    ),
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
+            {
+                "expression": ephemeral,
+                "message": (
+                    f"{why} An ephemeral container cannot ask for a GPU resource: remove the "
+                    f"variable.{unseen}"
+                ),
+                "reason": "Forbidden",
+            },
+        ],
+    )
     return [policy, _binding(ENV_POLICY_NAME, namespace_selector)]
 
 
@@ -392,5 +346,35 @@ def _binding(name: str, namespace_selector: Mapping[str, Any]) -> dict[str, Any]
                 "namespaceSelector": dict(namespace_selector),
                 "objectSelector": {},
             },
+        },
+    }
+
+
+_POD_CREATE: dict[str, Any] = {
+    "apiGroups": [""],
+    "apiVersions": ["v1"],
+    "operations": ["CREATE"],
+    "resources": ["pods"],
+    "scope": "*",
+}
+
+
+def _policy(name: str, rules: list[dict[str, Any]], validations: list[dict[str, Any]]) -> dict[str, Any]:
+    """A failing-closed policy over `rules`. Written out with the API server's defaults: these structs
+    are atomic for server-side apply, so a value the server would complete conflicts with a
+    client-side apply made before it."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
+                "resourceRules": [dict(rule) for rule in rules],
+            },
+            "validations": validations,
         },
     }
