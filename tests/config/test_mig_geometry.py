@@ -1,0 +1,64 @@
+"""The shipped MIG geometry loads against the catalogue; a broken one is refused at its line."""
+
+import pytest
+
+from webhook.config.cloudmap import CloudMapError, default_directory, load_directory
+from webhook.config.mig_geometry import load_geometry, parse_geometry_text, shipped_geometry_path
+
+CATALOGUE = load_directory(default_directory()).catalogue
+
+
+def test_the_shipped_geometry_loads_and_travels_with_the_package():
+    geometries = load_geometry(CATALOGUE)
+    assert shipped_geometry_path().is_file()
+    assert str(geometries["A100-40GB"].placements["3g.20gb"]) == "{0,4}:4"
+    assert geometries["A100-40GB"].most["3g.20gb"] == 2  # the catalogue's count, not repeated here
+
+
+def _text(placement_lines: str) -> str:
+    return (
+        "models:\n"
+        "  A30:\n"
+        "    memory_slices: 4\n"
+        "    source: a test\n"
+        "    placements:\n"
+        '      1g.6gb: "{0,1,2,3}:1"\n'
+        '      1g.6gb+me: "{0,1,2,3}:1"\n'
+        '      2g.12gb+me: "{0,2}:2"\n'
+        '      4g.24gb: "{0}:4"\n' + placement_lines
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('      2g.12gb: "{0,2}:2"\n      3g.18gb: "{0}:3"\n', "A30 has no MIG profile '3g.18gb'"),
+        ('      2g.12gb: "{0,3}:2"\n', "2g.12gb: starting at slot 3, 2 slots run past the GPU's 4 memory"),
+        ('      2g.12gb: "0,2:2"\n', "2g.12gb: '0,2:2' is not a placement"),
+    ],
+)
+def test_a_bad_placement_is_refused_at_its_line(line, problem):
+    with pytest.raises(CloudMapError) as info:
+        parse_geometry_text(_text(line), "mig.yaml", CATALOGUE)
+    bad_line = _text(line).splitlines().index(line.splitlines()[-1]) + 1
+    assert (info.value.path, info.value.line) == ("mig.yaml", bad_line)
+    assert info.value.problem.startswith(problem)
+
+
+def test_a_profile_without_placement_is_refused_at_the_models_placements():
+    with pytest.raises(CloudMapError) as info:
+        parse_geometry_text(_text(""), "mig.yaml", CATALOGUE)
+    assert (info.value.line, info.value.problem) == (5, "A30: no placement for 2g.12gb")
+
+
+def test_a_model_without_source_is_refused():
+    text = _text('      2g.12gb: "{0,2}:2"\n').replace("    source: a test\n", "")
+    with pytest.raises(CloudMapError) as info:
+        parse_geometry_text(text, "mig.yaml", CATALOGUE)
+    assert (info.value.line, info.value.problem) == (2, "A30: say where the placements come from (source)")
+
+
+def test_not_yaml_is_refused_at_its_line():
+    with pytest.raises(CloudMapError) as info:
+        parse_geometry_text("models:\n  A30: [\n", "mig.yaml", CATALOGUE)
+    assert info.value.line == 3 and info.value.problem.startswith("not valid YAML")
