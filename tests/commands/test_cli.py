@@ -28,6 +28,7 @@ def test_version():
         "translate",
         "lint",
         "preflight",
+        "plan",
         "usage",
         "node-agent",
         "explain",

@@ -271,7 +271,7 @@ def _workload(
                 path,
                 original,
                 translated,
-                _replica_count(doc, path, inventory),
+                replica_count(doc, path, inventory),
                 problems,
                 needed,
                 read_demand(original, context.dialects, claims),
@@ -311,7 +311,7 @@ def _translate(
     return None, first_error, "", []
 
 
-def _replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
+def replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
     """How many pods of this template run at once; 1 where the manifest does not say it plainly (a
     count that is not a number, a list written as a map): the checks still run on one."""
     try:

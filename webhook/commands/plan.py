@@ -1,0 +1,73 @@
+"""`gpuport plan mig`: propose the target nodes' MIG layouts from the slices workloads ask for."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook.commands.common import Subcommands, bad_input, kinds_read, read_yaml_documents
+
+
+def register(commands: Subcommands) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="plan what the target's nodes must be configured with (MIG layouts)",
+        description="Plan the target's node configuration from the workloads that will run there.",
+    )
+    plans = parser.add_subparsers(title="plans", metavar="PLAN")
+    mig = plans.add_parser(
+        "mig",
+        help="propose each node's MIG layout for the slices the workloads ask for",
+        description="Reads the workloads as `translate` does (each template translated to the target, "
+        "its MIG slices times its replicas) and the target's nodes from --inventory (Pods listed there "
+        "ask too), and proposes a layout per GPU that holds the slices on the fewest GPUs, then with the "
+        "fewest GPUs repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
+        "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
+        "GKE and single-strategy targets get the node pools to create; HAMi and DRA targets need no "
+        f"layout. Exit 0 when the slices fit, 1 when not (what is short is said), 2 on bad input. "
+        f"It reads Pods and the pod templates of {kinds_read()}.",
+    )
+    mig.add_argument("files", nargs="*", metavar="FILE", help="manifest files, or - for standard input")
+    mig.add_argument("--from", dest="source", required=True, metavar="CLOUD")
+    mig.add_argument("--to", required=True, metavar="CLOUD")
+    mig.add_argument(
+        "--inventory", type=Path, required=True, help="the target's nodes: `kubectl get nodes -o yaml`"
+    )
+    mig.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
+    mig.add_argument("-o", "--output", choices=["yaml", "table"], default="yaml")
+    mig.set_defaults(run=run_mig)
+    parser.set_defaults(run=lambda _args: _usage(parser))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def run_mig(args: argparse.Namespace) -> int:
+    import yaml
+
+    from webhook.commands.plan_report import as_table, as_yaml, shortfalls
+    from webhook.config.cloudmap import CloudMapError, default_directory
+    from webhook.config.loading import StartupError, build_context, load_inventory
+    from webhook.config.mig_geometry import load_geometry
+    from webhook.core.planning.mig_plan import plan_mig
+    from webhook.core.planning.slice_demand import slice_demand
+    from webhook.core.planning.target_gpus import target_gpus
+
+    try:
+        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
+        geometries = load_geometry(context.dialects.catalogue)
+        documents = read_yaml_documents(args.files)
+        inventory = load_inventory(args.inventory)
+    except (StartupError, CloudMapError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return bad_input("plan mig", exc)
+    demand = slice_demand(documents, context, inventory)
+    gpus = target_gpus(inventory, context.dialects, geometries)
+    plan = plan_mig(demand, gpus, geometries, context.target)
+    render = as_yaml if args.output == "yaml" else as_table
+    sys.stdout.write(render(plan, context.dialects.catalogue, inventory))
+    if not plan.fits:
+        for line in shortfalls(plan):
+            print(f"gpuport plan mig: {line}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,105 @@
+"""A target's MIG plan from its slice demand and its GPUs: per model the layouts (planner), what is
+short, and, for targets that do not take a layout per GPU, what to do instead.
+
+- mixed (the GPU Operator's MIG manager): a layout per GPU, written as a mig-parted configuration
+  and the `nvidia.com/mig.config` label of each node that changes (rendering.py);
+- single, partition-label (GKE): every GPU of a node (pool) carries one profile, so the plan is a
+  count of GPUs per (model, profile): the node pools to create;
+- by-memory (HAMi, Volcano) and DRA targets cut instances when pods arrive: nothing to plan.
+"""
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from webhook.core.planning.geometry import MigGeometry
+from webhook.core.planning.planner import Gpu, ModelPlan, plan_model
+from webhook.core.planning.slice_demand import SliceAsk, SliceDemand
+from webhook.core.vocabulary.platform import CloudMap
+
+DYNAMIC_NOTE = (
+    "{target} cuts MIG instances when pods arrive ({how}): no fixed layout to plan, nothing to apply"
+)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """GKE / single strategy: GPUs of one model all carrying one profile."""
+
+    model: str
+    profile: str
+    instances: int  # slices asked
+    gpus: int  # GPUs it takes: instances over the most one GPU holds, rounded up
+
+
+@dataclass(frozen=True)
+class MigPlan:
+    target: str
+    kind: str  # "layouts" | "pools" | "dynamic" | "none"
+    models: tuple[ModelPlan, ...] = ()
+    pools: tuple[Pool, ...] = ()
+    # profile → (instances, why) asked of no model the target has geometry for
+    unplaced: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.unplaced and not self.problems and all(not m.short for m in self.models)
+
+
+def plan_mig(
+    demand: SliceDemand, gpus: Sequence[Gpu], geometries: Mapping[str, MigGeometry], target: CloudMap
+) -> MigPlan:
+    if target.dra is not None or target.mig.form == "by-memory":
+        how = "DRA devices" if target.dra is not None else "HAMi-style dynamic MIG"
+        return MigPlan(target.name, "dynamic", note=DYNAMIC_NOTE.format(target=target.name, how=how))
+    if target.mig.form == "none":
+        note = f"{target.name} offers no MIG slices; its slice asks are refused or made whole by translation"
+        return MigPlan(target.name, "none", problems=demand.problems, note=note)
+    per_model, unplaced = _by_model(demand.asks, gpus, geometries)
+    if target.mig.form in ("single", "partition-label"):
+        pools = tuple(
+            Pool(model, profile, count, -(-count // geometries[model].most[profile]))
+            for model, profiles in sorted(per_model.items())
+            for profile, count in sorted(profiles.items())
+        )
+        return MigPlan(target.name, "pools", pools=pools, unplaced=unplaced, problems=demand.problems)
+    # Nodes where slice pods run today are changed last: a node the plan leaves alone needs no drain.
+    busy = Counter(ask.running_on for ask in demand.asks if ask.running_on)
+    ordered = sorted(gpus, key=lambda g: (busy[g.node], g.node, g.index))
+    models = tuple(
+        plan_model(
+            model, per_model.get(model, {}), [g for g in ordered if g.model == model], geometries[model]
+        )
+        for model in sorted(set(per_model) | {g.model for g in gpus})
+    )
+    return MigPlan(target.name, "layouts", models, unplaced=unplaced, problems=demand.problems)
+
+
+def _by_model(
+    asks: Sequence[SliceAsk], gpus: Sequence[Gpu], geometries: Mapping[str, MigGeometry]
+) -> tuple[dict[str, dict[str, int]], dict[str, tuple[int, str]]]:
+    """Each ask's instances charged to one model: of the models the pod accepts that have the
+    profile, the one with the most GPUs in the target (a model it accepts but the target lacks still
+    takes it: the plan then says how many GPUs of it are short)."""
+    present: dict[str, int] = {}
+    for gpu in gpus:
+        present[gpu.model] = present.get(gpu.model, 0) + 1
+    per_model: dict[str, dict[str, int]] = {}
+    unplaced: dict[str, tuple[int, str]] = {}
+    for ask in asks:
+        accepted = ask.models if ask.models is not None else frozenset(present)
+        holders = sorted(
+            (m for m in accepted if m in geometries and ask.profile in geometries[m].placements),
+            key=lambda m: (-present.get(m, 0), m),
+        )
+        if not holders:
+            count, _ = unplaced.get(ask.profile, (0, ""))
+            models = ", ".join(sorted(accepted)) or "none in the inventory"
+            why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
+            unplaced[ask.profile] = (count + ask.instances, why)
+            continue
+        profiles = per_model.setdefault(holders[0], {})
+        profiles[ask.profile] = profiles.get(ask.profile, 0) + ask.instances
+    return per_model, unplaced

@@ -1,0 +1,87 @@
+"""The MIG slices a set of workloads asks of the target, read as `translate` reads them: each pod
+template translated to the target's words first, then its slice asks read back, times its replicas.
+Pods already running on the target (an inventory's Pods) ask for theirs too."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from webhook.core.asks.demand import PodDemand, read_demand
+from webhook.core.asks.pod_claims import ClaimsBeside
+from webhook.core.deciding.admission import decide_template
+from webhook.core.deciding.context import Context
+from webhook.core.migration.preflight import replica_count
+from webhook.core.vocabulary.inventory import Inventory
+from webhook.core.vocabulary.templates import pod_templates
+from webhook.core.vocabulary.workloads import held_at_once
+
+
+@dataclass(frozen=True)
+class SliceAsk:
+    """One workload's (or running pod's) ask for one profile: per pod, and how many pods."""
+
+    workload: str  # Kind/namespace/name
+    profile: str
+    per_pod: int
+    pods: int
+    models: frozenset[str] | None  # the models the translated pod accepts; None: any with the profile
+    running_on: str = ""  # the node of a pod already running there
+
+    @property
+    def instances(self) -> int:
+        return self.per_pod * self.pods
+
+
+@dataclass(frozen=True)
+class SliceDemand:
+    asks: tuple[SliceAsk, ...]
+    problems: tuple[str, ...]  # workloads whose slices cannot be read (not translatable), each with why
+
+
+def slice_demand(documents: list[Any], context: Context, inventory: Inventory | None) -> SliceDemand:
+    asks: list[SliceAsk] = []
+    problems: list[str] = []
+    beside = ClaimsBeside(documents)
+    for doc in documents:
+        if not isinstance(doc, Mapping):
+            continue
+        metadata = doc.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        workload = f"{doc.get('kind')}/{namespace}/{metadata.get('name', '?')}"
+        for path, template in pod_templates(doc):
+            decided = decide_template(template, context, hints=False, templates=beside.lookup(namespace))
+            if decided.rewrite is None:
+                if decided.refusals:
+                    problems.append(f"{workload}: not translatable: {'; '.join(decided.refusals)}")
+                continue
+            translated = jsonpatch.apply_patch(dict(template), decided.rewrite.patch)
+            demand = read_demand(translated, context.dialects)
+            pods = replica_count(doc, path, inventory)
+            asks += [
+                SliceAsk(workload, profile, count, pods, demand.selection.models)
+                for profile, count in _slices_per_pod(demand).items()
+            ]
+    for pod in inventory.pods if inventory else ():
+        demand = read_demand(pod.manifest, context.dialects)
+        where = f"Pod/{pod.namespace}/{pod.name}"
+        asks += [
+            SliceAsk(where, profile, count, 1, demand.selection.models, running_on=pod.node)
+            for profile, count in _slices_per_pod(demand).items()
+        ]
+    return SliceDemand(tuple(asks), tuple(problems))
+
+
+def _slices_per_pod(demand: PodDemand) -> dict[str, int]:
+    """Slices of each profile one pod holds at once (init containers one at a time)."""
+    profiles = {a.mig_profile.name for a in demand.asks if a.kind == "mig"}
+    if not profiles and demand.selection.profile is not None:
+        # A partition-label target asks for a whole "GPU" that is the labelled slice.
+        return {demand.selection.profile.name: max(demand.gpus_on_one_node, 1)}
+    return {
+        name: held_at_once(
+            [(a, a.count) for a in demand.asks if a.kind == "mig" and a.mig_profile.name == name], 0, max
+        )
+        for name in sorted(profiles)
+    }
