@@ -82,14 +82,19 @@ def _by_model(
 ) -> tuple[dict[str, dict[str, int]], dict[str, tuple[int, str]]]:
     """Each ask's instances charged to one model: of the models the pod accepts that have the
     profile, the one with the most GPUs in the target (a model it accepts but the target lacks still
-    takes it: the plan then says how many GPUs of it are short)."""
+    takes it: the plan then says how many GPUs of it are short). A running pod's is its node's model:
+    1g.10gb is a slice of an A100 40GB and of an H100 80GB alike."""
     present: dict[str, int] = {}
+    node_model: dict[str, str] = {}
     for gpu in gpus:
         present[gpu.model] = present.get(gpu.model, 0) + 1
+        node_model[gpu.node] = gpu.model
     per_model: dict[str, dict[str, int]] = {}
     unplaced: dict[str, tuple[int, str]] = {}
     for ask in asks:
         accepted = ask.models if ask.models is not None else frozenset(present)
+        if ask.running_on in node_model:  # a running pod's slice is of its node's model, whatever it says
+            accepted = frozenset({node_model[ask.running_on]})
         holders = sorted(
             (m for m in accepted if m in geometries and ask.profile in geometries[m].placements),
             key=lambda m: (-present.get(m, 0), m),

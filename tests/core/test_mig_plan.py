@@ -1,0 +1,37 @@
+"""Which model a slice is charged to, before the planner lays it out."""
+
+from webhook.config.cloudmap import default_directory, load_directory
+from webhook.config.mig_geometry import load_geometry
+from webhook.core.planning.mig_plan import plan_mig
+from webhook.core.planning.planner import Gpu
+from webhook.core.planning.slice_demand import SliceAsk, SliceDemand
+
+LOADED = load_directory(default_directory())
+GEOMETRY = load_geometry(LOADED.catalogue)
+EKS = LOADED.maps["eks"]
+
+
+def _gpus(node, model, count=8):
+    return [Gpu(node, i, model) for i in range(count)]
+
+
+def test_a_running_pods_slice_is_of_its_nodes_model_though_another_model_has_the_profile():
+    # 1g.10gb is a profile of the A100 40GB and of the H100 80GB alike.
+    gpus = _gpus("a100", "A100-40GB") + _gpus("h100", "H100-80GB")
+    running = SliceAsk("Pod/ml/p", "1g.10gb", 1, 1, None, running_on="h100")
+    plan = plan_mig(SliceDemand((running,), ()), gpus, GEOMETRY, EKS)
+    assert {m.model: dict(m.demand) for m in plan.models} == {"A100-40GB": {}, "H100-80GB": {"1g.10gb": 1}}
+
+
+def test_a_new_pods_slice_goes_to_the_model_it_accepts_with_the_most_gpus():
+    gpus = _gpus("a100", "A100-40GB", 4) + _gpus("h100", "H100-80GB", 8)
+    ask = SliceAsk("Deployment/ml/d", "1g.10gb", 1, 3, None)
+    plan = plan_mig(SliceDemand((ask,), ()), gpus, GEOMETRY, EKS)
+    assert {m.model: dict(m.demand) for m in plan.models} == {"A100-40GB": {}, "H100-80GB": {"1g.10gb": 3}}
+
+
+def test_a_slice_of_a_model_the_target_lacks_is_said_short_in_gpus_of_that_model():
+    ask = SliceAsk("Deployment/ml/d", "3g.71gb", 1, 5, frozenset({"H200"}))
+    plan = plan_mig(SliceDemand((ask,), ()), _gpus("a100", "A100-40GB"), GEOMETRY, EKS)
+    h200 = next(m for m in plan.models if m.model == "H200")
+    assert (dict(h200.short), h200.more_gpus, plan.fits) == ({"3g.71gb": 5}, 3, False)
