@@ -2,6 +2,7 @@
 the YAML it writes is a mig-parted configuration whose every GPU layout is valid and holds the slices
 asked, and label patches that point each changed node at it."""
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -188,3 +189,17 @@ def test_a_node_that_must_change_says_its_pods_to_drain_and_a_workload_it_would_
     assert "#   a100-a: drain team/web-7d9-a1, team/web-7d9-x2" in comments
     warning = "every running replica of ReplicaSet/team/web-7d9 is on a100-a: scale it out before draining"
     assert f"#     warning: {warning}" in comments
+
+
+def test_preflight_points_at_the_plan_when_slices_are_asked(capsys):
+    main(["preflight", EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS])
+    out = capsys.readouterr().out
+    assert "MIG slices are asked by 3 workload(s)" in out
+    assert "`gpuport plan mig FILE... --from gke --to eks --inventory NODES`" in out
+
+
+def test_preflight_says_nothing_of_mig_when_only_whole_gpus_are_asked(tmp_path, capsys):
+    manifest = _write(tmp_path, "whole.yaml", [_deployment("whole", {"limits": {"nvidia.com/gpu": 2}}, 2)])
+    main(["preflight", manifest, "--from", "eks", "--to", "eks", "-o", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["workloads"] and report["mig_slices"] == []

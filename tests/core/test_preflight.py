@@ -349,6 +349,7 @@ def test_cli_json_output_and_exit_codes():
         "passed",
         "inventory_nodes",
         "unread",
+        "mig_slices",
         "workloads",
         "pending",
         "refused",

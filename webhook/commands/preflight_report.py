@@ -15,6 +15,7 @@ def as_json(report: Report) -> str:
             "passed": report.passed,
             "inventory_nodes": report.inventory_nodes,
             "unread": report.unread,
+            "mig_slices": report.mig_slices,
             "workloads": [
                 {
                     "workload": w.key,
@@ -124,6 +125,12 @@ def _summary(report: Report, bullet: str) -> list[str]:
             "Not looked into (no risk can be given; the preflight fails until they are moved by hand):"
         )
         lines += [f"{bullet}{line}" for line in report.unread]
+    if report.mig_slices:
+        lines.append(
+            f"MIG slices are asked by {len(report.mig_slices)} workload(s): the target's nodes must be "
+            f"partitioned to hold them. Plan their layouts with `gpuport plan mig FILE... --from "
+            f'{report.source} --to {report.target} --inventory NODES` (README: "Planning MIG layouts").'
+        )
     lines.append("Wave plan (stateless first, then training, then stateful; lowest risk first):")
     lines += [f"{bullet}wave {n}: {', '.join(wave)}" for n, wave in enumerate(report.waves, 1)]
     return lines

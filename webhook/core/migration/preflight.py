@@ -125,6 +125,8 @@ class Report:
     # node → GPU-equivalents the running pods there hold (as the quota counts them), already taken
     # from that node's free capacity; empty when the inventory lists no pods
     held: dict[str, Fraction] = field(default_factory=dict)
+    # workloads that ask for MIG slices: the target's nodes must be partitioned for them (plan mig)
+    mig_slices: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -226,6 +228,15 @@ def preflight(
         inventory_nodes=len(inventory.nodes) if inventory else None,
         unread=unread,
         held={node: use for node, (_, use) in held.items() if use},
+        mig_slices=sorted(w.key for w in workloads if _asks_slices(templates_by_workload[w.key])),
+    )
+
+
+def _asks_slices(templates: list[_Template]) -> bool:
+    """A MIG slice by resource or by label (a partition size, a -MIG- product) in any template."""
+    return any(
+        t.demand.selection.profile is not None or any(a.kind == "mig" for a in t.demand.asks)
+        for t in templates
     )
 
 
