@@ -203,3 +203,14 @@ def test_preflight_says_nothing_of_mig_when_only_whole_gpus_are_asked(tmp_path, 
     main(["preflight", manifest, "--from", "eks", "--to", "eks", "-o", "json"])
     report = json.loads(capsys.readouterr().out)
     assert report["workloads"] and report["mig_slices"] == []
+
+
+def test_the_readme_shows_what_the_shipped_example_plans(monkeypatch, capsys):
+    command = (
+        "gpuport plan mig --from gke --to eks --inventory examples/inventories/eks.yaml -o table "
+        "examples/manifests/mig-inference.yaml"
+    )
+    monkeypatch.chdir(ROOT)
+    assert main(command.split()[1:]) == 0
+    printed = capsys.readouterr().out
+    assert f"```\n$ {command}\n{printed}```\n" in (ROOT / "README.md").read_text(encoding="utf-8")

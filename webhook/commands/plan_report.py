@@ -78,8 +78,9 @@ def _notes(plan: MigPlan, catalogue: Catalogue, inventory: Inventory) -> list[st
         _, changes = node_changes(plan, catalogue)
         if changes:
             notes.append(
-                "apply: the mig-parted configuration into the MIG manager's ConfigMap (default-mig-parted-"
-                "config), then the label patches; drain each node first, one node at a time:"
+                "apply: add the mig-configs to the MIG manager's configuration (the ConfigMap the "
+                "ClusterPolicy's migManager.config.name names), beside those nodes use today; then drain "
+                "each node below, one at a time, before its label patch:"
             )
         for drain in drain_order(changes, inventory.pods):
             pods = ", ".join(drain.pods) or "no GPU pods"
