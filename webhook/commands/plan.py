@@ -19,18 +19,29 @@ def register(commands: Subcommands) -> None:
         help="propose each node's MIG layout for the slices the workloads ask for",
         description="Reads the workloads as `translate` does (each template translated to the target, "
         "its MIG slices times its replicas) and the target's nodes from --inventory (Pods listed there "
-        "ask too), and proposes a layout per GPU that holds the slices on the fewest GPUs, then with the "
-        "fewest GPUs repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
+        "ask too) or, with --kubeconfig, from the cluster with its running and pending pods, and "
+        "proposes a layout per GPU that holds the slices on the fewest GPUs, then with the fewest GPUs "
+        "repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
         "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
         "GKE and single-strategy targets get the node pools to create; HAMi and DRA targets need no "
-        f"layout. Exit 0 when the slices fit, 1 when not (what is short is said), 2 on bad input. "
+        "layout. Exit 0 when the slices fit, 1 when not (what is short is said), 2 on bad input. "
         f"It reads Pods and the pod templates of {kinds_read()}.",
     )
     mig.add_argument("files", nargs="*", metavar="FILE", help="manifest files, or - for standard input")
-    mig.add_argument("--from", dest="source", required=True, metavar="CLOUD")
-    mig.add_argument("--to", required=True, metavar="CLOUD")
     mig.add_argument(
-        "--inventory", type=Path, required=True, help="the target's nodes: `kubectl get nodes -o yaml`"
+        "--from",
+        dest="source",
+        metavar="CLOUD",
+        help="the cloud the manifests are written for (default: --to, as a cluster's own pods are)",
+    )
+    mig.add_argument("--to", required=True, metavar="CLOUD")
+    where = mig.add_mutually_exclusive_group(required=True)
+    where.add_argument("--inventory", type=Path, help="the target's nodes: `kubectl get nodes -o yaml`")
+    where.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="read the target's nodes (their nvidia.com/mig.config and node-agent records), its running "
+        "pods and its pending pods from its API server, read-only",
     )
     mig.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
     mig.add_argument("-o", "--output", choices=["yaml", "table"], default="yaml")
@@ -55,12 +66,24 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.core.planning.target_gpus import target_gpus
 
     try:
-        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
+        context = build_context(
+            args.cloudmap_dir or default_directory(), args.to, read_as=args.source or args.to
+        )
         geometries = load_geometry(context.dialects.catalogue)
         documents = read_yaml_documents(args.files)
-        inventory = load_inventory(args.inventory)
+        inventory = load_inventory(args.inventory) if args.inventory else None
     except (StartupError, CloudMapError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return bad_input("plan mig", exc)
+    if inventory is None:
+        from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
+        from webhook.adapters.kube.mig_reader import cluster_for_mig_plan
+        from webhook.core.vocabulary.inventory import InventoryError
+
+        try:
+            inventory, pending = read_cluster(args.kubeconfig, cluster_for_mig_plan)
+        except (ClusterUnreadable, InventoryError) as exc:
+            return bad_input("plan mig", f"reading the cluster's nodes and pods: {exc}")
+        documents += pending
     demand = slice_demand(documents, context, inventory)
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)

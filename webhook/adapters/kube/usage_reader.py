@@ -7,12 +7,18 @@ from typing import Any
 _PAGE = 500
 _TIMEOUT = (5, 60)  # connect, read: an unreachable cluster is said within seconds, not minutes
 _BOUND_AND_LIVE = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+_PENDING = "spec.nodeName=,status.phase=Pending"
 
 
 def nodes_and_pods(core_api: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     nodes = _listed(core_api, core_api.list_node)
     pods = _listed(core_api, core_api.list_pod_for_all_namespaces, field_selector=_BOUND_AND_LIVE)
     return nodes, pods
+
+
+def pending_pods(core_api: Any) -> list[dict[str, Any]]:
+    """Pods not yet bound to a node and not finished: what the scheduler still has to place."""
+    return _listed(core_api, core_api.list_pod_for_all_namespaces, field_selector=_PENDING)
 
 
 def _listed(core_api: Any, list_fn: Any, **selectors: str) -> list[dict[str, Any]]:
