@@ -1,6 +1,6 @@
 """The package as users install it: a wheel built from this tree, installed into a fresh virtualenv
-and run from a folder outside the repository, carries its cloud maps and GPU catalogue: translate,
-lint and serve (to readiness) work with no checkout beside them."""
+and run from a folder outside the repository, carries its cloud maps, GPU catalogue and MIG
+placements: translate, lint, plan mig and serve (to readiness) work with no checkout beside them."""
 
 import shutil
 import ssl
@@ -60,6 +60,25 @@ def test_the_wheel_installs_and_works_outside_the_repository(tmp_path):
     shutil.copy(shipped / "eks.yaml", elsewhere / "eks.yaml")
     linted = run(gpuport, "lint", "eks.yaml", cwd=elsewhere)
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+    # The MIG placements are package data too: a plan needs no checkout.
+    shutil.copy(REPO / "examples" / "manifests" / "mig-inference.yaml", elsewhere / "mig.yaml")
+    shutil.copy(REPO / "examples" / "inventories" / "eks.yaml", elsewhere / "nodes.yaml")
+    planned = run(
+        gpuport,
+        "plan",
+        "mig",
+        "--from",
+        "gke",
+        "--to",
+        "eks",
+        "--inventory",
+        "nodes.yaml",
+        "mig.yaml",
+        cwd=elsewhere,
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert "mig-configs:" in planned.stdout
 
     certs = run(gpuport, "certs", "--out", "tls", "--dns", "localhost", "--ip", "127.0.0.1", cwd=elsewhere)
     assert certs.returncode == 0, certs.stderr
