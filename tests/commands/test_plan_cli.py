@@ -214,3 +214,33 @@ def test_the_readme_shows_what_the_shipped_example_plans(monkeypatch, capsys):
     assert main(command.split()[1:]) == 0
     printed = capsys.readouterr().out
     assert f"```\n$ {command}\n{printed}```\n" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_table_says_per_wave_what_is_asked_and_the_first_wave_that_does_not_fit(tmp_path, capsys):
+    serve = _deployment("serve", {"limits": {"nvidia.com/mig-3g.20gb": 1}}, 10)
+    train = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team"},
+        "spec": {"parallelism": 10, "template": {"spec": serve["spec"]["template"]["spec"]}},
+    }
+    manifest = _write(tmp_path, "waves.yaml", [train, serve])
+    small = str(ROOT / "examples/inventories/eks-small.yaml")  # one p4d: 8 GPUs, 16 × 3g.20gb at most
+    code, out, _ = _plan(
+        capsys,
+        manifest,
+        "--from",
+        "eks",
+        "--to",
+        "eks",
+        "--inventory",
+        small,
+        "--wave-size",
+        "1",
+        "-o",
+        "table",
+    )
+    assert code == 1
+    # Stateless first (the Deployment), then training: 10 slices fit, 20 do not.
+    assert "  wave 1 (1 workload(s)): 3g.20gb ×10: fits" in out.splitlines()
+    assert "  wave 2 (1 workload(s)): 3g.20gb ×20: does not fit" in out.splitlines()

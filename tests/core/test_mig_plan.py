@@ -35,3 +35,14 @@ def test_a_slice_of_a_model_the_target_lacks_is_said_short_in_gpus_of_that_model
     plan = plan_mig(SliceDemand((ask,), ()), _gpus("a100", "A100-40GB"), GEOMETRY, EKS)
     h200 = next(m for m in plan.models if m.model == "H200")
     assert (dict(h200.short), h200.more_gpus, plan.fits) == ({"3g.71gb": 5}, 3, False)
+
+
+def test_each_wave_asks_for_what_has_moved_so_far_and_what_runs_already():
+    from webhook.core.planning.slice_demand import by_wave
+
+    first = SliceAsk("Deployment/ml/a", "1g.10gb", 1, 2, None)
+    second = SliceAsk("Job/ml/b", "3g.40gb", 1, 1, None)
+    unwaved = SliceAsk("Deployment/ml/c", "2g.20gb", 1, 1, None)
+    running = SliceAsk("Pod/ml/p", "1g.10gb", 1, 1, None, running_on="h100")
+    waves = by_wave(SliceDemand((first, second, unwaved, running), ()), [["Deployment/ml/a"], ["Job/ml/b"]])
+    assert [w.asks for w in waves] == [(first, running), (first, second, unwaved, running)]

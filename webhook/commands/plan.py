@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook.commands.common import Subcommands, bad_input, kinds_read, read_yaml_documents
+from webhook.commands.common import Subcommands, bad_input, kinds_read, positive, read_yaml_documents
 
 
 def register(commands: Subcommands) -> None:
@@ -44,6 +44,13 @@ def register(commands: Subcommands) -> None:
         "pods and its pending pods from its API server, read-only",
     )
     mig.add_argument("--cloudmap-dir", type=Path, help="folder of cloud maps (default: the shipped ones)")
+    mig.add_argument(
+        "--wave-size",
+        type=positive,
+        default=5,
+        help="workloads per migration wave, as preflight orders them (default 5): -o table says "
+        "whether the slices fit once each wave has moved",
+    )
     mig.add_argument("-o", "--output", choices=["yaml", "table"], default="yaml")
     mig.set_defaults(run=run_mig)
     parser.set_defaults(run=lambda _args: _usage(parser))
@@ -62,7 +69,7 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.config.loading import StartupError, build_context, load_inventory
     from webhook.config.mig_geometry import load_geometry
     from webhook.core.planning.mig_plan import plan_mig
-    from webhook.core.planning.slice_demand import slice_demand
+    from webhook.core.planning.slice_demand import by_wave, slice_demand
     from webhook.core.planning.target_gpus import target_gpus
 
     try:
@@ -87,10 +94,24 @@ def run_mig(args: argparse.Namespace) -> int:
     demand = slice_demand(documents, context, inventory)
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)
-    render = as_yaml if args.output == "yaml" else as_table
-    sys.stdout.write(render(plan, context.dialects.catalogue, inventory))
+    if args.output == "yaml":
+        sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory))
+    else:
+        waves = _waves(documents, args, context, inventory) if documents else []
+        planned = [plan_mig(d, gpus, geometries, context.target) for d in by_wave(demand, waves)]
+        sys.stdout.write(
+            as_table(plan, context.dialects.catalogue, inventory, list(zip(waves, planned, strict=True)))
+        )
     if not plan.fits:
         for line in shortfalls(plan):
             print(f"gpuport plan mig: {line}", file=sys.stderr)
         return 1
     return 0
+
+
+def _waves(documents: list, args: argparse.Namespace, context, inventory) -> list[list[str]]:
+    """The preflight's migration waves (stateless first, lowest risk first), as workload keys."""
+    from webhook.core.migration.preflight import preflight
+
+    source = next(m for m in context.dialects.maps if m.name == (args.source or args.to))
+    return preflight(documents, source, context, inventory, wave_size=args.wave_size).waves

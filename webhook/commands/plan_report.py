@@ -46,7 +46,14 @@ def as_yaml(plan: MigPlan, catalogue: Catalogue, inventory: Inventory) -> str:
     return "\n".join(comments) + ("\n" if comments else "") + body
 
 
-def as_table(plan: MigPlan, catalogue: Catalogue, inventory: Inventory) -> str:
+def as_table(
+    plan: MigPlan,
+    catalogue: Catalogue,
+    inventory: Inventory,
+    waves: list[tuple[list[str], MigPlan]] | None = None,
+) -> str:
+    """Demand against capacity per profile; with `waves`, what is asked once each wave has moved
+    (cumulative, running pods included) and whether the target's GPUs can hold it."""
     lines = [f"MIG plan for {plan.target}"]
     if plan.kind == "layouts":
         for model_plan in plan.models:
@@ -63,6 +70,16 @@ def as_table(plan: MigPlan, catalogue: Catalogue, inventory: Inventory) -> str:
         lines.append(f"  {'model':<12} {'profile':<10} {'slices':>7} {'GPUs':>5}")
         for pool in plan.pools:
             lines.append(f"  {pool.model:<12} {pool.profile:<10} {pool.instances:>7} {pool.gpus:>5}")
+    if waves and plan.kind == "layouts":
+        lines.append("\nPer migration wave (slices asked once it has moved, cumulative):")
+        for number, (keys, wave_plan) in enumerate(waves, 1):
+            wanted: dict[str, int] = {}
+            for model_plan in wave_plan.models:
+                for name, count in model_plan.demand.items():
+                    wanted[name] = wanted.get(name, 0) + count
+            said = ", ".join(f"{name} ×{count}" for name, count in sorted(wanted.items())) or "no slices"
+            fits = "fits" if wave_plan.fits else "does not fit"
+            lines.append(f"  wave {number} ({len(keys)} workload(s)): {said}: {fits}")
     lines += ["", *_notes(plan, catalogue, inventory)]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -85,3 +85,17 @@ def _slices_per_pod(demand: PodDemand) -> dict[str, int]:
         )
         for name in sorted(profiles)
     }
+
+
+def by_wave(demand: SliceDemand, waves: list[list[str]]) -> list[SliceDemand]:
+    """The demand once each migration wave has moved, cumulative: the running pods and every
+    workload of waves 1..n. A workload in no wave moves with the last."""
+    placed = {key: n for n, wave in enumerate(waves) for key in wave}
+    last = max(len(waves) - 1, 0)
+    return [
+        SliceDemand(
+            tuple(a for a in demand.asks if a.running_on or placed.get(a.workload, last) <= n),
+            demand.problems,
+        )
+        for n in range(len(waves))
+    ]
