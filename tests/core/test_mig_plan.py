@@ -46,3 +46,23 @@ def test_each_wave_asks_for_what_has_moved_so_far_and_what_runs_already():
     running = SliceAsk("Pod/ml/p", "1g.10gb", 1, 1, None, running_on="h100")
     waves = by_wave(SliceDemand((first, second, unwaved, running), ()), [["Deployment/ml/a"], ["Job/ml/b"]])
     assert [w.asks for w in waves] == [(first, running), (first, second, unwaved, running)]
+
+
+def test_targets_that_cut_instances_on_demand_get_no_layout():
+    ask = SliceAsk("Deployment/ml/d", "1g.5gb", 1, 3, None)
+    for name, how in (("dra-nvidia", "DRA devices"), ("hami", "HAMi-style dynamic MIG")):
+        plan = plan_mig(SliceDemand((ask,), ()), _gpus("a100", "A100-40GB"), GEOMETRY, LOADED.maps[name])
+        assert (plan.kind, plan.models, plan.fits) == ("dynamic", (), True)
+        assert f"({how})" in plan.note
+
+
+def test_a_single_strategy_target_gets_one_profile_per_group_of_gpus():
+    asks = (
+        SliceAsk("Deployment/ml/a", "3g.20gb", 1, 5, None),
+        SliceAsk("Deployment/ml/b", "1g.5gb", 2, 4, None),
+    )
+    plan = plan_mig(
+        SliceDemand(asks, ()), _gpus("a100", "A100-40GB"), GEOMETRY, LOADED.maps["generic-mig-single"]
+    )
+    assert plan.kind == "pools"
+    assert [(p.profile, p.instances, p.gpus) for p in plan.pools] == [("1g.5gb", 8, 2), ("3g.20gb", 5, 3)]
