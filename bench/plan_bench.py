@@ -104,6 +104,9 @@ def measure(nodes: int, pods: int) -> dict:
         "gpus": len(gpus),
         "pods": sum(a.pods for a in demand.asks),
         "fits": plan.fits,
+        # GPUs the plan uses against the floor no plan can beat (memory slots, compute, counts)
+        "used_gpus": sum(m.used_gpus for m in plan.models),
+        "fewest_possible": sum(m.fewest_possible for m in plan.models),
         "changed_nodes": text.count("nvidia.com/mig.config:"),
         "read_inventory_s": round(read - start, 3),
         "read_demand_s": round(asked - read, 3),

@@ -70,7 +70,7 @@ def test_the_table_shows_demand_against_capacity_per_profile(capsys):
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ")}
     assert rows["3g.20gb"] == ["4", "4", "0"]
     assert rows["2g.10gb"] == ["3", "3", "0"]
-    assert "A100-40GB: 4 of 32 GPUs serve slices, 8 repartitioned" in out
+    assert "A100-40GB: 4 of 32 GPUs serve slices (no plan needs fewer than 4), 8 repartitioned" in out
 
 
 def test_slices_that_do_not_fit_are_said_in_gpus_of_the_model_and_exit_1(tmp_path, capsys):

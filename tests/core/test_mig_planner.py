@@ -101,3 +101,21 @@ def test_planning_is_linear_in_gpus_not_exponential():
     plan = plan_model("A100-40GB", demand, _gpus("A100-40GB", 8000), GEOMETRY["A100-40GB"])
     assert not plan.short
     assert len({tuple(sorted(p.layout.items())) for p in plan.gpus}) < 10
+
+
+def test_the_floor_on_gpus_counts_memory_slots_compute_and_each_profiles_limit():
+    from webhook.core.planning.planner import fewest_possible
+
+    a100 = GEOMETRY["A100-40GB"]
+    assert fewest_possible({"3g.20gb": 2, "1g.5gb": 1}, a100) == 2  # 9 memory slots
+    assert fewest_possible({"1g.5gb": 8}, a100) == 2  # 7 to a GPU
+    assert fewest_possible({"4g.20gb": 2}, a100) == 2  # one to a GPU, though 8 slots would hold two
+    assert fewest_possible({}, a100) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_the_plan_never_claims_fewer_gpus_than_the_floor(scenario):
+    model, demand, gpus = scenario
+    plan = plan_model(model, demand, gpus, GEOMETRY[model])
+    assert plan.used_gpus + plan.more_gpus >= plan.fewest_possible

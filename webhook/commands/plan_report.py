@@ -59,7 +59,8 @@ def as_table(
         for model_plan in plan.models:
             capacity = model_plan.capacity
             lines.append(
-                f"\n{model_plan.model}: {model_plan.used_gpus} of {len(model_plan.gpus)} GPUs serve slices, "
+                f"\n{model_plan.model}: {model_plan.used_gpus} of {len(model_plan.gpus)} GPUs serve slices "
+                f"(no plan needs fewer than {model_plan.fewest_possible}), "
                 f"{model_plan.repartitioned} repartitioned"
             )
             lines.append(f"  {'profile':<12} {'asked':>7} {'capacity':>9} {'left over':>10}")

@@ -47,6 +47,7 @@ class ModelPlan:
     gpus: tuple[GpuLayout, ...]
     short: Mapping[str, int] = field(default_factory=dict)  # profile → instances no GPU holds
     more_gpus: int = 0  # GPUs of the model it would take to hold what is short
+    fewest_possible: int = 0  # no plan holds the demand on fewer GPUs (memory, compute, counts)
 
     @property
     def capacity(self) -> dict[str, int]:
@@ -115,7 +116,22 @@ def plan_model(
         planned[position] = GpuLayout(gpus[position], dict(gpus[position].current or {}), {})
     short = {name: count for name, count in left.items() if count > 0}
     more = _gpus_for(short, choices, weight)
-    return ModelPlan(model, dict(demand), tuple(planned[p] for p in range(len(gpus))), short, more)
+    bound = fewest_possible(demand, geometry)
+    return ModelPlan(model, dict(demand), tuple(planned[p] for p in range(len(gpus))), short, more, bound)
+
+
+def fewest_possible(demand: Mapping[str, int], geometry: MigGeometry) -> int:
+    """A floor on the GPUs any valid plan needs: the memory slots asked, the compute slices asked,
+    and each profile's count, each over what one GPU holds. The planner's count is judged by it."""
+    asked = {name: count for name, count in demand.items() if count > 0}
+    slots = sum(geometry.placements[name].size * count for name, count in asked.items())
+    compute = sum(MigProfile.parse(name).compute * count for name, count in asked.items())
+    floors = [
+        -(-slots // geometry.memory_slices),
+        -(-compute // geometry.compute_slices),
+        *(-(-count // geometry.most[name]) for name, count in asked.items()),
+    ]
+    return max(floors, default=0)
 
 
 def _key(layout: Layout) -> tuple[tuple[str, int], ...]:
