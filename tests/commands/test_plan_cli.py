@@ -244,3 +244,16 @@ def test_the_table_says_per_wave_what_is_asked_and_the_first_wave_that_does_not_
     # Stateless first (the Deployment), then training: 10 slices fit, 20 do not.
     assert "  wave 1 (1 workload(s)): 3g.20gb ×10: fits" in out.splitlines()
     assert "  wave 2 (1 workload(s)): 3g.20gb ×20: does not fit" in out.splitlines()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    empty = tmp_path / "nodes.yaml"
+    empty.write_text("kind: List\nitems: []\n", encoding="utf-8")
+    code, out, err = _plan(capsys, "--to", "eks", "--inventory", str(empty))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gpuport plan mig: inventory {empty}: the inventory holds no Node objects "
+        "(use `kubectl get nodes -o yaml`)\n"
+    )
+    code, _, err = _plan(capsys, "--to", "mars", "--inventory", EKS)
+    assert code == 2 and err.startswith("gpuport plan mig: no cloud map named 'mars'")
