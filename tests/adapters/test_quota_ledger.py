@@ -2,6 +2,7 @@
 copies and deadlines (a fake coordination API that answers as the API server does)."""
 
 import threading
+import time
 from fractions import Fraction
 
 import pytest
@@ -41,48 +42,92 @@ def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
 
 
 def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_passes():
-    import time
-
+    """The first admission's read is held until the 39 others wait for the namespace's turn: they are
+    then one group, decided in arrival order against one reading and written at once (no timing)."""
     api = FakeCoordination()
-    writes = []
-    original_replace, original_create = api.replace_namespaced_lease, api.create_namespaced_lease
-
-    def counting_replace(*args, **kwargs):
-        writes.append("replace")
-        return original_replace(*args, **kwargs)
-
-    def counting_create(*args, **kwargs):
-        writes.append("create")
-        return original_create(*args, **kwargs)
-
+    reading, release = threading.Event(), threading.Event()
     original_read = api.read_namespaced_lease
 
-    def slow_read(*args, **kwargs):
-        time.sleep(0.02)  # a real round trip: admissions arriving meanwhile wait for the next group
+    def held_read(*args, **kwargs):
+        reading.set()
+        assert release.wait(10)
         return original_read(*args, **kwargs)
 
-    api.replace_namespaced_lease, api.create_namespaced_lease = counting_replace, counting_create
-    api.read_namespaced_lease = slow_read
+    api.read_namespaced_lease = held_read
     ledger = LeaseLedger(api, "gpuport-system")
 
     def at_most_ten(current):
         return "over" if sum(r.usage.equivalents for r in current) >= 10 else None
 
-    results = []
+    results = {}
 
     def admit(n):
         reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
-        results.append(ledger.reserve("team-a", reservation, at_most_ten, 0.0, lambda uid: False))
+        results[n] = ledger.reserve(
+            "team-a", reservation, at_most_ten, 0.0, lambda uid: False, deadline=time.monotonic() + 30
+        )
 
-    threads = [threading.Thread(target=admit, args=(n,)) for n in range(40)]
-    for thread in threads:
+    first = threading.Thread(target=admit, args=(0,))
+    first.start()
+    assert reading.wait(10)
+    others = [threading.Thread(target=admit, args=(n,)) for n in range(1, 40)]
+    for arrived, thread in enumerate(others, start=1):
         thread.start()
-    for thread in threads:
+        wait_until(lambda arrived=arrived: ledger.waiting("team-a") == arrived)
+    release.set()
+    for thread in [first, *others]:
         thread.join()
-    assert results.count(None) == 10 and results.count("over") == 30
+    # Arrival order decides: u0 alone, then u1..u9 fill the quota and u10..u39 are refused.
+    assert [n for n in range(40) if results[n] is None] == list(range(10))
     _, annotations = api.leases["gpuport-quota-team-a"]
-    assert len(decode(annotations["gpuport.io/reservations"])) == 10
-    assert len(writes) < 10  # groups, not one write per admission
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(10)]
+    assert [verb for verb, _ in api.calls] == ["read", "create", "replace"]  # two groups, two writes
+
+
+def wait_until(condition, seconds=10.0):
+    stop = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < stop, "never happened"
+        time.sleep(0.001)
+
+
+def test_conflicts_cost_a_wait_never_a_refusal_however_many():
+    api = FakeCoordination(conflicts=60)  # another process writes before every one of 60 attempts
+    ledger = LeaseLedger(api, "gpuport-system")
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
+
+
+def test_a_namespace_that_never_stops_conflicting_is_refused_when_the_deadline_passes():
+    from webhook.adapters.kube.ledger import LedgerUnavailable
+
+    api = FakeCoordination(conflicts=10**9)
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    ledger = LeaseLedger(api, "gpuport-system")
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    with pytest.raises(LedgerUnavailable, match="deadline passed"):
+        ledger.reserve(
+            "team-a", reservation, lambda c: None, 0.0, lambda uid: False, deadline=time.monotonic() + 0.3
+        )
+    assert len(api.calls) > 2  # it retried until then, not for a fixed count
+
+
+def test_an_unreachable_api_server_is_refused_in_those_words():
+    import urllib3
+
+    from webhook.adapters.kube.ledger import LedgerUnavailable
+
+    class Away(FakeCoordination):
+        def read_namespaced_lease(self, *args, **kwargs):
+            raise urllib3.exceptions.MaxRetryError(None, "/leases", "Connection refused")
+
+    ledger = LeaseLedger(Away(), "gpuport-system")
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    with pytest.raises(LedgerUnavailable, match="API server unreachable"):
+        ledger.reserve("team-a", reservation, lambda c: None, 0.0, lambda uid: False)
 
 
 def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
