@@ -6,6 +6,8 @@ import time
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.quota_fakes import FakeCoordination
 from webhook.adapters.kube.ledger import LeaseLedger, Reservation, decode, encode
@@ -292,3 +294,78 @@ def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
     assert [verb for verb, _ in api.calls] == ["replace", "read", "create"]
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    quota=st.integers(1, 12),
+    asks=st.lists(st.tuples(st.integers(1, 3), st.booleans()), min_size=1, max_size=16),
+    conflicts=st.one_of(st.integers(0, 6), st.integers(21, 30)),  # beyond 20: where retries used to stop
+)
+def test_two_replicas_sharing_one_lease_never_overshoot_and_refuse_only_for_the_quota(quota, asks, conflicts):
+    """Admissions of 1-3 GPUs at once through two replicas' ledgers on one API server (with extra
+    conflicts from a third writer): what is admitted fits the quota and is what the Lease holds, and
+    every refusal is the quota's (it would not fit beside what was admitted)."""
+    api = FakeCoordination(conflicts=conflicts)
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    replicas = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def within_quota(gpus):
+        def decide(current):
+            return "over" if sum(r.usage.equivalents for r in current) + gpus > quota else None
+
+        return decide
+
+    answers = {}
+
+    def admit(n, gpus, on_b):
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(gpus)), ("gpus",), 100.0)
+        answers[n] = replicas[on_b].reserve(
+            "team-a", reservation, within_quota(gpus), 0.0, lambda uid: False, deadline=time.monotonic() + 30
+        )
+
+    threads = [threading.Thread(target=admit, args=(n, *ask)) for n, ask in enumerate(asks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    admitted = {f"u{n}" for n, answer in answers.items() if answer is None}
+    admitted_gpus = sum(asks[n][0] for n, answer in answers.items() if answer is None)
+    assert len(answers) == len(asks)  # every admission answered: none raised
+    assert admitted_gpus <= quota
+    assert all(admitted_gpus + asks[n][0] > quota for n, answer in answers.items() if answer == "over")
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert {r.key for r in decode(annotations.get("gpuport.io/reservations"))} == admitted
+
+
+def test_a_replica_killed_between_its_write_and_its_answers_loses_only_those_answers():
+    """SIGKILL after the Lease was replaced but before the reviews were answered: the API server refuses
+    those pods (no answer), their reservations stay counted until their TTL (the quota held, never
+    overshot) and everything admitted before stays."""
+
+    class Killed(BaseException):
+        """What no handler in the process runs after: the process is gone."""
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        decide = lambda current: "over" if len(current) >= 3 else None  # noqa: E731
+        return ledger.reserve("team-a", reservation, decide, 0.0, lambda uid: False)
+
+    assert reserve(replica_a, "a1") is None
+    original_replace = api.replace_namespaced_lease
+
+    def replace_then_die(*args, **kwargs):
+        original_replace(*args, **kwargs)
+        raise Killed
+
+    api.replace_namespaced_lease = replace_then_die
+    with pytest.raises(Killed):
+        reserve(replica_a, "a2")  # committed, never answered
+    api.replace_namespaced_lease = original_replace
+    assert reserve(replica_b, "b1") is None
+    assert reserve(replica_b, "b2") == "over"  # a2 holds its GPU until its TTL or its pod appears
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert sorted(r.key for r in decode(annotations["gpuport.io/reservations"])) == ["a1", "a2", "b1"]
