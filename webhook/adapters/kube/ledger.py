@@ -38,13 +38,12 @@ class LedgerUnavailable(RuntimeError):
 
 
 DEADLINE_PASSED = (
-    "reservation store: the admission's deadline passed before the reservation was written "
-    "(the API server answered too slowly)"
+    "reservation store: the admission's deadline passed before the API server confirmed the reservation"
 )
 
 
 def unreachable(reason: object) -> LedgerUnavailable:
-    return LedgerUnavailable(f"reservation store: API server unreachable ({reason})")
+    return LedgerUnavailable(f"reservation store: API server unreachable: {reason}")
 
 
 class ViewBehind(LedgerUnavailable):
