@@ -117,6 +117,25 @@ def test_a_namespace_that_never_stops_conflicting_is_refused_when_the_deadline_p
     assert len(api.calls) > 2  # it retried until then, not for a fixed count
 
 
+def test_a_throttled_api_server_costs_a_wait_not_a_refusal():
+    from kubernetes.client.exceptions import ApiException
+
+    class Throttled(FakeCoordination):
+        shed = 3
+
+        def read_namespaced_lease(self, *args, **kwargs):
+            if self.shed:
+                self.shed -= 1
+                raise ApiException(status=429, reason="Too Many Requests")
+            return super().read_namespaced_lease(*args, **kwargs)
+
+    api = Throttled()
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    assert LeaseLedger(api, "gpuport-system").reserve("team-a", reservation, lambda c: None, 0.0, str) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
+
+
 def test_an_unreachable_api_server_is_refused_in_those_words():
     import urllib3
 

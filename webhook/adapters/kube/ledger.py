@@ -339,6 +339,10 @@ class LeaseLedger:
                     # after a short random pause so that colliding replicas do not collide in lockstep.
                     time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
                     continue
+                if exc.status == 429:
+                    # The API server's priority and fairness sheds load in a burst: contention too.
+                    time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not security
+                    continue
                 error = LedgerUnavailable(f"reservation store: the API server said {exc.status} {exc.reason}")
             except (OSError, urllib3.exceptions.HTTPError) as exc:
                 # A call cut by its timeout is the deadline passing, not the server being away.
