@@ -2,6 +2,7 @@
 each failing where the real one would (a conflict on a stale resourceVersion, a missing Lease)."""
 
 import json
+import threading
 from decimal import Decimal
 
 from tests.helpers import parsed, review_of
@@ -61,6 +62,8 @@ class FakeCoordination:
         self.conflicts = conflicts
         self.timeouts = []  # the _request_timeout of every call
         self.calls = []  # (verb, name) of every call
+        # Each call is atomic, as on the API server: several ledgers (replicas) may call at once.
+        self.atomic = threading.RLock()
 
     def _answer(self, name):
         from types import SimpleNamespace
@@ -70,6 +73,10 @@ class FakeCoordination:
         return SimpleNamespace(data=json.dumps(body).encode())
 
     def read_namespaced_lease(self, name, namespace, _request_timeout=None, _preload_content=True):
+        with self.atomic:
+            return self._read_namespaced_lease(name, namespace, _request_timeout)
+
+    def _read_namespaced_lease(self, name, namespace, _request_timeout):
         self.timeouts.append(_request_timeout)
         self.calls.append(("read", name))
         from kubernetes.client.exceptions import ApiException
@@ -79,6 +86,10 @@ class FakeCoordination:
         return self._answer(name)
 
     def create_namespaced_lease(self, namespace, body, _request_timeout=None, _preload_content=True):
+        with self.atomic:
+            return self._create_namespaced_lease(namespace, body, _request_timeout)
+
+    def _create_namespaced_lease(self, namespace, body, _request_timeout):
         from kubernetes.client.exceptions import ApiException
 
         self.timeouts.append(_request_timeout)
@@ -89,6 +100,10 @@ class FakeCoordination:
         return self._answer(body["metadata"]["name"])
 
     def replace_namespaced_lease(self, name, namespace, body, _request_timeout=None, _preload_content=True):
+        with self.atomic:
+            return self._replace_namespaced_lease(name, namespace, body, _request_timeout)
+
+    def _replace_namespaced_lease(self, name, namespace, body, _request_timeout):
         from kubernetes.client.exceptions import ApiException
 
         self.timeouts.append(_request_timeout)

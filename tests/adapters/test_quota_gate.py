@@ -189,6 +189,41 @@ def test_a_frozen_api_server_gets_a_quick_refusal_not_a_late_admission(monkeypat
     assert "retry shortly" in denied.message
 
 
+def test_a_burst_waits_for_a_slot_while_the_store_keeps_answering():
+    """Every slot busy with a store that answers (a burst, not a frozen API server): the next admission
+    waits past wait_for_slot for a slot and is decided, never refused as busy."""
+    import threading
+    import time
+
+    release, entered = threading.Event(), threading.Event()
+
+    class Busy(MemoryLedger):
+        def reserve(self, namespace, reservation, *args, **kwargs):
+            if reservation.key == "held":
+                entered.set()
+                release.wait(5)
+            return super().reserve(namespace, reservation, *args, **kwargs)
+
+    gate = QuotaGate(FakeView([QUOTA]), Busy(), clock=lambda: 0.0, max_waiting=1, wait_for_slot=0.05)
+    ctx = context("generic")
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "first"), ctx) is None  # it answers
+    holder = threading.Thread(
+        target=admit, args=(gate, request_for(pod({"nvidia.com/gpu": "1"}), "held"), ctx)
+    )
+    holder.start()
+    assert entered.wait(5)
+    answers = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "next"), ctx))
+    )
+    waiter.start()
+    time.sleep(0.3)  # past wait_for_slot: a fixed slot wait would have refused it by now
+    release.set()
+    holder.join()
+    waiter.join()
+    assert answers == [None]
+
+
 def test_admissions_waiting_on_the_api_server_never_take_every_thread():
     import threading
 

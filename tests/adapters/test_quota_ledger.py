@@ -2,9 +2,12 @@
 copies and deadlines (a fake coordination API that answers as the API server does)."""
 
 import threading
+import time
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.quota_fakes import FakeCoordination
 from webhook.adapters.kube.ledger import LeaseLedger, Reservation, decode, encode
@@ -41,48 +44,111 @@ def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
 
 
 def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_passes():
-    import time
-
+    """The first admission's read is held until the 39 others wait for the namespace's turn: they are
+    then one group, decided in arrival order against one reading and written at once (no timing)."""
     api = FakeCoordination()
-    writes = []
-    original_replace, original_create = api.replace_namespaced_lease, api.create_namespaced_lease
-
-    def counting_replace(*args, **kwargs):
-        writes.append("replace")
-        return original_replace(*args, **kwargs)
-
-    def counting_create(*args, **kwargs):
-        writes.append("create")
-        return original_create(*args, **kwargs)
-
+    reading, release = threading.Event(), threading.Event()
     original_read = api.read_namespaced_lease
 
-    def slow_read(*args, **kwargs):
-        time.sleep(0.02)  # a real round trip: admissions arriving meanwhile wait for the next group
+    def held_read(*args, **kwargs):
+        reading.set()
+        assert release.wait(10)
         return original_read(*args, **kwargs)
 
-    api.replace_namespaced_lease, api.create_namespaced_lease = counting_replace, counting_create
-    api.read_namespaced_lease = slow_read
+    api.read_namespaced_lease = held_read
     ledger = LeaseLedger(api, "gpuport-system")
 
     def at_most_ten(current):
         return "over" if sum(r.usage.equivalents for r in current) >= 10 else None
 
-    results = []
+    results = {}
 
     def admit(n):
         reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
-        results.append(ledger.reserve("team-a", reservation, at_most_ten, 0.0, lambda uid: False))
+        results[n] = ledger.reserve(
+            "team-a", reservation, at_most_ten, 0.0, lambda uid: False, deadline=time.monotonic() + 30
+        )
 
-    threads = [threading.Thread(target=admit, args=(n,)) for n in range(40)]
-    for thread in threads:
+    first = threading.Thread(target=admit, args=(0,))
+    first.start()
+    assert reading.wait(10)
+    others = [threading.Thread(target=admit, args=(n,)) for n in range(1, 40)]
+    for arrived, thread in enumerate(others, start=1):
         thread.start()
-    for thread in threads:
+        wait_until(lambda arrived=arrived: ledger.waiting("team-a") == arrived)
+    release.set()
+    for thread in [first, *others]:
         thread.join()
-    assert results.count(None) == 10 and results.count("over") == 30
+    # Arrival order decides: u0 alone, then u1..u9 fill the quota and u10..u39 are refused.
+    assert [n for n in range(40) if results[n] is None] == list(range(10))
     _, annotations = api.leases["gpuport-quota-team-a"]
-    assert len(decode(annotations["gpuport.io/reservations"])) == 10
-    assert len(writes) < 10  # groups, not one write per admission
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(10)]
+    assert [verb for verb, _ in api.calls] == ["read", "create", "replace"]  # two groups, two writes
+
+
+def wait_until(condition, seconds=10.0):
+    stop = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < stop, "never happened"
+        time.sleep(0.001)
+
+
+def test_conflicts_cost_a_wait_never_a_refusal_however_many():
+    api = FakeCoordination(conflicts=60)  # another process writes before every one of 60 attempts
+    ledger = LeaseLedger(api, "gpuport-system")
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
+
+
+def test_a_namespace_that_never_stops_conflicting_is_refused_when_the_deadline_passes():
+    from webhook.adapters.kube.ledger import LedgerUnavailable
+
+    api = FakeCoordination(conflicts=10**9)
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    ledger = LeaseLedger(api, "gpuport-system")
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    with pytest.raises(LedgerUnavailable, match="deadline passed"):
+        ledger.reserve(
+            "team-a", reservation, lambda c: None, 0.0, lambda uid: False, deadline=time.monotonic() + 0.3
+        )
+    assert len(api.calls) > 2  # it retried until then, not for a fixed count
+
+
+def test_a_throttled_api_server_costs_a_wait_not_a_refusal():
+    from kubernetes.client.exceptions import ApiException
+
+    class Throttled(FakeCoordination):
+        shed = 3
+
+        def read_namespaced_lease(self, *args, **kwargs):
+            if self.shed:
+                self.shed -= 1
+                raise ApiException(status=429, reason="Too Many Requests")
+            return super().read_namespaced_lease(*args, **kwargs)
+
+    api = Throttled()
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    assert LeaseLedger(api, "gpuport-system").reserve("team-a", reservation, lambda c: None, 0.0, str) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
+
+
+def test_an_unreachable_api_server_is_refused_in_those_words():
+    import urllib3
+
+    from webhook.adapters.kube.ledger import LedgerUnavailable
+
+    class Away(FakeCoordination):
+        def read_namespaced_lease(self, *args, **kwargs):
+            raise urllib3.exceptions.MaxRetryError(None, "/leases", "Connection refused")
+
+    ledger = LeaseLedger(Away(), "gpuport-system")
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    with pytest.raises(LedgerUnavailable, match="API server unreachable"):
+        ledger.reserve("team-a", reservation, lambda c: None, 0.0, lambda uid: False)
 
 
 def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
@@ -247,3 +313,78 @@ def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
     assert [verb for verb, _ in api.calls] == ["replace", "read", "create"]
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u2"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    quota=st.integers(1, 12),
+    asks=st.lists(st.tuples(st.integers(1, 3), st.booleans()), min_size=1, max_size=16),
+    conflicts=st.one_of(st.integers(0, 6), st.integers(21, 30)),  # beyond 20: where retries used to stop
+)
+def test_two_replicas_sharing_one_lease_never_overshoot_and_refuse_only_for_the_quota(quota, asks, conflicts):
+    """Admissions of 1-3 GPUs at once through two replicas' ledgers on one API server (with extra
+    conflicts from a third writer): what is admitted fits the quota and is what the Lease holds, and
+    every refusal is the quota's (it would not fit beside what was admitted)."""
+    api = FakeCoordination(conflicts=conflicts)
+    api.leases["gpuport-quota-team-a"] = (1, {})
+    replicas = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def within_quota(gpus):
+        def decide(current):
+            return "over" if sum(r.usage.equivalents for r in current) + gpus > quota else None
+
+        return decide
+
+    answers = {}
+
+    def admit(n, gpus, on_b):
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(gpus)), ("gpus",), 100.0)
+        answers[n] = replicas[on_b].reserve(
+            "team-a", reservation, within_quota(gpus), 0.0, lambda uid: False, deadline=time.monotonic() + 30
+        )
+
+    threads = [threading.Thread(target=admit, args=(n, *ask)) for n, ask in enumerate(asks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    admitted = {f"u{n}" for n, answer in answers.items() if answer is None}
+    admitted_gpus = sum(asks[n][0] for n, answer in answers.items() if answer is None)
+    assert len(answers) == len(asks)  # every admission answered: none raised
+    assert admitted_gpus <= quota
+    assert all(admitted_gpus + asks[n][0] > quota for n, answer in answers.items() if answer == "over")
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert {r.key for r in decode(annotations.get("gpuport.io/reservations"))} == admitted
+
+
+def test_a_replica_killed_between_its_write_and_its_answers_loses_only_those_answers():
+    """SIGKILL after the Lease was replaced but before the reviews were answered: the API server refuses
+    those pods (no answer), their reservations stay counted until their TTL (the quota held, never
+    overshot) and everything admitted before stays."""
+
+    class Killed(BaseException):
+        """What no handler in the process runs after: the process is gone."""
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        decide = lambda current: "over" if len(current) >= 3 else None  # noqa: E731
+        return ledger.reserve("team-a", reservation, decide, 0.0, lambda uid: False)
+
+    assert reserve(replica_a, "a1") is None
+    original_replace = api.replace_namespaced_lease
+
+    def replace_then_die(*args, **kwargs):
+        original_replace(*args, **kwargs)
+        raise Killed
+
+    api.replace_namespaced_lease = replace_then_die
+    with pytest.raises(Killed):
+        reserve(replica_a, "a2")  # committed, never answered
+    api.replace_namespaced_lease = original_replace
+    assert reserve(replica_b, "b1") is None
+    assert reserve(replica_b, "b2") == "over"  # a2 holds its GPU until its TTL or its pod appears
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert sorted(r.key for r in decode(annotations["gpuport.io/reservations"])) == ["a1", "a2", "b1"]

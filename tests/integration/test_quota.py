@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kubernetes import client
@@ -90,6 +91,32 @@ def test_fifty_concurrent_creates_against_a_quota_of_8_with_two_gpuport_processe
     assert all(o == "quota" or any(f in o for f in fail_closed) for o in refused), refused
     assert outcomes.count("quota") >= 21, refused
     assert len(core.list_namespaced_pod(namespace).items) == 8
+
+
+def test_a_burst_of_a_thousand_creates_is_refused_only_by_the_quota(apiserver, gpuport_quota, namespace):
+    """Issue 37: 1,000 one-GPU creates from 16 threads against a quota of 900, through two gpuport
+    replicas of two workers each (four processes writing one Lease): contention costs a wait, never a
+    refusal, so exactly the quota is admitted and every other create is refused by the quota itself."""
+    core = with_quota(apiserver, namespace, 900)
+    outcomes = []
+
+    def create(n):
+        try:
+            pods.create_namespaced_pod(namespace, gpu_pod(1, f"burst-{n}"))
+            outcomes.append("created")
+        except ApiException as exc:
+            message = json.loads(exc.body).get("message", "")
+            outcomes.append("quota" if "exceeded quota" in message else f"other: {message[-200:]}")
+
+    configuration = apiserver.client().configuration
+    configuration.connection_pool_maxsize = 16
+    pods = client.CoreV1Api(client.ApiClient(configuration))
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(create, range(1000)))
+    refused_otherwise = [o for o in outcomes if o not in ("created", "quota")]
+    assert refused_otherwise == []
+    assert outcomes.count("created") == 900 and outcomes.count("quota") == 100
+    assert len(core.list_namespaced_pod(namespace).items) == 900
 
 
 def test_dry_run_creates_leave_no_reservations(apiserver, gpuport_quota, namespace):

@@ -10,7 +10,7 @@ The store is small by design: in memory for unit tests; a Lease per namespace in
 namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
 API server checks on update).
 
-Why one module of ~330 lines: the reservation record, the in-memory store and the grouped
+Why one module of ~370 lines: the reservation record, the in-memory store and the grouped
 compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 
@@ -26,7 +26,6 @@ from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLe
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
 TTL_SECONDS = 30.0
-MAX_ATTEMPTS = 20
 # The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
 DEADLINE_SECONDS = 3.0
@@ -34,7 +33,17 @@ SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is
 
 
 class LedgerUnavailable(RuntimeError):
-    """The store could not be read or written (API server unreachable, retries exhausted)."""
+    """The store could not be read or written: the API server unreachable or refusing, or the
+    admission's deadline passed first. Contention alone never raises it: a conflict is retried."""
+
+
+DEADLINE_PASSED = (
+    "reservation store: the admission's deadline passed before the API server confirmed the reservation"
+)
+
+
+def unreachable(reason: object) -> LedgerUnavailable:
+    return LedgerUnavailable(f"reservation store: API server unreachable: {reason}")
 
 
 class ViewBehind(LedgerUnavailable):
@@ -203,7 +212,14 @@ class LeaseLedger:
     status updates: whoever holds the namespace's turn reads the Lease once, decides every admission
     waiting at that moment in arrival order (each seeing the ones accepted before it), and writes them
     all with one compare-and-swap. A burst then costs a round trip per group, not per pod, and only
-    other processes can conflict.
+    other processes can conflict. A conflict (409) is decided again on a fresh read, with whoever
+    arrived meanwhile, until the admissions' deadlines: contention costs a wait, never a refusal.
+
+    What the Lease holds is bounded by the rate, not the burst: each write drops the reservations
+    whose TTL passed and those SETTLE_AFTER old whose pods the writer's view holds. So it holds the
+    admissions of the last SETTLE_AFTER seconds (longer only while a deciding view lags) plus those
+    whose pods never appeared (refused later, answer lost) for their TTL: about 105 bytes each, some
+    10 KiB at 46 admissions a second (bench/burst_bench.py).
 
     The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
     compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
@@ -233,9 +249,7 @@ class LeaseLedger:
                 with self._guard:
                     if ask in self._waiting[namespace]:  # nobody took it: withdraw, write nothing
                         self._waiting[namespace].remove(ask)
-                        raise LedgerUnavailable(
-                            "reservation store: too many admissions waiting for this namespace"
-                        )
+                        raise LedgerUnavailable(DEADLINE_PASSED)
                 # A group holding it is finishing; its calls end by the earliest deadline in it.
                 ask.done.wait(max(ask.deadline - time.monotonic(), 0.0))
                 break
@@ -249,8 +263,19 @@ class LeaseLedger:
         if ask.error is not None:
             raise ask.error
         if not ask.done.is_set():
-            raise LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
+            raise LedgerUnavailable(DEADLINE_PASSED)
         return ask.denial
+
+    def waiting(self, namespace: str) -> int:
+        """How many admissions to the namespace wait for the next group (not the one being written)."""
+        with self._guard:
+            return len(self._waiting.get(namespace, ()))
+
+    def _join_waiting(self, namespace: str, group: list[_Ask]) -> list[_Ask]:
+        """The group with every admission that arrived since, after it: a retry carries them too."""
+        with self._guard:
+            arrived, self._waiting[namespace] = self._waiting.get(namespace, []), []
+        return group + arrived
 
     def _commit(self, namespace: str, group: list[_Ask], now: float) -> None:
         import urllib3
@@ -258,12 +283,16 @@ class LeaseLedger:
 
         name = self._name(namespace)
         kept_copy = self._last_written.pop(name, None)  # only the first attempt may decide on it
-        for _ in range(MAX_ATTEMPTS):
-            late = [a for a in group if time.monotonic() > a.deadline]
-            for ask in late:
-                ask.finish(
-                    error=LedgerUnavailable(f"reservation store: no answer within {DEADLINE_SECONDS:g}s")
-                )
+        # No attempt count: a conflict means another process wrote, and each retry carries every
+        # admission waiting by then, so contention costs a wait. Only an admission's deadline ends it.
+        first = True
+        while True:
+            if not first:
+                group = self._join_waiting(namespace, group)
+            first = False
+            for ask in group:
+                if time.monotonic() > ask.deadline:
+                    ask.finish(error=LedgerUnavailable(DEADLINE_PASSED))
             group = [a for a in group if not a.done.is_set()]
             if not group:
                 return
@@ -310,16 +339,20 @@ class LeaseLedger:
                     # after a short random pause so that colliding replicas do not collide in lockstep.
                     time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
                     continue
-                error = LedgerUnavailable(f"reservation store: {exc.status} {exc.reason}")
-            except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
-                error = LedgerUnavailable(f"reservation store: {exc}")
+                if exc.status == 429:
+                    # The API server's priority and fairness sheds load in a burst: contention too.
+                    time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not security
+                    continue
+                error = LedgerUnavailable(f"reservation store: the API server said {exc.status} {exc.reason}")
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                # A call cut by its timeout is the deadline passing, not the server being away.
+                late = time.monotonic() >= min(a.deadline for a in group) - 0.05
+                error = LedgerUnavailable(DEADLINE_PASSED) if late else unreachable(exc)
+            except ValueError as exc:
+                error = LedgerUnavailable(f"reservation store: the Lease could not be read ({exc})")
             for ask in group:
                 ask.finish(error=error)
             return
-        for ask in group:
-            ask.finish(
-                error=LedgerUnavailable(f"reservation store: still conflicting after {MAX_ATTEMPTS} attempts")
-            )
 
 
 def _call_timeout(group: list[_Ask]) -> tuple[float, float]:

@@ -9,7 +9,7 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~410 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~510 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
 pod's charge only while what it was worked out from is current, and reads claims made ahead again.
@@ -49,6 +49,11 @@ log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
 # the rest is reading the review, deciding and answering.
 ADMISSION_SECONDS = 3.5
+# What a reservation needs once it has its turn (a read and a write, or a retry after a conflict):
+# waits before it (a slot, a view catching up) end this long before the admission's deadline.
+RESERVING_SECONDS = 1.0
+# A store that answered this gate within this long is answering: a slot is then waited for, not refused.
+ANSWERING_WITHIN = 1.5
 # A pod update's reservation is keyed <uid><UPDATE_KEY><the pod after it, digested>: the pod's own UID
 # is counted as soon as a view holds the pod at all, and that view may still hold it as it was before.
 UPDATE_KEY = "@update:"
@@ -73,6 +78,7 @@ class QuotaGate:
         # never the reviews of everything else.
         self._slots = threading.BoundedSemaphore(max_waiting)
         self.wait_for_slot = wait_for_slot
+        self._last_answer = float("-inf")  # time.monotonic() of the store's last answer to this gate
         # Each running pod's usage, worked out once per context (maps reload → new context → recount).
         self._usage: dict[str, tuple[dict, tuple[GpuUse, object, dict[str, GpuUse]], object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
@@ -184,7 +190,7 @@ class QuotaGate:
         update: "_Update | None" = None,
     ) -> Decision | None:
         """The reservation, within a slot and the admission's deadline; the store's failures in words."""
-        if not self._slots.acquire(timeout=min(self.wait_for_slot, _left(deadline))):
+        if not self._take_slot(deadline):
             log.warning("GPU quota not checked for %s/%s: all slots waiting", request.namespace, request.name)
             return deny(
                 "quota-busy",
@@ -195,10 +201,12 @@ class QuotaGate:
             try:
                 denial = self._reserve(request, quotas, own, shared, context, deadline, update)
             except ViewBehind as behind:
-                # Another replica settled pods this view has not read yet: they arrive within moments.
-                if not self._catch_up(behind.through, min(1.0, _left(deadline))):
+                # Another replica settled pods this view has not read yet: they arrive within moments
+                # (longer when a burst loads the API server: waited for until the reservation's share).
+                if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
                     raise
                 denial = self._reserve(request, quotas, own, shared, context, deadline, update)
+            self._last_answer = time.monotonic()
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -219,6 +227,20 @@ class QuotaGate:
             subject = f'pods "{request.name}"' if request.name else "pods"
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
+
+    def _take_slot(self, deadline: float) -> bool:
+        """A slot to wait on the store in. Past `wait_for_slot`, waited for only while the store keeps
+        answering (a burst: the slots free within moments, so contention costs a wait, not a refusal);
+        a store that stopped answering gets the quick refusal, and the threads stay free."""
+        patient_until = time.monotonic() + self.wait_for_slot
+        while True:
+            left = _left(deadline) - RESERVING_SECONDS
+            if self._slots.acquire(timeout=max(min(0.05, left), 0.0)):
+                return True
+            now = time.monotonic()
+            answering = now - self._last_answer <= ANSWERING_WITHIN
+            if left <= 0 or (now >= patient_until and not answering):
+                return False
 
     def _catch_up(self, through: int, seconds: float = 1.0) -> bool:
         deadline = time.monotonic() + seconds
