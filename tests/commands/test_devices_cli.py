@@ -84,3 +84,53 @@ def test_an_extended_resource_no_map_describes_is_kept_and_said(capsys, tmp_path
         "example.com/fpga is described by no cloud map: kept as written; gke nodes must advertise it "
         "or the pod never schedules"
     ) in warnings(err)
+
+
+def _spec(out):
+    return next(d for d in yaml.safe_load_all(out) if d)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("target", sorted(SHIPPED))
+def test_an_on_demand_job_keeps_its_capacity_type_on_every_map(capsys, tmp_path, target):
+    text = (DEVICES / "eks-karpenter-on-demand-job.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    labels = SHIPPED[target].node_labels
+    if code == 1:
+        assert "karpenter.sh/capacity-type" not in err  # refused for its GPU (an AMD map), not this
+        return
+    spec = _spec(out)
+    selector = spec.get("nodeSelector", {})
+    terms = (
+        spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    expressions = [
+        e for t in (terms or {}).get("nodeSelectorTerms", []) for e in t.get("matchExpressions", [])
+    ]
+    if target == "eks":
+        assert selector["karpenter.sh/capacity-type"] == "on-demand"
+    elif labels.on_demand:
+        key, value = labels.on_demand[0]
+        assert selector[key] == value
+    elif labels.spot:
+        # On-demand there is "no spot label": every spot label is kept off, none dropped silently.
+        for key, value in labels.spot:
+            assert {"key": key, "operator": "NotIn", "values": [value]} in expressions
+        assert not any(t.get("key") == labels.spot[0][0] for t in spec.get("tolerations", []))
+    else:
+        said = (
+            "node selector karpenter.sh/capacity-type removed: the " + target + " map names no capacity type"
+        )
+        assert said in warnings(err)
+    if target != "eks":
+        assert "karpenter.sh/capacity-type" not in selector
+
+
+@pytest.mark.parametrize("target", ["gke", "aks"])
+def test_a_job_on_reserved_capacity_is_refused_naming_what_the_target_offers(capsys, tmp_path, target):
+    text = (DEVICES / "eks-karpenter-on-demand-job.yaml").read_text().replace("on-demand", "reserved")
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 1
+    assert (
+        f"denied: asks for reserved capacity (karpenter.sh/capacity-type=reserved); {target} has no word"
+        in err
+    )
