@@ -19,6 +19,7 @@ import yaml
 from webhook.config.yamlsource import duplicate_keys, error_line, line_of
 from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
 from webhook.core.vocabulary.platform import (
+    CloudDevice,
     CloudMap,
     DraForm,
     MigForm,
@@ -247,10 +248,13 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         model_labels=tuple(model_labels),
         model_annotations=ModelAnnotations(**_given(data.get("model_annotations", {}), "use", "avoid")),
         node_labels=NodeLabels(
-            spot=tuple((s["key"], s["value"]) for s in node_labels.get("spot", ())),
+            spot=_pairs(node_labels, "spot"),
+            on_demand=_pairs(node_labels, "on_demand"),
+            reserved=_pairs(node_labels, "reserved"),
             **_given(node_labels, "owned", "spot_tolerations"),
         ),
         dra=dra,
+        devices=_devices(data.get("devices")),
         source=str(source),
         **_given(
             data,
@@ -277,6 +281,18 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             sharing_memory_fill="memory_fill",
             sharing_memory_required="memory_required",
         ),
+    )
+
+
+def _pairs(section: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+    return tuple((s["key"], s["value"]) for s in section.get(key, ()))
+
+
+def _devices(entries: list[Mapping[str, Any]] | None) -> tuple[CloudDevice, ...] | None:
+    if entries is None:
+        return None
+    return tuple(
+        CloudDevice(e["resource"], e["kind"], e["what"], tuple(e.get("same_as", ()))) for e in entries
     )
 
 

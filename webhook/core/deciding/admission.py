@@ -13,6 +13,7 @@ from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
 from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.rewriting.devices import plan_devices
 from webhook.core.rewriting.foreign import is_native, read_foreign
 from webhook.core.rewriting.patch import diff_mutation
 from webhook.core.rewriting.podedits import (
@@ -93,8 +94,9 @@ def rewrite_pod(
     if demand.claim_problems and target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     refused = sharing_refusals(demand, target, context.dialects)
-    if refused:
-        raise Untranslatable(refused)
+    devices = plan_devices(demand.resource_names, target, context.dialects)
+    if refused or devices.refusals:
+        raise Untranslatable(refused + devices.refusals)
     spec = read.spec
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
@@ -107,6 +109,7 @@ def rewrite_pod(
         f"gpuport: {why}; a namespace with a GPU quota or GPU limits refuses this pod"
         for why in demand.claims.uncountable
     ]
+    warnings += devices.warnings
     # Every step decides first, as a plan of edits with their words; the edits are made in one place.
     edits: list[PodEdit] = []
     needed: list[dict[str, Any]] = []
@@ -130,6 +133,7 @@ def rewrite_pod(
         )
     elif not native:
         edits, needed = translate_pod(spec, demand, target, context.dialects, context.as_declared, foreign)
+    edits += devices.edits
     # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
     # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod
     # gpuport translated keeps both when it is reviewed again (reinvocation, a replayed manifest).

@@ -32,6 +32,7 @@ from webhook.core.migration.preflight_checks import (
     model_check,
     topology_check,
 )
+from webhook.core.rewriting.devices import plan_devices
 from webhook.core.rewriting.dra import ASKS_ANNOTATION
 from webhook.core.vocabulary import quantity
 from webhook.core.vocabulary.inventory import BoundPod, Inventory, models_present
@@ -454,6 +455,16 @@ def _checks(
     else:
         changed = [line for line in workload.translated]
         results["resource_names"] = (1.0, "translates as is: " + "; ".join(changed))
+    # Devices beside the GPUs kept as written that the target may not have: said, and only half sure.
+    unsure = [
+        w.removeprefix("gpuport: ")
+        for t in templates
+        if t.translated is not None
+        for w in plan_devices(t.demand.resource_names, target, context.dialects).warnings
+    ]
+    if unsure:
+        score = min(results["resource_names"][0], 0.5)
+        results["resource_names"] = (score, "; ".join(dict.fromkeys(unsure)))
 
     results["gpu_model"] = model_check(models, target, catalogue, present)
     results["gpu_memory"] = memory_check(asks, models, target, catalogue)

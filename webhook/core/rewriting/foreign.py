@@ -55,7 +55,7 @@ def foreign_node_labels(
 
 
 def _speaks(cloud_map: CloudMap, key: str) -> bool:
-    return cloud_map.node_labels.owns(key) or any(k == key for k, _ in cloud_map.node_labels.spot)
+    return cloud_map.node_labels.owns(key) or key in cloud_map.node_labels.capacity_keys()
 
 
 def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> str:

@@ -279,6 +279,31 @@ class SetResources:
 
 
 @dataclass(slots=True)
+class RenameResources:
+    """Every container's resources under another name, the amount kept (a device the target asks
+    for by another name: devices.py)."""
+
+    renames: Mapping[str, str]  # name as written → the target's name
+    text: str
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        renamed = False
+        for list_name in ("initContainers", "containers"):
+            for container in view["spec"].get(list_name) or ():
+                resources = container.get("resources") if isinstance(container, dict) else None
+                for section in ("limits", "requests"):
+                    values = resources.get(section) if isinstance(resources, dict) else None
+                    if not isinstance(values, dict):
+                        continue
+                    for old, new in self.renames.items():
+                        if old in values:
+                            values[new] = values.pop(old)
+                            renamed = True
+        if renamed:
+            said.append(self.text)
+
+
+@dataclass(slots=True)
 class DropClaim:
     container: tuple[str, int]  # (list name, index)
     name: str
@@ -393,6 +418,7 @@ class RecordOriginal:
 PodEdit = (
     Say
     | SetResources
+    | RenameResources
     | DropClaim
     | AddClaim
     | DropSelectors

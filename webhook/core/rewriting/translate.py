@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.core.asks.demand import PodDemand
+from webhook.core.rewriting.capacity import capacity_keys, plan_capacity
 from webhook.core.rewriting.dra import ClaimPlan, plan_claims
 from webhook.core.rewriting.foreign import Foreign
 from webhook.core.rewriting.podedits import (
@@ -114,6 +115,12 @@ def translate_pod(
         # Slices are nvidia.com/gpu there too: only a plain product name keeps a whole GPU whole.
         plain = chosen or dialects.models_offered(target)
         node_labels[target.mig.product_label] = tuple(n for m in plain for n in catalogue.models[m].names)
+    leaving = foreign.node_labels
+    capacity_keys_here = capacity_keys(dialects)
+    capacity = plan_capacity(
+        demand.constraints, {k: v for k, v in leaving.items() if k in capacity_keys_here}, target, dialects
+    )
+    problems += capacity.problems
     if problems:
         raise Untranslatable(problems)
 
@@ -121,10 +128,11 @@ def translate_pod(
     edits: list[PodEdit] = [Say(f"gpuport: {note}") for note in demand.claims.notes]
     original: dict[str, Any] = {ask.label: dict(ask.written) for ask in demand.asks}
     # Foreign GPU keys go, and so do our own keys that are about to be written anew.
-    leaving = foreign.node_labels
     stale = foreign.keys | set(leaving) | (demand.selection.keys & set(node_labels))
     carried = dict(node_labels)
-    spot = _carry_spot(leaving, target, dialects, node_labels)
+    for key, values in capacity.labels.items():
+        node_labels.setdefault(key, values)  # said with the capacity it carries
+    spot = _drop_labels(leaving, capacity_keys_here, target) + capacity.edits
     # On a DRA cluster: which claims the pod gets, made from which templates.
     claims = _plan_claims(spec, demand, asked_there, target)
     templates: dict[str, dict[str, Any]] = {}
@@ -217,27 +225,16 @@ def _plan_claims(
     return plan_claims(target.dra, asked, sidecars, frozenset(taken))
 
 
-def _carry_spot(
-    leaving: Mapping[str, tuple[str, ...]],
-    target: CloudMap,
-    dialects: Dialects,
-    node_labels: dict[str, tuple[str, ...]],
+def _drop_labels(
+    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap
 ) -> list[PodEdit]:
-    """Spot capacity is a concept every cloud has under its own label: carry it over (into
-    `node_labels`, with the target's spot tolerations); every other label only the source's nodes
-    carry is dropped, and each is said."""
-    edits: list[PodEdit] = []
-    for key, values in sorted(leaving.items()):
-        spot = any(m.node_labels.is_spot(key, v) for m in dialects.maps for v in values)
-        if spot and target.node_labels.spot:
-            spot_key, spot_value = target.node_labels.spot[0]
-            node_labels.setdefault(spot_key, (spot_value,))
-            edits.append(Say(f"gpuport: spot capacity {key} → {spot_key}={spot_value}"))
-            edits.append(AddTolerations(target.node_labels.spot_tolerations))
-        else:
-            why = "spot capacity" if spot else "a label"
-            edits.append(Say(f"gpuport: node selector {key} removed: {why} no {target.name} node carries"))
-    return edits
+    """Every label only the source's nodes carry, apart from capacity types (capacity.py), is
+    dropped, and each is said."""
+    return [
+        Say(f"gpuport: node selector {key} removed: a label no {target.name} node carries")
+        for key in sorted(leaving)
+        if key not in kept
+    ]
 
 
 def _values_holding(

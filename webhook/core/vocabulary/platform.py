@@ -19,6 +19,10 @@ MigToWhole = Literal["deny", "allow"]  # whether a MIG slice may become a whole 
 Substitution = Literal["same-class", "any"]  # which models may replace one the map lacks
 TopologyPolicy = Literal["preferred", "required"]  # how hard NVLink affinity is
 NumaScheduler = Literal["", "volcano", "koordinator"]  # which NUMA annotation to write ("": none)
+# What a device beside the GPUs is: a network interface for RDMA between nodes (EFA, InfiniBand),
+# one of the cloud's GPUDirect networks, or an accelerator that is not a GPU (AWS Neuron).
+CloudDeviceKind = Literal["rdma-network", "gpudirect-network", "accelerator"]
+Capacity = Literal["on-demand", "spot", "reserved"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +93,50 @@ class NodeLabels:
     owned: tuple[str, ...] = ()  # key prefixes ending in "/", or exact keys
     spot: tuple[tuple[str, str], ...] = ()  # (key, value) marking spot nodes; the first is written
     spot_tolerations: tuple[Mapping[str, str], ...] = ()  # what a pod needs on those nodes
+    # (key, value) marking on-demand and reserved nodes, the first written. No on-demand label: the
+    # platform's on-demand nodes are those without a spot label (AKS, GKE). No reserved label: the
+    # platform has no word for reserved capacity a pod can select.
+    on_demand: tuple[tuple[str, str], ...] = ()
+    reserved: tuple[tuple[str, str], ...] = ()
 
     def owns(self, key: str) -> bool:
         return any(key.startswith(p) if p.endswith("/") else key == p for p in self.owned)
 
     def is_spot(self, key: str, value: str) -> bool:
         return (key, value) in self.spot
+
+    def capacity_labels(self) -> tuple[tuple[Capacity, str, str], ...]:
+        """(capacity type, key, value) of every label saying one on this platform."""
+        said: tuple[tuple[Capacity, tuple[tuple[str, str], ...]], ...] = (
+            ("on-demand", self.on_demand),
+            ("spot", self.spot),
+            ("reserved", self.reserved),
+        )
+        return tuple((capacity, k, v) for capacity, labels in said for k, v in labels)
+
+    def capacity_keys(self) -> frozenset[str]:
+        return frozenset(k for _, k, _ in self.capacity_labels())
+
+
+@dataclass(frozen=True)
+class CloudDevice:
+    """A device beside the GPUs that a pod on this platform asks for as an extended resource."""
+
+    resource: str  # the exact name, or a prefix ending in "/" when the admin names the rest
+    kind: CloudDeviceKind
+    what: str  # what it is, in a few words, for messages
+    # Other names (any platform's) asking for the same device in the same count: a pod asking one
+    # of them here is given this one.
+    same_as: tuple[str, ...] = ()
+
+    def names(self, resource: str) -> bool:
+        if self.resource.endswith("/"):
+            return resource.startswith(self.resource) and len(resource) > len(self.resource)
+        return resource == self.resource
+
+    def describe(self) -> str:
+        name = f"{self.resource}<name>" if self.resource.endswith("/") else self.resource
+        return f"{name}: {self.what}"
 
 
 DEFAULT_TYPES: Mapping[str, DeviceKind] = {"gpu": "whole", "mig": "mig"}
@@ -163,6 +205,9 @@ class CloudMap:
     driver_version: str = ""  # the platform's usual NVIDIA driver, for preflight without an inventory
     preflight_weights: Mapping[str, float] = field(default_factory=dict)
     dra: DraForm | None = None  # set: this cluster asks for GPUs by ResourceClaim
+    # The platform's devices beside GPUs; None: the map does not say which it has (a scheduler
+    # layer that runs on any cloud), so another platform's devices are kept there, with a warning.
+    devices: tuple[CloudDevice, ...] | None = None
     source: str = ""
 
     # The derived sets below are read on every admission: a map is a frozen value, so each is
@@ -184,6 +229,14 @@ class CloudMap:
     def annotation_keys(self) -> frozenset[str]:
         """Pod annotations that carry GPU meaning on this platform."""
         return self._annotation_keys
+
+    def device_for(self, resource: str) -> CloudDevice | None:
+        """The device of this platform that `resource` names, or None."""
+        return next((d for d in self.devices or () if d.names(resource)), None)
+
+    def device_same_as(self, resource: str) -> CloudDevice | None:
+        """The device of this platform that asks for what `resource` asks for under another name."""
+        return next((d for d in self.devices or () if resource in d.same_as), None)
 
     def is_accelerator(self, resource: str) -> bool:
         return resource in self.resource_names() or self.mig.profile_of(resource) is not None

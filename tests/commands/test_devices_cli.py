@@ -1,0 +1,137 @@
+"""`gpuport translate` on manifests asking for a cloud's devices beside the GPUs (EFA, InfiniBand,
+GKE's GPUDirect networks, AWS Neuron) and for a capacity type, to every shipped map
+(tests/manifests/devices/README.md names the published shapes)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.commands.translating import translate, warnings
+from webhook.config.cloudmap import default_directory, load_directory
+
+DEVICES = Path(__file__).parents[1] / "manifests" / "devices"
+SHIPPED = load_directory(default_directory()).maps
+
+# manifest → (the device it asks for, the map it was written for)
+DEVICE_MANIFESTS = {
+    "eks-nccl-efa-job.yaml": ("vpc.amazonaws.com/efa", "eks"),
+    "aks-infiniband-job.yaml": ("rdma/shared_ib", "aks"),
+    "gke-a3-gpudirect.yaml": ("networking.gke.io.networks/rdma-0", "gke"),
+    "eks-neuron-pod.yaml": ("aws.amazon.com/neuron", "eks"),
+}
+
+
+def _limits(out):
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    spec = docs[0]["spec"]
+    spec = spec["template"]["spec"] if "template" in spec else spec
+    return spec["containers"][0]["resources"]["limits"]
+
+
+@pytest.mark.parametrize("target", sorted(SHIPPED))
+@pytest.mark.parametrize("manifest", sorted(DEVICE_MANIFESTS))
+def test_a_device_beside_the_gpus_is_accounted_for_on_every_map(capsys, tmp_path, manifest, target):
+    device, home = DEVICE_MANIFESTS[manifest]
+    text = (DEVICES / manifest).read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    cloud_map = SHIPPED[target]
+    if target == home:
+        assert code == 0, err
+        assert _limits(out) == _limits(text)  # native: untouched, and nothing to say
+        assert device not in err
+    elif cloud_map.devices is not None:
+        # The target lists its devices and has no equivalent: refused, naming the device, what it
+        # is, where it comes from and what the target offers.
+        assert code == 1
+        refusal = next(line for line in err.splitlines() if f"denied: asks for {device} (on {home}:" in line)
+        assert f"{target} has no equivalent and offers" in refusal
+        for own in cloud_map.devices:
+            assert own.resource in refusal
+    else:
+        # The map does not say which devices its nodes have: kept, never silently.
+        said = [w for w in warnings(err) if w.startswith(f"{device} (on {home}:")]
+        if code == 0:
+            assert said and "kept as written" in said[0]
+            assert _limits(out)[device] == _limits(text)[device]
+        else:
+            assert "denied" in err  # refused for its GPUs (an NVIDIA job on an AMD map)
+
+
+def test_an_efa_job_sent_to_gke_is_refused_with_what_gke_offers(capsys, tmp_path):
+    code, _, err = translate(capsys, tmp_path, (DEVICES / "eks-nccl-efa-job.yaml").read_text(), "gke")
+    assert code == 1
+    assert (
+        "denied: asks for vpc.amazonaws.com/efa (on eks: AWS Elastic Fabric Adapter, an RDMA network "
+        "interface per count); gke has no equivalent and offers networking.gke.io.networks/<name>: a GKE "
+        "multi-network interface (GPUDirect-TCPX/TCPXO/RDMA NICs)"
+    ) in err
+
+
+def test_the_neuron_plugin_s_old_name_becomes_its_new_one_on_eks(capsys, tmp_path):
+    code, out, err = translate(capsys, tmp_path, (DEVICES / "eks-neurondevice-pod.yaml").read_text(), "eks")
+    assert code == 0, err
+    assert _limits(out) == {"aws.amazon.com/neuron": 1}
+    assert "aws.amazon.com/neurondevice → aws.amazon.com/neuron (the same device on eks)" in warnings(err)
+
+
+def test_an_extended_resource_no_map_describes_is_kept_and_said(capsys, tmp_path):
+    efa_job = (DEVICES / "eks-nccl-efa-job.yaml").read_text()
+    text = efa_job.replace("vpc.amazonaws.com/efa", "example.com/fpga")
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    assert _limits(out)["example.com/fpga"] == 32
+    assert (
+        "example.com/fpga is described by no cloud map: kept as written; gke nodes must advertise it "
+        "or the pod never schedules"
+    ) in warnings(err)
+
+
+def _spec(out):
+    return next(d for d in yaml.safe_load_all(out) if d)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("target", sorted(SHIPPED))
+def test_an_on_demand_job_keeps_its_capacity_type_on_every_map(capsys, tmp_path, target):
+    text = (DEVICES / "eks-karpenter-on-demand-job.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    labels = SHIPPED[target].node_labels
+    if code == 1:
+        assert "karpenter.sh/capacity-type" not in err  # refused for its GPU (an AMD map), not this
+        return
+    spec = _spec(out)
+    selector = spec.get("nodeSelector", {})
+    terms = (
+        spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    expressions = [
+        e for t in (terms or {}).get("nodeSelectorTerms", []) for e in t.get("matchExpressions", [])
+    ]
+    if target == "eks":
+        assert selector["karpenter.sh/capacity-type"] == "on-demand"
+    elif labels.on_demand:
+        key, value = labels.on_demand[0]
+        assert selector[key] == value
+    elif labels.spot:
+        # On-demand there is "no spot label": every spot label is kept off, none dropped silently.
+        for key, value in labels.spot:
+            assert {"key": key, "operator": "NotIn", "values": [value]} in expressions
+        assert not any(t.get("key") == labels.spot[0][0] for t in spec.get("tolerations", []))
+    else:
+        said = (
+            "node selector karpenter.sh/capacity-type removed: the " + target + " map names no capacity type"
+        )
+        assert said in warnings(err)
+    if target != "eks":
+        assert "karpenter.sh/capacity-type" not in selector
+
+
+@pytest.mark.parametrize("target", ["gke", "aks"])
+def test_a_job_on_reserved_capacity_is_refused_naming_what_the_target_offers(capsys, tmp_path, target):
+    text = (DEVICES / "eks-karpenter-on-demand-job.yaml").read_text().replace("on-demand", "reserved")
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 1
+    assert (
+        f"denied: asks for reserved capacity (karpenter.sh/capacity-type=reserved); {target} has no word"
+        in err
+    )
