@@ -171,11 +171,21 @@ def test_every_model_has_an_nvml_memory_figure_below_or_at_its_marketing_one_plu
         assert 0 < model.memory_mib <= (model.memory_gb + 1) * 1024, model.id
 
 
-def test_at_least_as_much_memory_is_read_from_nvml_not_from_the_name():
-    # An A100 80GB (81,920 MiB) has more memory than an H100 80GB (81,559 MiB): an H100 is not "at least
-    # as much", so a cluster of H100 80GB and H200 offers the H200.
-    assert CATALOGUE.equivalent("A100-80GB", ["H100-80GB", "H200"]).id == "H200"
-    assert CATALOGUE.equivalent("H100-80GB", ["A100-80GB", "H200"]).id == "A100-80GB"
+def test_a_substitute_has_at_least_the_memory_the_original_was_sold_with_not_its_nvml_mib():
+    # An L4 (NVML 23,034 MiB) and an A10 (23,028 MiB) are both sold as 24 GB cards: a few MiB of NVML
+    # difference never refuses the equivalent.
+    assert CATALOGUE.equivalent("L4", ["A10", "T4"]).id == "A10"
+    # An H100 80GB (81,559 MiB) stands in for an A100 80GB (81,920 MiB): both are sold as 80 GB.
+    assert CATALOGUE.equivalent("A100-80GB", ["H100-80GB", "H200"]).id == "H100-80GB"
+    # Less memory than sold for the original is never a substitute: a T4 (16 GB) for an L4 (24 GB).
+    assert CATALOGUE.equivalent("L4", ["T4"]) is None
+
+
+def test_a_substitute_is_of_the_same_family_when_one_has_as_much_memory():
+    # An A100 40GB job goes to an A100 80GB before an H100 80GB, whatever the NVML MiB say.
+    assert CATALOGUE.equivalent("A100-40GB", ["H100-80GB", "A100-80GB"]).id == "A100-80GB"
+    # The least memory that is enough comes first: a family match with more memory does not win.
+    assert CATALOGUE.equivalent("L4", ["L40S", "A10"]).id == "A10"
 
 
 @pytest.mark.parametrize(

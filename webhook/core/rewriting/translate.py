@@ -33,6 +33,7 @@ from webhook.core.rewriting.podedits import (
     SetScheduler,
 )
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
+from webhook.core.vocabulary.catalogue import GpuModel
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
 
@@ -278,12 +279,31 @@ def _target_models(
         }
         if substitutes:
             return tuple(sorted(substitutes)), f" (no {' or '.join(sorted(wanted))} here)"
-    kind = "" if any_class else " of the same class"
     problems.append(
-        f"asks for {' or '.join(sorted(wanted))}; {target.name} offers no GPU{kind} with as much memory "
-        f"(it offers {', '.join(dialects.models_offered(declared)) or 'none'})"
+        _no_substitute(sorted(wanted), target, dialects.models_offered(declared), dialects, any_class)
     )
     return (), ""
+
+
+def _no_substitute(
+    wanted: list[str], target: CloudMap, offered: tuple[str, ...], dialects: Dialects, any_class: bool
+) -> str:
+    """Why no offered model stands in for the wanted ones, with the figures compared (memory as sold)."""
+    catalogue = dialects.catalogue
+    least = min(wanted, key=lambda m: catalogue.models[m].memory_gb)
+    need = catalogue.models[least]
+    kind = "" if any_class else f" {need.gpu_class}" if need.gpu_class else ""
+    return (
+        f"asks for {' or '.join(_sold(catalogue.models[m]) for m in wanted)}; {target.name} "
+        f"offers no{kind} GPU with at least {need.memory_gb} GB "
+        f"(it offers {', '.join(_sold(catalogue.models[m]) for m in offered) or 'none'})"
+    )
+
+
+def _sold(model: GpuModel) -> str:
+    """A model with its memory as sold and its class: "A10 (24 GB, inference)"."""
+    words = ", ".join(w for w in (f"{model.memory_gb} GB", model.gpu_class) if w)
+    return f"{model.id} ({words})"
 
 
 def _values(label: ModelLabel, models: tuple[str, ...]) -> list[str]:

@@ -50,7 +50,7 @@ class GpuModel:
     id: str
     vendor: str
     family: str
-    memory_gb: int  # as sold ("80GB"): names the model and its MIG profiles
+    memory_gb: int  # as sold ("80GB"): names the model and its MIG profiles; what substitutes compare
     memory_mib: int = 0  # as NVML reports it: what "at least this much memory" is answered with
     gpu_class: str = ""  # training | inference: what the model is bought for; "" unclassified
     names: tuple[str, ...] = ()
@@ -123,17 +123,20 @@ class Catalogue:
         return tuple(self.models)
 
     def equivalent(self, model_id: str, offered: Iterable[str], any_class: bool = False) -> GpuModel | None:
-        """The offered model of the same vendor (and class, unless `any_class`) with the least memory
-        that is still ≥ the source's: what the author could have meant, never a dearer kind of GPU."""
+        """The offered model of the same vendor (and class, unless `any_class`) with the least marketed
+        memory that is still ≥ the source's, of the same family first: what the author could have
+        meant, never a dearer kind of GPU. Memory is compared as sold (an L4 and an A10 are both 24 GB
+        cards, though NVML gives the A10 6 MiB less): users buy GPUs by that figure, and the MiB NVML
+        reports differ by driver and ECC, so comparing them would refuse equivalents."""
         source = self.models[model_id]
         fits = [
             self.models[m]
             for m in offered
             if self.models[m].vendor == source.vendor
-            and self.models[m].memory_bytes >= source.memory_bytes
+            and self.models[m].memory_gb >= source.memory_gb
             and (any_class or self.models[m].gpu_class == source.gpu_class)
         ]
-        return min(fits, key=lambda g: (g.memory_bytes, g.id)) if fits else None
+        return min(fits, key=lambda g: (g.memory_gb, g.family != source.family, g.id)) if fits else None
 
 
 def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
