@@ -203,3 +203,28 @@ def test_nvidia_models_carry_the_architecture_and_capability_the_dra_driver_publ
 ):
     model = CATALOGUE.get(model_id)
     assert (model.architecture, model.compute_capability) == (architecture, capability)
+
+
+@pytest.mark.parametrize(
+    ("product", "word"),
+    [
+        ("NVIDIA-A100-SXM4-40GB", "sxm"),
+        ("NVIDIA-A100-PCIE-40GB", "pcie"),
+        ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "sxm"),
+        ("NVIDIA-H100-80GB-HBM3", "sxm"),
+        ("NVIDIA-H100-PCIe", "pcie"),
+        ("NVIDIA-H100-NVL", "pcie"),
+        ("NVIDIA-H200-NVL", "pcie"),
+        ("Tesla-V100-SXM2-16GB", "sxm"),
+        ("NVIDIA-L4", "pcie"),
+        ("AMD_Instinct_MI300X_OAM", "sxm"),
+    ],
+)
+def test_each_product_name_says_how_its_gpus_are_joined(product, word):
+    assert CATALOGUE.interconnect_of(product) == word
+
+
+def test_a_model_sold_both_as_a_module_and_as_a_card_has_no_one_interconnect():
+    assert CATALOGUE.get("A100-40GB").interconnect == ""
+    assert CATALOGUE.get("L4").interconnect == "pcie"
+    assert CATALOGUE.get("B200").interconnect == "sxm"

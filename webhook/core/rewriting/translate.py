@@ -104,7 +104,7 @@ def translate_pod(
     model_note = model_note if chosen else ""
     rewrite_model = bool(model_note) or model_key in foreign.keys or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
-        values = _values_holding(target.model_labels[0], chosen, demand.gpus_on_one_node, problems)
+        values = _values_holding(target.model_labels[0], chosen, demand, problems)
         if values:
             node_labels[model_key] = values
     whole = any(a.kind == "whole" for a in demand.asks)
@@ -146,9 +146,7 @@ def translate_pod(
         elif there.resources != dict(ask.written):
             now = ", ".join(f"{k}: {v}" for k, v in sorted(there.resources.items()))
             edits.append(Say(f"gpuport: {ask.label} {ask.describe()} → {now}{there.note}"))
-    shared = target.shared
-    if shared.requires and any(shared.resource in t.resources for t in asked_there.values()):
-        edits.append(Say(f"gpuport: {shared.resource} exists only with {shared.requires}"))
+    edits += _node_set_up(asked_there, target)
     edits.append(DropSelectors(frozenset(stale)))
     edits += spot
     if model_note and model_key in node_labels:
@@ -191,6 +189,20 @@ def translate_pod(
             edits.append(SetAnnotation(key, value, f"gpuport: annotation {key}={value}"))
     edits.append(RecordOriginal(TRANSLATED_FROM, original))
     return Translation(edits, list(templates.values()))
+
+
+def _node_set_up(asked_there: Mapping[tuple[str, int], TargetAsk], target: CloudMap) -> list[PodEdit]:
+    """What the target's nodes must have set up for what was written to exist there, once each: a
+    shared name that depends on the device plugin's settings, a sharing label GKE puts only on node
+    pools made so, a MIG slice (MIG is configured per node pool or node)."""
+    shared = target.shared
+    needs: list[str] = []
+    for there in asked_there.values():
+        if shared.requires and (shared.resource in there.resources or shared.label in there.node_labels):
+            needs.append(f"{shared.resource or shared.label} exists only with {shared.requires}")
+        if there.mig is not None and target.mig.requires:
+            needs.append(f"MIG {there.mig.name} exists only on {target.mig.requirement(there.mig)}")
+    return [Say(f"gpuport: {need}") for need in dict.fromkeys(needs)]
 
 
 def _plan_claims(
@@ -242,10 +254,13 @@ def _carry_spot(
 
 
 def _values_holding(
-    label: ModelLabel, models: tuple[str, ...], gpus: int, problems: list[str]
+    label: ModelLabel, models: tuple[str, ...], demand: PodDemand, problems: list[str]
 ) -> tuple[str, ...]:
-    """The label values naming `models` whose nodes hold `gpus` GPUs (an 8-GPU pod never gets a
-    1-GPU instance type)."""
+    """The label values naming `models` whose nodes hold the pod's GPUs (an 8-GPU pod never gets a
+    1-GPU instance type) joined as its nodes had them: a multi-GPU pod written for sxm nodes (NVLink,
+    NVSwitch) never gets PCIe cards, whose collectives go through the host. A one-GPU pod has no peer
+    to reach, so it keeps every value."""
+    gpus = demand.gpus_on_one_node
     values = _values(label, models)
     counts = label.gpus  # ModelLabel.holds, without a call per value
     holding = tuple(v for v in values if counts.get(v, gpus) >= gpus)
@@ -255,6 +270,15 @@ def _values_holding(
             f"asks for {gpus} GPUs on one node; no {label.label} with {' or '.join(models)} has more "
             f"than {most} ({', '.join(values)})"
         )
+    if demand.selection.interconnect == "sxm" and gpus > 1 and holding:
+        joined = tuple(v for v in holding if label.interconnect.get(v) != "pcie")
+        if not joined:
+            problems.append(
+                f"asks for {gpus} GPUs on one node joined by NVLink/NVSwitch (SXM), as its node "
+                f"selector's nodes have them; every {label.label} with {' or '.join(models)} that holds "
+                f"{gpus} has PCIe cards ({', '.join(holding)})"
+            )
+        holding = joined
     return holding
 
 

@@ -12,6 +12,10 @@ PROFILE_PATTERN = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
 )
 MEDIA_SUFFIXES = ("+me", "+me.all")
+# How a GPU reaches the others in its node. sxm: a socketed module (NVIDIA SXM, OCP OAM) on a GPU-to-GPU
+# fabric (NVLink/NVSwitch, Infinity Fabric); pcie: a PCIe card (at most pairs joined by a bridge). A
+# multi-GPU job written for the one is not the same job on the other.
+INTERCONNECTS = ("sxm", "pcie")
 
 
 class ProfileError(BadInput):
@@ -59,6 +63,13 @@ class GpuModel:
     profiles: Mapping[str, int] = field(default_factory=dict)  # profile name → max instances
     architecture: str = ""  # as NVIDIA's DRA driver publishes it: "Hopper", "Ada Lovelace"
     compute_capability: tuple[int, int] | None = None  # (9, 0)
+    interconnects: Mapping[str, str] = field(default_factory=dict)  # product name → sxm | pcie
+
+    @property
+    def interconnect(self) -> str:
+        """sxm or pcie when every product name of the model is sold that way; "" when it is sold both."""
+        found = set(self.interconnects.values())
+        return found.pop() if len(found) == 1 else ""
 
     @property
     def memory_bytes(self) -> int:
@@ -108,6 +119,15 @@ class Catalogue:
                 return model, profile
         return None
 
+    def interconnect_of(self, product: str) -> str:
+        """sxm | pcie of a GFD product name ("" when the catalogue does not say)."""
+        found = self.by_product_name(product)
+        return (
+            found[0].interconnects.get(product.removesuffix("-SHARED").partition("-MIG-")[0], "")
+            if found
+            else ""
+        )
+
     def slice_share(self, profile: MigProfile, models: Iterable[str] | None) -> Fraction:
         """A MIG slice's share of its GPU: its compute slices over the GPU's. The GPU is one of
         `models` that has the profile, else any model that has it; of several, the one that makes the
@@ -154,11 +174,20 @@ def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
             architecture=entry.get("architecture", ""),
             compute_capability=_capability(capability) if capability else None,
             names=tuple(entry.get("names", ())),
+            interconnects=_interconnects(entry),
             pci_ids=tuple(entry.get("pci_ids", ())),
             compute_slices=mig.get("compute_slices", 0),
             profiles=dict(mig.get("profiles", {})),
         )
     return Catalogue(models)
+
+
+def _interconnects(entry: Mapping[str, Any]) -> dict[str, str]:
+    """Product name → sxm | pcie: one word for every name, or a word per name."""
+    given = entry.get("interconnect")
+    if isinstance(given, str):
+        return {name: given for name in entry.get("names", ())}
+    return dict(given or {})
 
 
 def _capability(text: str) -> tuple[int, int]:
