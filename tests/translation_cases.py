@@ -173,6 +173,10 @@ def denied(text):
 NOT_AMD = denied("amd offers AMD GPUs only")
 NOT_DRA_AMD = denied("dra-amd offers AMD GPUs only")
 W1_PRODUCT = {PRODUCT: A100_40}
+# Every W8 source's nodes join their H100s by NVSwitch (p5.48xlarge, A3's nvidia-h100-80gb, the SXM5
+# product name): an 8-GPU pod is never sent to H100 PCIe cards. A one-GPU slice keeps both.
+H100_SXM = ["NVIDIA-H100-80GB-HBM3"]
+W8_SXM = {PRODUCT: H100_SXM}
 W8_PRODUCT = {PRODUCT: H100}
 
 EXPECTED = {
@@ -200,8 +204,8 @@ EXPECTED = {
         ),
     },
     "W8": {
-        "generic": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
-        "generic-mig-single": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
+        "generic": ok({"nvidia.com/gpu": "8"}, W8_SXM),
+        "generic-mig-single": ok({"nvidia.com/gpu": "8"}, W8_SXM),
         "gke": ok(
             {"nvidia.com/gpu": "8"}, {GKE_ACC: ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"], **GKE_WHOLE}
         ),
@@ -211,15 +215,15 @@ EXPECTED = {
         ),
         # ACK and CCE list no H100: the equivalent with at least as much memory is the A100 80GB.
         "ack": ok({"nvidia.com/gpu": "8"}, {"aliyun.accelerator/nvidia_name": ["NVIDIA-A100-SXM4-80GB"]}),
-        "tke": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT),
+        "tke": ok({"nvidia.com/gpu": "8"}, W8_SXM),
         "cce": ok({"nvidia.com/gpu": "8"}, {"accelerator": ["nvidia-a100-80g"]}),
         "oke": ok({"nvidia.com/gpu": "8"}, {INSTANCE: ["BM.GPU.H100.8"]}),
-        "hami": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "hami-scheduler"),
-        "volcano": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
-        "volcano-gpushare": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "volcano"),
-        "kai": ok({"nvidia.com/gpu": "8"}, W8_PRODUCT, "kai-scheduler"),
+        "hami": ok({"nvidia.com/gpu": "8"}, W8_SXM, "hami-scheduler"),
+        "volcano": ok({"nvidia.com/gpu": "8"}, W8_SXM, "volcano"),
+        "volcano-gpushare": ok({"nvidia.com/gpu": "8"}, W8_SXM, "volcano"),
+        "kai": ok({"nvidia.com/gpu": "8"}, W8_SXM, "kai-scheduler"),
         "koordinator": ok(
-            {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100}, "koord-scheduler"
+            {"nvidia.com/gpu": "8"}, {"node.koordinator.sh/gpu-model": H100_SXM}, "koord-scheduler"
         ),
         "amd": NOT_AMD,
         "dra-amd": NOT_DRA_AMD,

@@ -106,7 +106,7 @@ spec:
     image: nvcr.io/nvidia/pytorch:24.05-py3
     resources:
       limits:
-        nvidia.com/gpu: 8
+        nvidia.com/gpu: 1
 """
 
 
@@ -121,7 +121,9 @@ def test_keys_left_empty_in_yaml_are_filled_not_a_crash(tmp_path, target):
     pod = yaml.safe_load(out)
     assert pod["metadata"]["labels"] is None  # untouched: left as written
     assert "gpuport.io/translated-from" in pod["metadata"]["annotations"]
-    if target == "generic":  # two product names: required node affinity, under the null `affinity:`
+    # One GPU has no peer to reach, so it keeps the H100's PCIe card beside its SXM5 module: two product
+    # names, a required node affinity under the null `affinity:`.
+    if target == "generic":
         (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"
         ]

@@ -171,11 +171,21 @@ def test_every_model_has_an_nvml_memory_figure_below_or_at_its_marketing_one_plu
         assert 0 < model.memory_mib <= (model.memory_gb + 1) * 1024, model.id
 
 
-def test_at_least_as_much_memory_is_read_from_nvml_not_from_the_name():
-    # An A100 80GB (81,920 MiB) has more memory than an H100 80GB (81,559 MiB): an H100 is not "at least
-    # as much", so a cluster of H100 80GB and H200 offers the H200.
-    assert CATALOGUE.equivalent("A100-80GB", ["H100-80GB", "H200"]).id == "H200"
-    assert CATALOGUE.equivalent("H100-80GB", ["A100-80GB", "H200"]).id == "A100-80GB"
+def test_a_substitute_has_at_least_the_memory_the_original_was_sold_with_not_its_nvml_mib():
+    # An L4 (NVML 23,034 MiB) and an A10 (23,028 MiB) are both sold as 24 GB cards: a few MiB of NVML
+    # difference never refuses the equivalent.
+    assert CATALOGUE.equivalent("L4", ["A10", "T4"]).id == "A10"
+    # An H100 80GB (81,559 MiB) stands in for an A100 80GB (81,920 MiB): both are sold as 80 GB.
+    assert CATALOGUE.equivalent("A100-80GB", ["H100-80GB", "H200"]).id == "H100-80GB"
+    # Less memory than sold for the original is never a substitute: a T4 (16 GB) for an L4 (24 GB).
+    assert CATALOGUE.equivalent("L4", ["T4"]) is None
+
+
+def test_a_substitute_is_of_the_same_family_when_one_has_as_much_memory():
+    # An A100 40GB job goes to an A100 80GB before an H100 80GB, whatever the NVML MiB say.
+    assert CATALOGUE.equivalent("A100-40GB", ["H100-80GB", "A100-80GB"]).id == "A100-80GB"
+    # The least memory that is enough comes first: a family match with more memory does not win.
+    assert CATALOGUE.equivalent("L4", ["L40S", "A10"]).id == "A10"
 
 
 @pytest.mark.parametrize(
@@ -193,3 +203,28 @@ def test_nvidia_models_carry_the_architecture_and_capability_the_dra_driver_publ
 ):
     model = CATALOGUE.get(model_id)
     assert (model.architecture, model.compute_capability) == (architecture, capability)
+
+
+@pytest.mark.parametrize(
+    ("product", "word"),
+    [
+        ("NVIDIA-A100-SXM4-40GB", "sxm"),
+        ("NVIDIA-A100-PCIE-40GB", "pcie"),
+        ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "sxm"),
+        ("NVIDIA-H100-80GB-HBM3", "sxm"),
+        ("NVIDIA-H100-PCIe", "pcie"),
+        ("NVIDIA-H100-NVL", "pcie"),
+        ("NVIDIA-H200-NVL", "pcie"),
+        ("Tesla-V100-SXM2-16GB", "sxm"),
+        ("NVIDIA-L4", "pcie"),
+        ("AMD_Instinct_MI300X_OAM", "sxm"),
+    ],
+)
+def test_each_product_name_says_how_its_gpus_are_joined(product, word):
+    assert CATALOGUE.interconnect_of(product) == word
+
+
+def test_a_model_sold_both_as_a_module_and_as_a_card_has_no_one_interconnect():
+    assert CATALOGUE.get("A100-40GB").interconnect == ""
+    assert CATALOGUE.get("L4").interconnect == "pcie"
+    assert CATALOGUE.get("B200").interconnect == "sxm"

@@ -206,8 +206,10 @@ def test_a_model_with_no_equivalent_is_denied_listing_the_offer():
     source = pod({"nvidia.com/gpu": "8"}, {"cloud.google.com/gke-accelerator": "nvidia-b200"})
     decision, _ = admit(source, "aks")
     assert decision.message == (
-        'Pod "work" cannot run on this cluster (aks): asks for B200; aks offers no GPU of the same class '
-        "with as much memory (it offers A100-40GB, A100-80GB, H100-80GB, H100-94GB, H200, A10, T4)"
+        'Pod "work" cannot run on this cluster (aks): asks for B200 (180 GB, training); aks offers no '
+        "training GPU with at least 180 GB (it offers A100-40GB (40 GB, training), A100-80GB (80 GB, "
+        "training), H100-80GB (80 GB, training), H100-94GB (94 GB, training), H200 (141 GB, training), "
+        "A10 (24 GB, inference), T4 (16 GB, inference))"
     )
 
 

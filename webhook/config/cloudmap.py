@@ -17,7 +17,13 @@ import jsonschema
 import yaml
 
 from webhook.config.yamlsource import duplicate_keys, error_line, line_of
-from webhook.core.vocabulary.catalogue import Catalogue, MigProfile, ProfileError, parse_catalogue
+from webhook.core.vocabulary.catalogue import (
+    INTERCONNECTS,
+    Catalogue,
+    MigProfile,
+    ProfileError,
+    parse_catalogue,
+)
 from webhook.core.vocabulary.platform import (
     CloudDevice,
     CloudMap,
@@ -52,6 +58,13 @@ _CATALOGUE_SCHEMA = {
                     "compute_capability": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
                     "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
                     "names": {"type": "array", "items": {"type": "string"}},
+                    # sxm | pcie for every name, or per name where one model is sold both ways
+                    "interconnect": {
+                        "oneOf": [
+                            {"$ref": "#/$defs/interconnect"},
+                            {"type": "object", "additionalProperties": {"$ref": "#/$defs/interconnect"}},
+                        ]
+                    },
                     "mig": {
                         "type": "object",
                         "additionalProperties": False,
@@ -68,6 +81,7 @@ _CATALOGUE_SCHEMA = {
             },
         }
     },
+    "$defs": {"interconnect": {"enum": list(INTERCONNECTS)}},
 }
 
 
@@ -185,7 +199,7 @@ def catalogue_problems(text: str, source: Path | str) -> list[CloudMapError]:
         CloudMapError(source, line, problem)
         for line, problem in schema_problems(_CATALOGUE_VALIDATOR, data, node)
     ]
-    found += _profile_problems(data, node, source)
+    found += _profile_problems(data, node, source) + _interconnect_problems(data, node, source)
     if found:
         return sorted(found, key=lambda e: e.line or 0)
     try:
@@ -212,12 +226,29 @@ def _profile_problems(
     return found
 
 
+def _interconnect_problems(
+    data: Mapping[str, Any], node: yaml.Node | None, source: Path | str
+) -> list[CloudMapError]:
+    """A per-name interconnect must name one of the model's product names."""
+    found = []
+    models = data.get("models")
+    for model_id, entry in models.items() if isinstance(models, dict) else ():
+        given = entry.get("interconnect") if isinstance(entry, dict) else None
+        names = entry.get("names") if isinstance(entry, dict) else None
+        for name in given if isinstance(given, dict) else ():
+            if name not in (names if isinstance(names, list) else ()):
+                line = line_of(node, ["models", model_id, "interconnect", name])
+                problem = f"interconnect names {name!r}, which is not one of {model_id}'s names"
+                found.append(CloudMapError(source, line, problem))
+    return found
+
+
 def parse_catalogue_text(text: str, source: Path | str) -> Catalogue:
     node, data = _compose(text, source)
     if not isinstance(data, dict):
         raise CloudMapError(source, 1, "the GPU catalogue must be a YAML mapping with a 'models' key")
     _validate(_CATALOGUE_VALIDATOR, data, node, source)
-    for problem in _profile_problems(data, node, source):
+    for problem in _profile_problems(data, node, source) + _interconnect_problems(data, node, source):
         raise problem
     return parse_catalogue(data)
 
@@ -231,9 +262,9 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         raise problem
     model_labels = []
     for entry in data.get("model_labels", []):
-        model_labels.append(
-            ModelLabel(entry["label"], _expanded(entry, catalogue), dict(entry.get("gpus", {})))
-        )
+        values = _expanded(entry, catalogue)
+        interconnect = _interconnects(values, entry.get("interconnect", {}), catalogue)
+        model_labels.append(ModelLabel(entry["label"], values, dict(entry.get("gpus", {})), interconnect))
     dra = _dra_form(data.get("dra"))
     res = data["resources"]
     mig, shared = res.get("mig", {}), res.get("shared", {})
@@ -322,6 +353,22 @@ def _expanded(entry: Mapping[str, Any], catalogue: Catalogue) -> dict[str, tuple
     return {m: tuple(v) if isinstance(v, list) else (v,) for m, v in values.items()}
 
 
+def _interconnects(
+    values: Mapping[str, tuple[str, ...]], given: Mapping[str, str], catalogue: Catalogue
+) -> dict[str, str]:
+    """Each label value's interconnect: as the map gives it (instance types), else the catalogue's for
+    a product name, else that of the models it names when they are all sold one way."""
+    found: dict[str, str] = {}
+    for value in {v for names in values.values() for v in names}:
+        named = {catalogue.models[m].interconnect for m, names in values.items() if value in names}
+        word = (
+            given.get(value) or catalogue.interconnect_of(value) or (named.pop() if len(named) == 1 else "")
+        )
+        if word:
+            found[value] = word
+    return found
+
+
 def _value_problems(
     data: Mapping[str, Any], node: yaml.Node | None, source: Path | str, catalogue: Catalogue
 ) -> list[CloudMapError]:
@@ -353,12 +400,12 @@ def _value_problems(
         named = {
             v for names in _expanded(entry, catalogue).values() for v in names if isinstance(v, (str, int))
         }
-        for value in keys(entry.get("gpus")):
-            if value not in named:
-                line = line_of(node, ["model_labels", index, "gpus", value])
-                found.append(
-                    CloudMapError(source, line, f"gpus names {value!r}, which no model of this label has")
-                )
+        for part in ("gpus", "interconnect"):
+            for value in keys(entry.get(part)):
+                if value not in named:
+                    line = line_of(node, ["model_labels", index, part, value])
+                    problem = f"{part} names {value!r}, which no model of this label has"
+                    found.append(CloudMapError(source, line, problem))
     for index, model_id in enumerate(entries(data.get("offered_models"))):
         known(model_id, ["offered_models", index])
     resources = data.get("resources")

@@ -143,6 +143,8 @@ class Selection(NamedTuple):
     unknown: tuple[str, ...] = ()  # label values that name no known model
     annotations: frozenset[str] = frozenset()  # model-choosing annotation keys the pod used
     avoid: frozenset[str] = frozenset()  # models the pod refuses (HAMi's nouse-gputype)
+    # sxm | pcie when every node the labels admit has GPUs joined that way (p4d.24xlarge: sxm)
+    interconnect: str = ""
 
 
 # A pod that names no GPU label (the usual one): immutable, so every such pod shares it.
@@ -355,7 +357,13 @@ def _widest(readings: list[Selection]) -> Selection:
         shared=all(r.shared for r in readings),
         keys=frozenset().union(*(r.keys for r in readings)),
         unknown=tuple(u for r in readings for u in r.unknown),
+        interconnect=_one({r.interconnect for r in readings}),
     )
+
+
+def _one(words: set[str]) -> str:
+    """The word all of them say ("" among them: not known), else ""."""
+    return words.pop() if len(words) == 1 else ""
 
 
 def _size(profile: MigProfile | None) -> tuple[int, int]:
@@ -371,6 +379,7 @@ def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects
     profile: MigProfile | None = None
     shared = False
     unknown: list[str] = []
+    interconnect = ""
     for key, values in constraints:
         named: set[str] = set()
         names_models = False
@@ -380,8 +389,10 @@ def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects
         # if every value says so.
         key_profiles: list[MigProfile | None] = []
         key_shared = True
+        links: set[str] = set()
         for value in values:
             meaning = dialects.label_meaning(key, value)
+            links.add(meaning.interconnect)
             names_models = names_models or meaning.names_models
             named |= meaning.models
             key_profiles.append(meaning.profile)
@@ -391,12 +402,15 @@ def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects
             for found in key_profiles:
                 profile = _larger(profile, found)
         shared = shared or (key_shared and bool(values))
+        # Requirements are ANDed: one that admits only sxm nodes makes the pod's nodes sxm.
+        interconnect = interconnect or _one(links)
         if names_models:
             if named:
                 models = frozenset(named) if models is None else models & named
             else:
                 unknown.append(f"{key} in {list(values)}")
-    return Selection(models, profile, shared, frozenset([k for k, _ in constraints]), tuple(unknown))
+    keys = frozenset([k for k, _ in constraints])
+    return Selection(models, profile, shared, keys, tuple(unknown), interconnect=interconnect)
 
 
 def with_model_annotations(

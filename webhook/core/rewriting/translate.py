@@ -34,6 +34,7 @@ from webhook.core.rewriting.podedits import (
     SetScheduler,
 )
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
+from webhook.core.vocabulary.catalogue import GpuModel
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
 
@@ -104,7 +105,7 @@ def translate_pod(
     model_note = model_note if chosen else ""
     rewrite_model = bool(model_note) or model_key in foreign.keys or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
-        values = _values_holding(target.model_labels[0], chosen, demand.gpus_on_one_node, problems)
+        values = _values_holding(target.model_labels[0], chosen, demand, problems)
         if values:
             node_labels[model_key] = values
     whole = any(a.kind == "whole" for a in demand.asks)
@@ -153,9 +154,7 @@ def translate_pod(
         elif there.resources != dict(ask.written):
             now = ", ".join(f"{k}: {v}" for k, v in sorted(there.resources.items()))
             edits.append(Say(f"gpuport: {ask.label} {ask.describe()} → {now}{there.note}"))
-    shared = target.shared
-    if shared.requires and any(shared.resource in t.resources for t in asked_there.values()):
-        edits.append(Say(f"gpuport: {shared.resource} exists only with {shared.requires}"))
+    edits += _node_set_up(asked_there, target)
     edits.append(DropSelectors(frozenset(stale)))
     edits += spot
     if model_note and model_key in node_labels:
@@ -200,6 +199,20 @@ def translate_pod(
     return Translation(edits, list(templates.values()))
 
 
+def _node_set_up(asked_there: Mapping[tuple[str, int], TargetAsk], target: CloudMap) -> list[PodEdit]:
+    """What the target's nodes must have set up for what was written to exist there, once each: a
+    shared name that depends on the device plugin's settings, a sharing label GKE puts only on node
+    pools made so, a MIG slice (MIG is configured per node pool or node)."""
+    shared = target.shared
+    needs: list[str] = []
+    for there in asked_there.values():
+        if shared.requires and (shared.resource in there.resources or shared.label in there.node_labels):
+            needs.append(f"{shared.resource or shared.label} exists only with {shared.requires}")
+        if there.mig is not None and target.mig.requires:
+            needs.append(f"MIG {there.mig.name} exists only on {target.mig.requirement(there.mig)}")
+    return [Say(f"gpuport: {need}") for need in dict.fromkeys(needs)]
+
+
 def _plan_claims(
     spec: Mapping[str, Any],
     demand: PodDemand,
@@ -238,10 +251,13 @@ def _drop_labels(
 
 
 def _values_holding(
-    label: ModelLabel, models: tuple[str, ...], gpus: int, problems: list[str]
+    label: ModelLabel, models: tuple[str, ...], demand: PodDemand, problems: list[str]
 ) -> tuple[str, ...]:
-    """The label values naming `models` whose nodes hold `gpus` GPUs (an 8-GPU pod never gets a
-    1-GPU instance type)."""
+    """The label values naming `models` whose nodes hold the pod's GPUs (an 8-GPU pod never gets a
+    1-GPU instance type) joined as its nodes had them: a multi-GPU pod written for sxm nodes (NVLink,
+    NVSwitch) never gets PCIe cards, whose collectives go through the host. A one-GPU pod has no peer
+    to reach, so it keeps every value."""
+    gpus = demand.gpus_on_one_node
     values = _values(label, models)
     counts = label.gpus  # ModelLabel.holds, without a call per value
     holding = tuple(v for v in values if counts.get(v, gpus) >= gpus)
@@ -251,6 +267,15 @@ def _values_holding(
             f"asks for {gpus} GPUs on one node; no {label.label} with {' or '.join(models)} has more "
             f"than {most} ({', '.join(values)})"
         )
+    if demand.selection.interconnect == "sxm" and gpus > 1 and holding:
+        joined = tuple(v for v in holding if label.interconnect.get(v) != "pcie")
+        if not joined:
+            problems.append(
+                f"asks for {gpus} GPUs on one node joined by NVLink/NVSwitch (SXM), as its node "
+                f"selector's nodes have them; every {label.label} with {' or '.join(models)} that holds "
+                f"{gpus} has PCIe cards ({', '.join(holding)})"
+            )
+        holding = joined
     return holding
 
 
@@ -275,12 +300,31 @@ def _target_models(
         }
         if substitutes:
             return tuple(sorted(substitutes)), f" (no {' or '.join(sorted(wanted))} here)"
-    kind = "" if any_class else " of the same class"
     problems.append(
-        f"asks for {' or '.join(sorted(wanted))}; {target.name} offers no GPU{kind} with as much memory "
-        f"(it offers {', '.join(dialects.models_offered(declared)) or 'none'})"
+        _no_substitute(sorted(wanted), target, dialects.models_offered(declared), dialects, any_class)
     )
     return (), ""
+
+
+def _no_substitute(
+    wanted: list[str], target: CloudMap, offered: tuple[str, ...], dialects: Dialects, any_class: bool
+) -> str:
+    """Why no offered model stands in for the wanted ones, with the figures compared (memory as sold)."""
+    catalogue = dialects.catalogue
+    least = min(wanted, key=lambda m: catalogue.models[m].memory_gb)
+    need = catalogue.models[least]
+    kind = "" if any_class else f" {need.gpu_class}" if need.gpu_class else ""
+    return (
+        f"asks for {' or '.join(_sold(catalogue.models[m]) for m in wanted)}; {target.name} "
+        f"offers no{kind} GPU with at least {need.memory_gb} GB "
+        f"(it offers {', '.join(_sold(catalogue.models[m]) for m in offered) or 'none'})"
+    )
+
+
+def _sold(model: GpuModel) -> str:
+    """A model with its memory as sold and its class: "A10 (24 GB, inference)"."""
+    words = ", ".join(w for w in (f"{model.memory_gb} GB", model.gpu_class) if w)
+    return f"{model.id} ({words})"
 
 
 def _values(label: ModelLabel, models: tuple[str, ...]) -> list[str]:

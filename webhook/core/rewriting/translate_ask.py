@@ -39,6 +39,7 @@ class TargetAsk(NamedTuple):
     note: str  # what changed, for the warning
     annotations: Mapping[str, str] = MappingProxyType({})  # pod annotations the form needs
     device: DeviceAsk | None = None  # on a DRA cluster: what the container's claim asks for
+    mig: MigProfile | None = None  # the slice it asks for there, whose node set-up is said
 
 
 def translate_ask(
@@ -134,17 +135,18 @@ def _place_mig(
         on = tuple(m for m in models if profile.name in catalogue.models[m].profiles)
         extended = target.dra.extended_resource("mig", profile.name)
         if extended and not on and not avoid:  # KEP-5004: a device class stands for this profile
-            return TargetAsk({extended: str(ask.count)}, {}, (), note)
-        return TargetAsk({}, {}, (), note, device=DeviceAsk("mig", ask.count, on, avoid, profile.name))
+            return TargetAsk({extended: str(ask.count)}, {}, (), note, mig=profile)
+        device = DeviceAsk("mig", ask.count, on, avoid, profile.name)
+        return TargetAsk({}, {}, (), note, device=device, mig=profile)
     if target.mig.form == "mixed":
-        return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note)
+        return TargetAsk({target.mig.resource_for(profile): str(ask.count)}, {}, (), note, mig=profile)
     if target.mig.form == "single":
         # The product label names model and slice at once: NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.
         products = tuple(f"{name}-MIG-{profile.name}" for name in model.names)
-        return TargetAsk({target.whole_gpu: str(ask.count)}, {target.mig.product_label: products}, (), note)
-    return TargetAsk(
-        {target.whole_gpu: str(ask.count)}, {target.mig.label: (profile.name,)}, (model.id,), note
-    )
+        labels = {target.mig.product_label: products}
+        return TargetAsk({target.whole_gpu: str(ask.count)}, labels, (), note, mig=profile)
+    labels = {target.mig.label: (profile.name,)}
+    return TargetAsk({target.whole_gpu: str(ask.count)}, labels, (model.id,), note, mig=profile)
 
 
 def _offers_mig(target: CloudMap) -> bool:

@@ -12,6 +12,10 @@ PROFILE_PATTERN = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<memory>[1-9][0-9]*)gb(?P<suffix>\+me|-me|\+me\.all|\+gfx)?$"
 )
 MEDIA_SUFFIXES = ("+me", "+me.all")
+# How a GPU reaches the others in its node. sxm: a socketed module (NVIDIA SXM, OCP OAM) on a GPU-to-GPU
+# fabric (NVLink/NVSwitch, Infinity Fabric); pcie: a PCIe card (at most pairs joined by a bridge). A
+# multi-GPU job written for the one is not the same job on the other.
+INTERCONNECTS = ("sxm", "pcie")
 
 
 class ProfileError(BadInput):
@@ -50,7 +54,7 @@ class GpuModel:
     id: str
     vendor: str
     family: str
-    memory_gb: int  # as sold ("80GB"): names the model and its MIG profiles
+    memory_gb: int  # as sold ("80GB"): names the model and its MIG profiles; what substitutes compare
     memory_mib: int = 0  # as NVML reports it: what "at least this much memory" is answered with
     gpu_class: str = ""  # training | inference: what the model is bought for; "" unclassified
     names: tuple[str, ...] = ()
@@ -59,6 +63,13 @@ class GpuModel:
     profiles: Mapping[str, int] = field(default_factory=dict)  # profile name → max instances
     architecture: str = ""  # as NVIDIA's DRA driver publishes it: "Hopper", "Ada Lovelace"
     compute_capability: tuple[int, int] | None = None  # (9, 0)
+    interconnects: Mapping[str, str] = field(default_factory=dict)  # product name → sxm | pcie
+
+    @property
+    def interconnect(self) -> str:
+        """sxm or pcie when every product name of the model is sold that way; "" when it is sold both."""
+        found = set(self.interconnects.values())
+        return found.pop() if len(found) == 1 else ""
 
     @property
     def memory_bytes(self) -> int:
@@ -108,6 +119,15 @@ class Catalogue:
                 return model, profile
         return None
 
+    def interconnect_of(self, product: str) -> str:
+        """sxm | pcie of a GFD product name ("" when the catalogue does not say)."""
+        found = self.by_product_name(product)
+        return (
+            found[0].interconnects.get(product.removesuffix("-SHARED").partition("-MIG-")[0], "")
+            if found
+            else ""
+        )
+
     def slice_share(self, profile: MigProfile, models: Iterable[str] | None) -> Fraction:
         """A MIG slice's share of its GPU: its compute slices over the GPU's. The GPU is one of
         `models` that has the profile, else any model that has it; of several, the one that makes the
@@ -123,17 +143,20 @@ class Catalogue:
         return tuple(self.models)
 
     def equivalent(self, model_id: str, offered: Iterable[str], any_class: bool = False) -> GpuModel | None:
-        """The offered model of the same vendor (and class, unless `any_class`) with the least memory
-        that is still ≥ the source's: what the author could have meant, never a dearer kind of GPU."""
+        """The offered model of the same vendor (and class, unless `any_class`) with the least marketed
+        memory that is still ≥ the source's, of the same family first: what the author could have
+        meant, never a dearer kind of GPU. Memory is compared as sold (an L4 and an A10 are both 24 GB
+        cards, though NVML gives the A10 6 MiB less): users buy GPUs by that figure, and the MiB NVML
+        reports differ by driver and ECC, so comparing them would refuse equivalents."""
         source = self.models[model_id]
         fits = [
             self.models[m]
             for m in offered
             if self.models[m].vendor == source.vendor
-            and self.models[m].memory_bytes >= source.memory_bytes
+            and self.models[m].memory_gb >= source.memory_gb
             and (any_class or self.models[m].gpu_class == source.gpu_class)
         ]
-        return min(fits, key=lambda g: (g.memory_bytes, g.id)) if fits else None
+        return min(fits, key=lambda g: (g.memory_gb, g.family != source.family, g.id)) if fits else None
 
 
 def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
@@ -151,11 +174,20 @@ def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
             architecture=entry.get("architecture", ""),
             compute_capability=_capability(capability) if capability else None,
             names=tuple(entry.get("names", ())),
+            interconnects=_interconnects(entry),
             pci_ids=tuple(entry.get("pci_ids", ())),
             compute_slices=mig.get("compute_slices", 0),
             profiles=dict(mig.get("profiles", {})),
         )
     return Catalogue(models)
+
+
+def _interconnects(entry: Mapping[str, Any]) -> dict[str, str]:
+    """Product name → sxm | pcie: one word for every name, or a word per name."""
+    given = entry.get("interconnect")
+    if isinstance(given, str):
+        return {name: given for name in entry.get("names", ())}
+    return dict(given or {})
 
 
 def _capability(text: str) -> tuple[int, int]:

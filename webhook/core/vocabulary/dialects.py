@@ -26,6 +26,7 @@ class LabelMeaning:
     profile: MigProfile | None = None  # a MIG profile it names (partition size, -MIG- product)
     shared: bool = False  # it asks for a shared GPU (a sharing label, a -SHARED product)
     unparsed: tuple[str, ...] = ()  # "key=value" once per map whose partition label cannot parse it
+    interconnect: str = ""  # sxm | pcie: how the GPUs of a node with it reach each other, where known
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,13 @@ class Dialects:
         models: set[str] = set()
         profile: MigProfile | None = None
         unparsed: list[str] = []
+        interconnect = ""
         for cloud_map in self.maps:
             for model_label in cloud_map.model_labels:
                 if model_label.label == key:
                     names_models = True
                     models |= model_label.models_for(value)
+                    interconnect = interconnect or model_label.interconnect.get(value, "")
             if key == cloud_map.mig.product_label or any(m.label == key for m in cloud_map.model_labels):
                 # GFD product values carry -MIG-<profile> (strategy single) or -SHARED suffixes.
                 found = self.catalogue.by_product_name(value)
@@ -150,7 +153,8 @@ class Dialects:
                 except ProfileError:
                     unparsed.append(f"{key}={value}")
             shared = shared or cloud_map.shared.marks_shared(key, value)
-        return LabelMeaning(names_models, frozenset(models), profile, shared, tuple(unparsed))
+        interconnect = interconnect or self.catalogue.interconnect_of(value)
+        return LabelMeaning(names_models, frozenset(models), profile, shared, tuple(unparsed), interconnect)
 
     def __contains__(self, resource: str) -> bool:
         return self.resource_meaning(resource).accelerator

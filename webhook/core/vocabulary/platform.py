@@ -32,6 +32,9 @@ class ModelLabel:
     label: str
     values: Mapping[str, tuple[str, ...]]
     gpus: Mapping[str, int] = field(default_factory=dict)  # value → GPUs a node with it holds
+    # value → sxm | pcie (catalogue.INTERCONNECTS) where known: as the map says for an instance type,
+    # else as the catalogue says for a product name or for a model sold one way only
+    interconnect: Mapping[str, str] = field(default_factory=dict)
 
     def models_for(self, value: str) -> frozenset[str]:
         return frozenset(model for model, values in self.values.items() if value in values)
@@ -51,6 +54,13 @@ class MigForm:
     # The profiles the platform offers per model (GKE partitions an A100 40GB only as 1g.5gb, 2g.10gb,
     # 3g.20gb and 7g.40gb); a model not listed gets no MIG there. Empty: every profile of every model.
     profiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # How a node comes to offer a slice, with {profile} and {compute} for the slice: MIG is set up per
+    # node pool or node, so a translated slice says what the target must have set up.
+    requires: str = ""
+
+    def requirement(self, profile: MigProfile) -> str:
+        """`requires` for this slice ("" when the map does not say)."""
+        return self.requires.replace("{profile}", profile.name).replace("{compute}", str(profile.compute))
 
     def resource_for(self, profile: MigProfile) -> str:
         return self.resource_prefix + profile.name.replace("+", ".")

@@ -1,0 +1,196 @@
+"""`gpuport translate` on manifests shaped like the clouds' published samples (tests/manifests/catalogue/,
+sources in its README), judged on what the catalogue says: a substitute is a GPU users buy as the
+same thing (same class, at least the memory as sold, the same family first)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.commands.cli import main
+from webhook.config.cloudmap import default_directory
+
+MANIFESTS = Path(__file__).parents[1] / "manifests"
+CATALOGUE_MANIFESTS = MANIFESTS / "catalogue"
+
+
+def translate(capsys, path, target, *extra):
+    code = main(["translate", "--to", target, str(path), *extra])
+    out, err = capsys.readouterr()
+    return code, [d for d in yaml.safe_load_all(out) if d], err
+
+
+def accepted(doc, label):
+    """The values of `label` the pod template's node selector or required affinity accepts."""
+    spec = doc["spec"]["template"]["spec"]
+    if label in spec.get("nodeSelector", {}):
+        return {spec["nodeSelector"][label]}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    found = [
+        set(e["values"])
+        for term in terms["nodeSelectorTerms"]
+        for e in term["matchExpressions"]
+        if e["key"] == label and e["operator"] == "In"
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def inventory(tmp_path, label, *values):
+    """Nodes of eight whole GPUs, one per label value."""
+    nodes = [
+        {
+            "kind": "Node",
+            "metadata": {"name": f"node-{i}", "labels": {label: value}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        }
+        for i, value in enumerate(values)
+    ]
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    return str(path)
+
+
+# (target, its model label, the A10 values it writes for an L4 inference Deployment)
+L4_TO_A10 = [
+    (
+        "aks",
+        "node.kubernetes.io/instance-type",
+        {"Standard_NV36ads_A10_v5", "Standard_NV36adms_A10_v5", "Standard_NV72ads_A10_v5"},
+    ),
+    ("oke", "node.kubernetes.io/instance-type", {"VM.GPU.A10.1", "VM.GPU.A10.2", "BM.GPU.A10.4"}),
+    ("ack", "aliyun.accelerator/nvidia_name", {"NVIDIA-A10"}),
+]
+
+
+@pytest.mark.parametrize(("target", "label", "values"), L4_TO_A10)
+def test_a_gke_l4_deployment_goes_to_the_a10_both_sold_as_24_gb(capsys, target, label, values):
+    # NVML gives an L4 23,034 MiB and an A10 23,028 MiB: both are 24 GB inference cards.
+    code, docs, err = translate(capsys, MANIFESTS / "gke-l4-vllm-spot.yaml", target)
+    assert code == 0, err
+    assert accepted(docs[0], label) == values
+    assert "gpuport: no L4 here: using A10" in err
+
+
+def test_an_l4_deployment_where_no_inference_gpu_has_24_gb_is_refused_with_the_figures(capsys):
+    code, _, err = translate(capsys, MANIFESTS / "gke-l4-vllm-spot.yaml", "cce")
+    assert code == 1
+    assert (
+        "asks for L4 (24 GB, inference); cce offers no inference GPU with at least 24 GB (it offers "
+        "T4 (16 GB, inference), V100-32GB (32 GB, training), A100-40GB (40 GB, training), "
+        "A100-80GB (80 GB, training))"
+    ) in err
+
+
+# (target, node label, the label values of its A100 80GB and H100 80GB nodes, the A100 80GB one)
+A100_80_AND_H100_80 = [
+    ("eks", "node.kubernetes.io/instance-type", ("p5.48xlarge", "p4de.24xlarge"), "p4de.24xlarge"),
+    (
+        "aks",
+        "node.kubernetes.io/instance-type",
+        ("Standard_ND96isr_H100_v5", "Standard_ND96amsr_A100_v4"),
+        "Standard_ND96amsr_A100_v4",
+    ),
+    ("oke", "node.kubernetes.io/instance-type", ("BM.GPU.H100.8", "BM.GPU.A100-v2.8"), "BM.GPU.A100-v2.8"),
+]
+
+
+@pytest.mark.parametrize(("target", "label", "present", "a100"), A100_80_AND_H100_80)
+def test_an_a100_40gb_job_goes_to_the_a100_80gb_before_the_h100_80gb(
+    capsys, tmp_path, target, label, present, a100
+):
+    # NVML gives the H100 80GB less memory than the A100 80GB (81,559 vs 81,920 MiB); both are sold as
+    # 80 GB, and the A100 80GB is the same family as the A100 40GB the job was written for.
+    nodes = inventory(tmp_path, label, *present)
+    code, docs, err = translate(
+        capsys, CATALOGUE_MANIFESTS / "gke-a100-40gb-job.yaml", target, "--inventory", nodes
+    )
+    assert code == 0, err
+    values = accepted(docs[0], label)
+    assert a100 in values
+    assert present[0] not in values
+    assert "gpuport: no A100-40GB here: using A100-80GB" in err
+
+
+# (target, its model label, what the p4d job's 8 A100 40GB SXM4 GPUs on NVSwitch become there)
+P4D_THERE = [
+    ("tke", "nvidia.com/gpu.product", {"NVIDIA-A100-SXM4-40GB"}),
+    ("generic", "nvidia.com/gpu.product", {"NVIDIA-A100-SXM4-40GB"}),
+    ("aks", "node.kubernetes.io/instance-type", {"Standard_ND96asr_v4"}),
+    ("ack", "aliyun.accelerator/nvidia_name", {"NVIDIA-A100-SXM4-40GB"}),
+]
+
+
+@pytest.mark.parametrize(("target", "label", "values"), P4D_THERE)
+def test_an_eks_p4d_nccl_job_never_lands_on_pcie_a100s(capsys, target, label, values):
+    # p4d.24xlarge joins its A100s by NVSwitch: a product selector that also accepts
+    # NVIDIA-A100-PCIE-40GB would let the 8-GPU job land on cards without NVLink.
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p4d-nccl-job.yaml", target)
+    assert code == 0, err
+    assert accepted(docs[0], label) == values
+
+
+def test_a_one_gpu_pod_from_a_p4d_keeps_pcie_cards_it_has_no_peer_to_reach(capsys, tmp_path):
+    text = (CATALOGUE_MANIFESTS / "eks-p4d-nccl-job.yaml").read_text().replace("gpu: 8", "gpu: 1")
+    path = tmp_path / "one.yaml"
+    path.write_text(text)
+    code, docs, err = translate(capsys, path, "tke")
+    assert code == 0, err
+    assert accepted(docs[0], "nvidia.com/gpu.product") == {"NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"}
+
+
+def test_a_multi_gpu_sxm_job_is_refused_where_only_pcie_cards_hold_it(capsys, tmp_path):
+    # An AKS whose only A100 80GB sizes holding 4 GPUs are NC A100 v4 (PCIe): a 4-GPU job from a
+    # p4de (NVSwitch) is refused, naming the sizes, rather than sent to cards without NVLink.
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    aks = (maps / "aks.yaml").read_text()
+    aks = aks.replace("A100-80GB: [Standard_ND96amsr_A100_v4, ", "A100-80GB: [")
+    aks = "\n".join(line for line in aks.splitlines() if "Standard_ND96amsr_A100_v4:" not in line)
+    (maps / "aks.yaml").write_text(aks + "\n")
+    text = (CATALOGUE_MANIFESTS / "eks-p4d-nccl-job.yaml").read_text()
+    path = tmp_path / "p4de.yaml"
+    path.write_text(text.replace("p4d.24xlarge", "p4de.24xlarge").replace("gpu: 8", "gpu: 4"))
+    code, _, err = translate(capsys, path, "aks", "--cloudmap-dir", str(maps))
+    assert code == 1
+    assert (
+        "asks for 4 GPUs on one node joined by NVLink/NVSwitch (SXM), as its node selector's nodes have "
+        "them; every node.kubernetes.io/instance-type with A100-80GB that holds 4 has PCIe cards "
+        "(Standard_NC96ads_A100_v4)"
+    ) in err
+
+
+# (target, what its nodes must have set up for the GKE job's 3g.20gb partition of an A100 40GB)
+MIG_SET_UP = [
+    ("aks", "MIG 3g.20gb exists only on a node pool created with --gpu-instance-profile MIG3g"),
+]
+
+
+@pytest.mark.parametrize(("target", "said"), MIG_SET_UP)
+def test_a_gke_partition_says_how_the_target_s_nodes_must_be_partitioned(capsys, target, said):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", target)
+    assert code == 0, err
+    assert docs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/mig-3g.20gb": "1"
+    }
+    assert f"gpuport: {said}" in err
+
+
+def test_eks_slices_and_shares_sent_to_gke_say_which_node_pools_have_them(capsys):
+    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-mig-and-shared-pods.yaml", "gke")
+    assert code == 0, err
+    assert (
+        "Pod/mig-inference: gpuport: MIG 1g.10gb exists only on a node pool created with --accelerator "
+        "...,gpu-partition-size=1g.10gb"
+    ) in err
+    assert (
+        "Pod/shared-notebook: gpuport: cloud.google.com/gke-gpu-sharing-strategy exists only with a node "
+        "pool created with --accelerator ...,gpu-sharing-strategy=time-sharing (or mps)"
+    ) in err
+
+
+def test_a_map_that_says_nothing_of_its_mig_set_up_adds_no_words(capsys):
+    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", "generic")
+    assert code == 0, err
+    assert "exists only on" not in err
