@@ -27,6 +27,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import controller_notes, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
@@ -115,14 +116,14 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         doc = document.edited
         if not hasattr(doc, "get"):
             continue
-        kind = str(doc.get("kind", "?"))
-        name = str((doc.get("metadata") or {}).get("name", ""))
+        kind, name = str(doc.get("kind", "?")), str((doc.get("metadata") or {}).get("name", ""))
+        if refused := spark_refusals(doc, context.target, context.dialects):  # no rewrite mends it
+            results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
+            continue
         reason = unread_reason(doc, lambda name: name in context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
-        recorded: dict[
-            int, tuple[Any, list[tuple[str, str]]]
-        ] = {}  # one metadata, several templates' records
+        recorded: dict[int, Any] = {}  # one metadata: several templates' records of the ask
         for path, template in list(pod_templates(doc)):
             plain = json.loads(json.dumps(template, default=str))
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
@@ -166,7 +167,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     return results
 
 
-def _merge_records(recorded: dict[int, tuple[Any, list[tuple[str, str]]]]) -> None:
+def _merge_records(recorded: dict[int, Any]) -> None:
     """Where several templates share one metadata (an InferenceService's components all take its own),
     each translation's record of the original ask would overwrite the last: they are kept side by
     side instead, by the template they came from."""
