@@ -2,11 +2,13 @@
 fragment rewritten as the webhook rewrites the pods made from it, or the document refused when the target
 cannot serve it (manifests in tests/manifests/operators/, written in the shapes the operators publish)."""
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.commands.translating import translate
+from tests.commands.translating import TRANSLATED_FROM, translate
 from webhook.config.cloudmap import default_directory, load_directory
 
 OPERATORS = Path(__file__).parents[1] / "manifests" / "operators"
@@ -63,3 +65,81 @@ def test_a_scheduled_spark_application_is_judged_by_its_template(capsys, tmp_pat
     )
     code, _, err = translate(capsys, tmp_path, scheduled, "amd")
     assert code == 1 and "the RAPIDS Accelerator" in denials(err)[0]
+
+
+# KServe: serving.kserve.io/gke-accelerator on an InferenceService becomes the node selector
+# cloud.google.com/gke-accelerator of each of its GPU pods (KServe's pod mutator), so it is translated
+# exactly as that selector written in the predictor would be, and written back where it was written.
+
+GKE_ANNOTATION = "serving.kserve.io/gke-accelerator"
+GKE_LABEL = "cloud.google.com/gke-accelerator"
+
+
+def kserve(name):
+    return (OPERATORS.parent / "serving" / name).read_text()
+
+
+def selector_as_kserve_makes_it(isvc):
+    """The predictor pod's nodeSelector: the predictor's own, and the annotation's label (its GPU asks
+    nvidia.com/gpu in both documents here)."""
+    selector = dict(isvc["spec"]["predictor"].get("nodeSelector") or {})
+    annotation = (isvc["metadata"].get("annotations") or {}).get(GKE_ANNOTATION)
+    return selector | ({GKE_LABEL: annotation} if annotation else {})
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_kserve_s_gke_accelerator_annotation_is_translated_as_the_selector_kserve_makes_of_it(
+    capsys, tmp_path, target
+):
+    text = kserve("kserve-gke-accelerator.yaml")
+    written = text.replace(
+        f"    {GKE_ANNOTATION}: nvidia-l4   # the GPU model, in GKE's words\n", ""
+    ).replace(
+        "    minReplicas: 1\n", f"    minReplicas: 1\n    nodeSelector:\n      {GKE_LABEL}: nvidia-l4\n"
+    )
+    assert written != text and GKE_ANNOTATION not in written
+    code, out, err = translate(capsys, tmp_path, text, target)
+    expected_code, expected_out, expected_err = translate(capsys, tmp_path, written, target)
+    assert (code, denials(err)) == (expected_code, denials(expected_err))
+    if code:
+        assert out == text
+        return
+    [isvc, *claim_templates], [expected, *expected_templates] = (
+        yaml.safe_load_all(out),
+        yaml.safe_load_all(expected_out),
+    )
+    assert claim_templates == expected_templates  # a DRA target's, the same either way
+    assert selector_as_kserve_makes_it(isvc) == selector_as_kserve_makes_it(expected)
+    without = {k: v for k, v in isvc["spec"]["predictor"].items() if k != "nodeSelector"}
+    assert without == {k: v for k, v in expected["spec"]["predictor"].items() if k != "nodeSelector"}
+    annotations = isvc["metadata"]["annotations"]
+    assert {k: v for k, v in annotations.items() if k != GKE_ANNOTATION} == expected["metadata"][
+        "annotations"
+    ]
+    # The label stays where the author wrote it: in the annotation while the target is GKE, else gone.
+    assert (GKE_ANNOTATION in annotations) == (GKE_LABEL in selector_as_kserve_makes_it(isvc))
+    assert GKE_LABEL not in (isvc["spec"]["predictor"].get("nodeSelector") or {})
+    # Untouched, byte for byte (a DRA target's claim template follows).
+    assert out.split("  transformer:\n")[1].startswith(text.split("  transformer:\n")[1])
+
+
+def test_on_eks_the_annotation_gives_way_to_the_instance_types_of_an_l4(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, kserve("kserve-gke-accelerator.yaml"), "eks")
+    assert code == 0
+    isvc = yaml.safe_load(out)
+    assert GKE_ANNOTATION not in isvc["metadata"]["annotations"]
+    assert json.loads(isvc["metadata"]["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        GKE_LABEL: "nvidia-l4"
+    }
+    terms = isvc["spec"]["predictor"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    [[expression]] = [term["matchExpressions"] for term in terms["nodeSelectorTerms"]]
+    assert expression["key"] == "node.kubernetes.io/instance-type" and "g6.xlarge" in expression["values"]
+    assert out.startswith("# A KServe InferenceService on a GKE L4")
+
+
+def test_the_annotation_of_a_service_that_asks_for_no_nvidia_gpu_is_left_alone(capsys, tmp_path):
+    text = kserve("kserve-gke-accelerator.yaml").replace('          nvidia.com/gpu: "1"\n', "")
+    code, out, _ = translate(capsys, tmp_path, text, "eks")
+    assert (code, out) == (0, text)  # KServe adds no selector to a pod without nvidia.com/gpu limits

@@ -244,18 +244,92 @@ class _View(dict):  # type: ignore[type-arg]
 def _inline(doc: Any, pointer: str, node: Mapping[str, Any]) -> tuple[str, Any]:
     """The template of a pod spec written inline: the node as its spec, with the metadata its pods get."""
     spec: Any = node
+    entries, extra, routes = dict(node), frozenset[str](), {}
     block = next((k for k in (_MODEL, *_FRAMEWORKS) if isinstance(node.get(k), Mapping)), None)
     if block is not None:
         written = node.get("containers")
         others = list(written) if isinstance(written, list) else []
         containers = [node[block], *(others if block == _MODEL else others[1:])]
-        entries = {k: v for k, v in node.items() if k != block}
-        spec = _View(node, {**entries, "containers": containers}, frozenset({"containers"}))
+        entries = {k: v for k, v in node.items() if k != block} | {"containers": containers}
+        extra = frozenset({"containers"})
+    annotations = mapping_at(doc, ("metadata", "annotations"))
+    if kind_key(doc) == ("serving.kserve.io", _KSERVE_KINDS[0]) and _gke_selected(annotations, entries):
+        assert annotations is not None  # _gke_selected read it
+        selector = {**(entries.get("nodeSelector") or {}), _GKE_LABEL: annotations[_GKE_KEY]}
+        own = _View(
+            lambda: _made(node, "nodeSelector"), selector, frozenset(), {_GKE_LABEL: _Renamed(annotations)}
+        )
+        entries["nodeSelector"], routes = own, {"nodeSelector": _GkeSelector(node, annotations)}
+    if block is not None or routes:
+        spec = _View(node, entries, extra, routes)
     if kind_key(doc) in _POD_METADATA_INSIDE:  # its labels and annotations are the node's own
         return pointer, _View(doc, {"metadata": node, "spec": spec}, frozenset({"metadata", "spec"}))
     metadata = doc.get("metadata")
     entries = {"spec": spec} if metadata is None else {"metadata": metadata, "spec": spec}
     return pointer, _View(doc, entries, frozenset({"spec"}))
+
+
+# KServe's pod mutator gives a pod of an InferenceService annotated serving.kserve.io/gke-accelerator (the
+# annotation is copied to its pods) the node selector cloud.google.com/gke-accelerator with its value,
+# when a container's limits name nvidia.com/gpu (kserve/kserve pkg/webhook/admission/pod/
+# accelerator_injector.go; kserve/kserve#17, #794). The pod's selector is read so, and written back
+# where each part comes from: the label to the annotation, the rest to the component's nodeSelector.
+_GKE_KEY = "serving.kserve.io/gke-accelerator"
+_GKE_LABEL = "cloud.google.com/gke-accelerator"
+_GKE_GPU = "nvidia.com/gpu"
+
+
+def _gke_selected(annotations: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> bool:
+    """Whether KServe adds the annotation's GKE selector to the pod of this component (see _GKE_KEY)."""
+    if not annotations or not isinstance(annotations.get(_GKE_KEY), str):
+        return False
+    written = spec.get("nodeSelector")
+    if isinstance(written, Mapping) and _GKE_LABEL in written:
+        return False  # the component's own selector says it already
+    containers = spec.get("containers")
+    listed = containers if isinstance(containers, list) else []
+    return any(
+        isinstance(c, Mapping) and _GKE_GPU in (mapping_at(c, ("resources", "limits")) or {}) for c in listed
+    )
+
+
+class _GkeSelector:
+    """Where a pod's nodeSelector of an InferenceService component is written back (see _GKE_KEY): the
+    GKE accelerator label to the InferenceService's annotation, the rest to the component's own."""
+
+    def __init__(self, component: Any, annotations: Any) -> None:
+        self._component, self._annotations = component, annotations
+
+    def __contains__(self, key: str) -> bool:
+        return key == "nodeSelector"
+
+    def __setitem__(self, key: str, value: Mapping[str, Any]) -> None:
+        del self[key]
+        rest = {k: v for k, v in value.items() if k != _GKE_LABEL}
+        if _GKE_LABEL in value:
+            self._annotations[_GKE_KEY] = value[_GKE_LABEL]
+        if rest:
+            self._component["nodeSelector"] = rest
+
+    def __delitem__(self, key: str) -> None:
+        self._component.pop("nodeSelector", None)
+        self._annotations.pop(_GKE_KEY, None)
+
+
+class _Renamed:
+    """The GKE accelerator label of the pod's nodeSelector, held as the InferenceService's annotation."""
+
+    def __init__(self, annotations: Any) -> None:
+        self._annotations = annotations
+
+    def __contains__(self, key: str) -> bool:
+        return _GKE_KEY in self._annotations
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._annotations[_GKE_KEY] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._annotations.pop(_GKE_KEY, None)
 
 
 def _argo_steps(doc: Mapping[str, Any], path: Path) -> Iterator[tuple[str, Mapping[str, Any], Any, str]]:
