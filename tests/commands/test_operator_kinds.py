@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.commands.translating import TRANSLATED_FROM, translate
+from tests.commands.translating import TRANSLATED_FROM, translate, warnings
 from webhook.config.cloudmap import default_directory, load_directory
 
 OPERATORS = Path(__file__).parents[1] / "manifests" / "operators"
@@ -143,3 +143,75 @@ def test_the_annotation_of_a_service_that_asks_for_no_nvidia_gpu_is_left_alone(c
     text = kserve("kserve-gke-accelerator.yaml").replace('          nvidia.com/gpu: "1"\n', "")
     code, out, _ = translate(capsys, tmp_path, text, "eks")
     assert (code, out) == (0, text)  # KServe adds no selector to a pod without nvidia.com/gpu limits
+
+
+# NIM: the operator makes a Deployment of each NIMService; the NIMService is translated as that
+# Deployment's pod template is, where the NIMService can say it, and refused where it cannot.
+
+NIM_CARRIED = {"nodeSelector", "tolerations", "containers"}
+
+
+def deployment_the_nim_operator_makes(nim):
+    """The Deployment the NIM operator makes of a NIMService, as far as gpuport reads it."""
+    spec, name = nim["spec"], nim["metadata"]["name"]
+    metadata = {k: spec[k] for k in ("labels", "annotations") if k in spec}
+    pod = {k: spec[k] for k in ("nodeSelector", "tolerations") if k in spec}
+    pod["containers"] = [{"name": f"{name}-ctr", "image": "nim", "resources": spec["resources"]}]
+    template = {"metadata": metadata, "spec": pod}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"template": template},
+    }
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_a_nim_service_is_translated_as_the_deployment_the_nim_operator_makes_of_it(capsys, tmp_path, target):
+    text = manifest("nimservice-gke-h100.yaml")
+    nim = yaml.safe_load(text)
+    deployment = yaml.safe_dump(deployment_the_nim_operator_makes(nim), sort_keys=False)
+    code, out, err = translate(capsys, tmp_path, text, target)
+    pod_code, pod_out, pod_err = translate(capsys, tmp_path, deployment, target)
+    if pod_code:  # the webhook would refuse its pods: so is the NIMService, in the same words
+        assert (code, denials(err), out) == (1, denials(pod_err), text)
+        return
+    pod = next(yaml.safe_load_all(pod_out))["spec"]["template"]  # a DRA target's claim template follows
+    added = set(pod["spec"]) - NIM_CARRIED
+    translated = TRANSLATED_FROM in (pod.get("metadata") or {}).get("annotations", {})
+    if added and translated:
+        assert code == 1 and out == text
+        assert denials(err) == [
+            f"the translated pod needs {', '.join(sorted(added))}, which the NIM operator does not take from "
+            "a NIMService (only nodeSelector, tolerations, resources)"
+        ]
+        return
+    assert code == 0
+    if added:  # already in the target's words: left as written, the webhook adds the rest to its pods
+        assert out == text
+        assert f"the webhook adds {', '.join(sorted(added))}" in "\n".join(warnings(err))
+        return
+    translated_nim = yaml.safe_load(out)["spec"]
+    for field in ("nodeSelector", "tolerations"):
+        assert translated_nim.get(field) == pod["spec"].get(field)
+    [container] = pod["spec"]["containers"]
+    assert translated_nim["resources"] == container["resources"]
+    assert {"labels": translated_nim.get("labels"), "annotations": translated_nim.get("annotations")} == {
+        "labels": pod["metadata"].get("labels"),
+        "annotations": pod["metadata"].get("annotations"),
+    }
+    # Every line before the scheduling fields, the image and the model cache among them, as written.
+    head = text.split("  nodeSelector:\n")[0]
+    assert out.startswith(head)
+
+
+def test_a_nim_service_moved_to_aks_takes_the_instance_type_of_an_h100(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, manifest("nimservice-gke-h100.yaml"), "aks")
+    assert code == 0
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in spec["tolerations"]
+    assert json.loads(spec["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"
+    }
+    assert "affinity" not in spec and "containers" not in spec

@@ -35,6 +35,7 @@ from webhook.core.rewriting.podedits import (
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
+from webhook.core.vocabulary.workloads import TRANSLATED_FROM
 
 __all__ = [
     "TRANSLATED_FROM",
@@ -42,8 +43,6 @@ __all__ = [
     "Untranslatable",
     "translate_pod",
 ]
-
-TRANSLATED_FROM = "gpuport.io/translated-from"
 
 
 class Translation(NamedTuple):

@@ -15,9 +15,9 @@ the walker held back; split, each half would have to repeat the other's reading.
 import copy
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, mapping_at
+from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, TRANSLATED_FROM, mapping_at
 
 Path = tuple[str, ...]
 
@@ -65,6 +65,15 @@ _NO_POD = ("steps", "dag", "suspend")  # the other kinds of template make pods (
 _POD_FIELDS = {*_RUNS, *_PLACEMENT, "metadata", "sidecars", "initContainers", "podSpecPatch"}
 
 
+# NVIDIA's NIM operator makes a Deployment of each NIMService, whose pod takes spec.nodeSelector and
+# spec.tolerations, one container "<name>-ctr" with spec.resources, and spec.labels and spec.annotations
+# (GetDeploymentParams, NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go). Its pod is read as
+# that view of the spec. A NIMService carries no other pod field (its podAffinity is pod affinity only):
+# a translation that needs one (node affinity, resource claims) cannot be written there (`not_carried`).
+NIM = "<NIM operator's pod>"
+_NIM_CARRIED = frozenset({"nodeSelector", "tolerations", "containers"})
+
+
 def _trainer_runtime() -> tuple[Path, ...]:
     return (("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template"),)
 
@@ -86,6 +95,7 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
         ("spec", "leaderWorkerTemplate", "workerTemplate"),
     ),
     ("batch.volcano.sh", "Job"): (("spec", "tasks", "*", "template"),),
+    ("apps.nvidia.com", "NIMService"): (("spec", NIM),),
     # Kubeflow Trainer v2: a runtime is a JobSet template (spec.template is the JobSet's).
     ("trainer.kubeflow.org", "TrainingRuntime"): _trainer_runtime(),
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
@@ -133,7 +143,6 @@ UNREAD_KINDS: dict[tuple[str, str], str] = {
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
     ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
-    ("apps.nvidia.com", "NIMService"): f"the NIM operator writes the pod from its spec.resources; {_PODS}",
 }
 
 
@@ -160,6 +169,10 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             for pointer, node in _walk(doc, path[:-1], ""):
                 if isinstance(node, Mapping) and _MULTI_NODE not in node:
                     yield _inline(doc, pointer, node)
+            continue
+        if path[-1] == NIM:
+            node = mapping_at(doc, path[:-1])
+            yield from [_nim(doc, node)] if node is not None else ()
             continue
         if path[-1] == STEP:
             yield from (
@@ -314,6 +327,52 @@ class _GkeSelector:
     def __delitem__(self, key: str) -> None:
         self._component.pop("nodeSelector", None)
         self._annotations.pop(_GKE_KEY, None)
+
+
+def _nim(doc: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
+    """The pod the NIM operator makes of a NIMService (see NIM), as a view of its spec."""
+    name = (mapping_at(doc, ("metadata",)) or {}).get("name")
+    own = {"resources": spec["resources"]} if "resources" in spec else {}
+    container = _View(spec, {"name": f"{name}-ctr", **own}, frozenset({"name"}))
+    placed = {k: spec[k] for k in ("nodeSelector", "tolerations") if k in spec}
+    pod_spec = _View(spec, {**placed, "containers": [container]}, frozenset({"containers"}))
+    metadata = _View(spec, {k: spec[k] for k in ("labels", "annotations") if k in spec}, frozenset())
+    return "/spec", _View(spec, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"}))
+
+
+class Fitted(NamedTuple):
+    patch: list[dict[str, Any]]  # what to write in the document
+    notes: list[str]  # what to say
+    refusals: list[str]  # why it cannot be written
+
+
+def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dict[str, Any]]) -> Fitted:
+    """A translation's `patch` of a pod `spec` of `doc` as `doc` can hold it. Knative checks a Service's
+    pod spec, Argo passes a step's fields to its pods, the NIM operator only some: never seen by the
+    webhook, only the object a file holds meets them, so the offline commands fit the webhook's patch to
+    them; the decision stays the webhook's, unaware of all three. The pod fields a kind does not pass to
+    its pods (see NIM) cannot be written there: a translated pod that needs one is refused; a pod already
+    in the target's words keeps its document as written (the webhook adds them to its pods). Then what
+    the controller must allow (`controller_notes`)."""
+    if kind_key(doc) == ("apps.nvidia.com", "NIMService"):
+        fields = sorted(
+            {op["path"].split("/")[2] for op in patch if op["path"].startswith("/spec/")} - _NIM_CARRIED
+        )
+        said = f"{', '.join(fields)}, which the NIM operator does not take from a NIMService"
+        if fields and any(_records(op) for op in patch):
+            return Fitted(
+                [], [], [f"the translated pod needs {said} (only nodeSelector, tolerations, resources)"]
+            )
+        if fields:
+            return Fitted([], [f"gpuport: the webhook adds {said}, to its pods when they are created"], [])
+    return Fitted(patch, controller_notes(doc, spec, patch), [])
+
+
+def _records(op: Mapping[str, Any]) -> bool:
+    """Whether a patch operation writes gpuport's record of a translation (so the pod was translated)."""
+    value = op.get("value")
+    annotations = value.get("annotations") if isinstance(value, Mapping) else None
+    return TRANSLATED_FROM in (op["path"].replace("~1", "/"), *(value or ()), *(annotations or ()))
 
 
 class _Renamed:
