@@ -215,3 +215,131 @@ def test_a_nim_service_moved_to_aks_takes_the_instance_type_of_an_h100(capsys, t
         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"
     }
     assert "affinity" not in spec and "containers" not in spec
+
+
+# Kubeflow Trainer: a TrainJob's trainer pods are its runtime's "node" job, with the TrainJob's
+# resourcesPerNode on the container "node" and its override for "node" laid over the pod.
+
+TRAINER_CARRIED = {"nodeSelector", "tolerations", "affinity", "containers"}
+TRAINJOBS = [OPERATORS / "trainjob-eks-a100.yaml", OPERATORS / "trainjob-gke-h100.yaml"]
+
+
+def trainer_override(trainjob):
+    """(the override's pod fields, its metadata) for the trainer job, in either form of the API."""
+    spec = trainjob["spec"]
+    for field in ("podTemplateOverrides", "podSpecOverrides"):
+        for entry in spec.get(field) or []:
+            if {"name": "node"} in entry["targetJobs"]:
+                if field == "podSpecOverrides":
+                    return entry, trainjob["metadata"]
+                return entry.get("spec") or {}, entry.get("metadata") or {}
+    return {}, {}
+
+
+def job_the_trainer_makes(trainjob):
+    """The pod template of the trainer's "node" Job, as far as the TrainJob says it."""
+    placed, metadata = trainer_override(trainjob)
+    pod = {k: placed[k] for k in ("nodeSelector", "tolerations", "affinity") if k in placed}
+    pod["containers"] = [
+        {"name": "node", "image": "t", "resources": trainjob["spec"]["trainer"]["resourcesPerNode"]}
+    ]
+    template = {"metadata": metadata, "spec": pod}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "node"},
+        "spec": {"template": template},
+    }
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+@pytest.mark.parametrize("path", TRAINJOBS, ids=lambda p: p.stem)
+def test_a_trainjob_is_translated_as_the_trainer_pods_its_runtime_makes(capsys, tmp_path, path, target):
+    text = path.read_text()
+    job = yaml.safe_dump(job_the_trainer_makes(yaml.safe_load(text)), sort_keys=False)
+    code, out, err = translate(capsys, tmp_path, text, target)
+    pod_code, pod_out, pod_err = translate(capsys, tmp_path, job, target)
+    if pod_code:
+        assert (code, denials(err), out) == (1, denials(pod_err), text)
+        return
+    pod = next(yaml.safe_load_all(pod_out))["spec"]["template"]
+    added = set(pod["spec"]) - TRAINER_CARRIED
+    if added:  # every shipped map's scheduler or claims: nothing in a TrainJob carries them
+        assert code == 1 and out == text
+        assert denials(err) == [
+            f"the translated pod needs {', '.join(sorted(added))}, which gpuport does not write in a "
+            "TrainJob (its trainer's resourcesPerNode; nodeSelector, tolerations, affinity of its override "
+            'for "node")'
+        ]
+        return
+    assert code == 0
+    trainjob = yaml.safe_load(out)
+    placed, metadata = trainer_override(trainjob)
+    for field in ("nodeSelector", "tolerations", "affinity"):
+        assert placed.get(field) == pod["spec"].get(field), field
+    [container] = pod["spec"]["containers"]
+    assert trainjob["spec"]["trainer"]["resourcesPerNode"] == container["resources"]
+    assert (metadata.get("annotations") or {}) == (pod["metadata"].get("annotations") or {})
+    # The TrainJob's other fields, and the overrides of other jobs, as written.
+    original = yaml.safe_load(text)
+    assert {
+        k: v
+        for k, v in trainjob["spec"].items()
+        if k not in ("trainer", "podTemplateOverrides", "podSpecOverrides")
+    } == {
+        k: v
+        for k, v in original["spec"].items()
+        if k not in ("trainer", "podTemplateOverrides", "podSpecOverrides")
+    }
+    others = [
+        e for e in trainjob["spec"].get("podTemplateOverrides", []) if {"name": "node"} not in e["targetJobs"]
+    ]
+    assert others == [
+        e for e in original["spec"].get("podTemplateOverrides", []) if {"name": "node"} not in e["targetJobs"]
+    ]
+    # Comments and the head, byte for byte (the podSpecOverrides form records the translation in the
+    # TrainJob's metadata, having none of its own).
+    assert out.startswith(text.split("metadata:\n")[0])
+    assert ("  runtimeRef:\n    name: torch-distributed\n" in out) and "numNodes: 2" in out
+
+
+def test_a_trainjob_moved_from_eks_to_gke_selects_the_a100_by_gke_s_label(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, (OPERATORS / "trainjob-eks-a100.yaml").read_text(), "gke")
+    assert code == 0
+    [initializer, trainer] = yaml.safe_load(out)["spec"]["podTemplateOverrides"]
+    assert initializer["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "m6i.4xlarge"}
+    assert trainer["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    assert trainer["spec"]["serviceAccountName"] == "finetune" and trainer["metadata"]["labels"] == {
+        "team": "summarization"
+    }
+    assert json.loads(trainer["metadata"]["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "p4d.24xlarge"
+    }
+    assert "nvidia-tesla-a100" in out.split("    - targetJobs:\n        - name: node\n")[1]
+
+
+def test_a_trainjob_without_an_override_for_its_trainer_gets_one_when_its_pods_need_a_selector(
+    capsys, tmp_path
+):
+    text = (
+        (OPERATORS / "trainjob-eks-a100.yaml")
+        .read_text()
+        .split("    - targetJobs:\n        - name: node\n")[0]
+    )
+    text = text.replace("nvidia.com/gpu: 8   # every GPU of the node", "nvidia.com/mig-1g.5gb: 2")
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "2"}
+    [_, made] = spec["podTemplateOverrides"]
+    assert made["targetJobs"] == [{"name": "node"}]
+    assert made["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
+
+
+def test_a_trainjob_whose_trainer_has_several_overrides_is_said_and_left_as_written(capsys, tmp_path):
+    text = (OPERATORS / "trainjob-eks-a100.yaml").read_text()
+    text += "    - targetJobs:\n        - name: node\n      spec:\n        nodeSelector:\n          zone: a\n"
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert (code, out) == (0, text)
+    assert 'several of its pod overrides target the trainer job "node"' in err
+    assert "(nvidia.com/gpu) are left as written" in err

@@ -71,7 +71,38 @@ _POD_FIELDS = {*_RUNS, *_PLACEMENT, "metadata", "sidecars", "initContainers", "p
 # that view of the spec. A NIMService carries no other pod field (its podAffinity is pod affinity only):
 # a translation that needs one (node affinity, resource claims) cannot be written there (`not_carried`).
 NIM = "<NIM operator's pod>"
-_NIM_CARRIED = frozenset({"nodeSelector", "tolerations", "containers"})
+
+
+# Kubeflow Trainer v2: a TrainJob's trainer pods are its runtime's "node" job, with the container "node"
+# taking spec.trainer.resourcesPerNode (the TrainJob wins over everything else), and each entry of
+# spec.podTemplateOverrides (spec.podSpecOverrides before Trainer 2.1: its fields flat, no metadata) that
+# targets the job "node" laid over the runtime's template in order
+# (https://www.kubeflow.org/docs/components/trainer/operator-guides/podtemplate-overrides/). The pod is
+# read as that view: the resources as the container's, the override's nodeSelector, tolerations and
+# affinity as the pod's, written back there; the runtime's own (a separate document) is translated
+# where it is written. With no override for "node", one is made when the translation writes a pod field;
+# with several, which field wins is their order's, so the TrainJob is reported instead (`_held_back`).
+TRAINER = "<trainer node's pod>"
+_TRAINER_JOB = "node"
+_OVERRIDES = ("podTemplateOverrides", "podSpecOverrides")
+_TRAINER_PLACEMENT = ("nodeSelector", "tolerations", "affinity")
+_TRAINER_WHY = 'several of its pod overrides target the trainer job "node"; Trainer lays them over each other'
+
+
+# The pod fields a kind passes to its pods, where gpuport reads them as a view (NIM, TRAINER): (the fields,
+# who does not take the others, what they take instead), for `fit_to_kind`.
+_CARRIED = {
+    ("apps.nvidia.com", "NIMService"): (
+        frozenset({"nodeSelector", "tolerations", "containers"}),
+        "the NIM operator does not take from a NIMService",
+        "only nodeSelector, tolerations, resources",
+    ),
+    ("trainer.kubeflow.org", "TrainJob"): (
+        frozenset({*_TRAINER_PLACEMENT, "containers"}),
+        "gpuport does not write in a TrainJob",
+        'its trainer\'s resourcesPerNode; nodeSelector, tolerations, affinity of its override for "node"',
+    ),
+}
 
 
 def _trainer_runtime() -> tuple[Path, ...]:
@@ -96,6 +127,7 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     ),
     ("batch.volcano.sh", "Job"): (("spec", "tasks", "*", "template"),),
     ("apps.nvidia.com", "NIMService"): (("spec", NIM),),
+    ("trainer.kubeflow.org", "TrainJob"): (("spec", TRAINER),),
     # Kubeflow Trainer v2: a runtime is a JobSet template (spec.template is the JobSet's).
     ("trainer.kubeflow.org", "TrainingRuntime"): _trainer_runtime(),
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
@@ -136,10 +168,6 @@ _MULTI_NODE_WHY = "KServe sizes a multi-node (workerSpec) head and its workers t
 _PODS = "the webhook translates its pods when they are created"
 _SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark operator's own; {_PODS}"
 UNREAD_KINDS: dict[tuple[str, str], str] = {
-    ("trainer.kubeflow.org", "TrainJob"): (
-        "it asks for GPUs in spec.trainer.resourcesPerNode and places pods through spec.podSpecOverrides, "
-        f"which its runtime's templates complete (those runtimes are translated); {_PODS}"
-    ),
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
     ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
@@ -169,6 +197,9 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             for pointer, node in _walk(doc, path[:-1], ""):
                 if isinstance(node, Mapping) and _MULTI_NODE not in node:
                     yield _inline(doc, pointer, node)
+            continue
+        if path[-1] == TRAINER:
+            yield from _trainer(doc)
             continue
         if path[-1] == NIM:
             node = mapping_at(doc, path[:-1])
@@ -270,7 +301,10 @@ def _inline(doc: Any, pointer: str, node: Mapping[str, Any]) -> tuple[str, Any]:
         assert annotations is not None  # _gke_selected read it
         selector = {**(entries.get("nodeSelector") or {}), _GKE_LABEL: annotations[_GKE_KEY]}
         own = _View(
-            lambda: _made(node, "nodeSelector"), selector, frozenset(), {_GKE_LABEL: _Renamed(annotations)}
+            lambda: _made(node, "nodeSelector"),
+            selector,
+            frozenset(),
+            {_GKE_LABEL: _Renamed(annotations, _GKE_KEY)},
         )
         entries["nodeSelector"], routes = own, {"nodeSelector": _GkeSelector(node, annotations)}
     if block is not None or routes:
@@ -329,6 +363,65 @@ class _GkeSelector:
         self._annotations.pop(_GKE_KEY, None)
 
 
+def _trainer_overrides(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(field, entry) for each pod override of a TrainJob that targets its trainer job (see TRAINER)."""
+    found = []
+    for field in _OVERRIDES:
+        entries = (mapping_at(doc, ("spec",)) or {}).get(field)
+        for entry in entries if isinstance(entries, list) else ():
+            targets = entry.get("targetJobs") if isinstance(entry, Mapping) else None
+            named = (
+                [t.get("name") for t in targets if isinstance(t, Mapping)]
+                if isinstance(targets, list)
+                else []
+            )
+            found += [(field, entry)] if _TRAINER_JOB in named else []
+    return found
+
+
+def _trainer(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The trainer pod of a TrainJob, as a view of its trainer and its override for "node" (see TRAINER)."""
+    trainer, overrides = mapping_at(doc, ("spec", "trainer")), _trainer_overrides(doc)
+    if trainer is None or len(overrides) > 1:
+        return
+    own = {"resources": trainer["resourcesPerNode"]} if "resourcesPerNode" in trainer else {}
+    routes = {"resources": _Renamed(trainer, "resourcesPerNode")}
+    container = _View(trainer, {"name": _TRAINER_JOB, **own}, frozenset({"name"}), routes)
+    if overrides:
+        field, entry = overrides[0]
+        pod: Any = entry if field == _OVERRIDES[1] else _made(entry, "spec")
+        metadata = entry.get("metadata") if field == _OVERRIDES[0] else mapping_at(doc, ("metadata",))
+        if not isinstance(metadata, Mapping):  # made in the override once the translation writes to it
+            metadata = _View(lambda: _made(entry, "metadata"), {}, frozenset())
+    else:  # a field the translation writes goes to a new override for "node"
+        pod = _View(lambda: _new_override(doc), {}, frozenset())
+        metadata = mapping_at(doc, ("metadata",)) or {}
+    placed = {k: pod[k] for k in _TRAINER_PLACEMENT if k in pod}
+    pod_spec = _View(pod, {**placed, "containers": [container]}, frozenset({"containers"}))
+    yield (
+        "/spec/trainer",
+        _View(doc, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"})),
+    )
+
+
+def _new_override(doc: Any) -> Any:
+    """The spec of a new pod override for the trainer job, in the form the TrainJob writes (see TRAINER)."""
+    spec = doc["spec"]
+    field = _OVERRIDES[1] if _OVERRIDES[1] in spec else _OVERRIDES[0]
+    entry: dict[str, Any] = {"targetJobs": [{"name": _TRAINER_JOB}]}
+    if field == _OVERRIDES[0]:
+        entry["spec"] = {}
+    _made_list(spec, field).append(entry)
+    written = _made_list(spec, field)[-1]
+    return written if field == _OVERRIDES[1] else written["spec"]
+
+
+def _made_list(node: Any, key: str) -> Any:
+    if not isinstance(node.get(key), list):
+        node[key] = []
+    return node[key]
+
+
 def _nim(doc: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
     """The pod the NIM operator makes of a NIMService (see NIM), as a view of its spec."""
     name = (mapping_at(doc, ("metadata",)) or {}).get("name")
@@ -354,15 +447,13 @@ def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dic
     its pods (see NIM) cannot be written there: a translated pod that needs one is refused; a pod already
     in the target's words keeps its document as written (the webhook adds them to its pods). Then what
     the controller must allow (`controller_notes`)."""
-    if kind_key(doc) == ("apps.nvidia.com", "NIMService"):
-        fields = sorted(
-            {op["path"].split("/")[2] for op in patch if op["path"].startswith("/spec/")} - _NIM_CARRIED
-        )
-        said = f"{', '.join(fields)}, which the NIM operator does not take from a NIMService"
+    carried = _CARRIED.get(kind_key(doc))
+    if carried is not None:
+        set_here = {op["path"].split("/")[2] for op in patch if op["path"].startswith("/spec/")}
+        fields = sorted(set_here - carried[0])
+        said = f"{', '.join(fields)}, which {carried[1]}"
         if fields and any(_records(op) for op in patch):
-            return Fitted(
-                [], [], [f"the translated pod needs {said} (only nodeSelector, tolerations, resources)"]
-            )
+            return Fitted([], [], [f"the translated pod needs {said} ({carried[2]})"])
         if fields:
             return Fitted([], [f"gpuport: the webhook adds {said}, to its pods when they are created"], [])
     return Fitted(patch, controller_notes(doc, spec, patch), [])
@@ -376,19 +467,20 @@ def _records(op: Mapping[str, Any]) -> bool:
 
 
 class _Renamed:
-    """The GKE accelerator label of the pod's nodeSelector, held as the InferenceService's annotation."""
+    """One entry of a view, held in another map under another name (a GKE accelerator label as KServe's
+    annotation; a trainer container's resources as a TrainJob's resourcesPerNode)."""
 
-    def __init__(self, annotations: Any) -> None:
-        self._annotations = annotations
+    def __init__(self, holder: Any, name: str) -> None:
+        self._holder, self._name = holder, name
 
     def __contains__(self, key: str) -> bool:
-        return _GKE_KEY in self._annotations
+        return self._name in self._holder
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._annotations[_GKE_KEY] = value
+        self._holder[self._name] = value
 
     def __delitem__(self, key: str) -> None:
-        self._annotations.pop(_GKE_KEY, None)
+        self._holder.pop(self._name, None)
 
 
 def _argo_steps(doc: Mapping[str, Any], path: Path) -> Iterator[tuple[str, Mapping[str, Any], Any, str]]:
@@ -560,6 +652,8 @@ def _held_back(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
                 for at, node in _walk(doc, path[:-1], "")
                 if isinstance(node, Mapping) and _MULTI_NODE in node
             ]
+        elif path[-1] == TRAINER and len(_trainer_overrides(doc)) > 1:
+            held.append(("/spec/trainer", _TRAINER_WHY))
         elif path[-1] == STEP:
             held += [(at, why) for at, _, _, why in _argo_steps(doc, path) if why]
             spec = "".join(f"/{part}" for part in path[:-3])
