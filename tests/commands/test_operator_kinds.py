@@ -343,3 +343,20 @@ def test_a_trainjob_whose_trainer_has_several_overrides_is_said_and_left_as_writ
     assert (code, out) == (0, text)
     assert 'several of its pod overrides target the trainer job "node"' in err
     assert "(nvidia.com/gpu) are left as written" in err
+
+
+def test_a_trainer_override_holding_only_metadata_gets_a_spec_when_the_translation_writes_a_selector(
+    capsys, tmp_path
+):
+    text = (OPERATORS / "trainjob-eks-a100.yaml").read_text()
+    bare = text.split("      spec:\n        serviceAccountName")[0]  # the override for "node": metadata only
+    bare = bare.replace("nvidia.com/gpu: 8   # every GPU of the node", "nvidia.com/mig-1g.5gb: 2")
+    code, out, _ = translate(
+        capsys, tmp_path, bare, "eks"
+    )  # eks names the MIG resource alike: nothing to write
+    assert (code, out) == (0, bare)
+    code, out, _ = translate(capsys, tmp_path, bare, "gke")
+    assert code == 0
+    [_, trainer] = yaml.safe_load(out)["spec"]["podTemplateOverrides"]
+    assert trainer["metadata"]["labels"] == {"team": "summarization"}
+    assert trainer["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"

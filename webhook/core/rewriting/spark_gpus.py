@@ -5,10 +5,10 @@ field, which gpuport does not rewrite (the webhook translates the pods when they
 can say offline is whether the target could run them: Spark's GPU scheduling finds GPUs by a vendor
 (`spark.{driver,executor}.resource.gpu.vendor`, `nvidia.com` for NVIDIA's) and its GPU SQL engine, the
 RAPIDS Accelerator (`spark.plugins` naming `com.nvidia.spark.SQLPlugin`, `spark.rapids.*` settings), is
-built on CUDA and runs on NVIDIA GPUs only (https://docs.nvidia.com/spark-rapids/user-guide/latest/
-getting-started/overview.html; https://spark.apache.org/docs/latest/running-on-kubernetes.html
-#resource-allocation-and-configuration-overview). Such an application sent to a cluster without NVIDIA
-GPUs would start and find none: it is refused instead.
+built on CUDA and runs on NVIDIA GPUs only. Such an application sent to a cluster without NVIDIA GPUs
+would start and find none: it is refused instead. Sources:
+https://docs.nvidia.com/spark-rapids/user-guide/latest/getting-started/overview.html
+https://spark.apache.org/docs/latest/running-on-kubernetes.html#resource-allocation-and-configuration-overview
 """
 
 from collections.abc import Mapping

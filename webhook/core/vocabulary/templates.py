@@ -69,7 +69,7 @@ _POD_FIELDS = {*_RUNS, *_PLACEMENT, "metadata", "sidecars", "initContainers", "p
 # spec.tolerations, one container "<name>-ctr" with spec.resources, and spec.labels and spec.annotations
 # (GetDeploymentParams, NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go). Its pod is read as
 # that view of the spec. A NIMService carries no other pod field (its podAffinity is pod affinity only):
-# a translation that needs one (node affinity, resource claims) cannot be written there (`not_carried`).
+# a translation that needs one (node affinity, resource claims) cannot be written there (`fit_to_kind`).
 NIM = "<NIM operator's pod>"
 
 
@@ -389,7 +389,9 @@ def _trainer(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     container = _View(trainer, {"name": _TRAINER_JOB, **own}, frozenset({"name"}), routes)
     if overrides:
         field, entry = overrides[0]
-        pod: Any = entry if field == _OVERRIDES[1] else _made(entry, "spec")
+        pod: Any = entry if field == _OVERRIDES[1] else entry.get("spec")
+        if not isinstance(pod, Mapping):  # made in the override once the translation writes to it
+            pod = _View(lambda: _made(entry, "spec"), {}, frozenset())
         metadata = entry.get("metadata") if field == _OVERRIDES[0] else mapping_at(doc, ("metadata",))
         if not isinstance(metadata, Mapping):  # made in the override once the translation writes to it
             metadata = _View(lambda: _made(entry, "metadata"), {}, frozenset())
