@@ -483,7 +483,6 @@ def test_the_pod_templates_of_training_and_serving_kinds_are_translated(capsys, 
     ("name", "reason"),
     [
         ("notebook-crd.yaml", "gpuport does not know where this kind keeps its pod templates"),
-        ("trainjob-gke.yaml", "it asks for GPUs in spec.trainer.resourcesPerNode"),
         ("spark-gpu-eks.yaml", "a gpu field of the Spark operator's own"),
     ],
 )

@@ -27,8 +27,9 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.translate import TRANSLATED_FROM
-from webhook.core.vocabulary.templates import controller_notes, pod_templates, unread_reason
+from webhook.core.vocabulary.templates import fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
@@ -115,30 +116,27 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         doc = document.edited
         if not hasattr(doc, "get"):
             continue
-        kind = str(doc.get("kind", "?"))
-        name = str((doc.get("metadata") or {}).get("name", ""))
+        kind, name = str(doc.get("kind", "?")), str((doc.get("metadata") or {}).get("name", ""))
+        if refused := spark_refusals(doc, context.target, context.dialects):  # no rewrite mends it
+            results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
+            continue
         reason = unread_reason(doc, lambda name: name in context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
-        recorded: dict[
-            int, tuple[Any, list[tuple[str, str]]]
-        ] = {}  # one metadata, several templates' records
+        recorded: dict[int, Any] = {}  # one metadata: several templates' records of the ask
         for path, template in list(pod_templates(doc)):
             plain = json.loads(json.dumps(template, default=str))
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
             decided = decide_template(plain, context, hints=False, templates=beside.lookup(namespace_of(doc)))
-            if decided.rewrite is None:
-                result.allowed = False
-                result.messages = decided.refusals
+            # What the kind's controller passes on to its pods, or needs, which the webhook never sees.
+            fitted = fit_to_kind(
+                doc, plain.get("spec") or {}, decided.rewrite.patch if decided.rewrite else []
+            )
+            if decided.rewrite is None or fitted.refusals:
+                result.allowed, result.messages = False, fitted.refusals or decided.refusals
             else:
-                result.patch, result.warnings, result.claim_templates = decided.rewrite
-                # Knative checks a Service's pod spec, and Argo passes a step's fields to its pods, never
-                # seen by the webhook: only the object a file holds meets them, so the adapter that writes
-                # it says what they need, from the patch; the decision stays the webhook's, unaware of both.
-                result.warnings = [
-                    *result.warnings,
-                    *controller_notes(doc, plain.get("spec") or {}, result.patch),
-                ]
+                _, warnings, result.claim_templates = decided.rewrite
+                result.patch, result.warnings = fitted.patch, [*warnings, *fitted.notes]
                 _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:
                     edits_metadata = any(op["path"].startswith("/metadata") for op in result.patch)
@@ -166,7 +164,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     return results
 
 
-def _merge_records(recorded: dict[int, tuple[Any, list[tuple[str, str]]]]) -> None:
+def _merge_records(recorded: dict[int, Any]) -> None:
     """Where several templates share one metadata (an InferenceService's components all take its own),
     each translation's record of the original ask would overwrite the last: they are kept side by
     side instead, by the template they came from."""

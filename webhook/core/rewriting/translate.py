@@ -37,6 +37,7 @@ from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, tran
 from webhook.core.vocabulary.catalogue import GpuModel
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap, ModelLabel
+from webhook.core.vocabulary.workloads import TRANSLATED_FROM
 
 __all__ = [
     "TRANSLATED_FROM",
@@ -44,8 +45,6 @@ __all__ = [
     "Untranslatable",
     "translate_pod",
 ]
-
-TRANSLATED_FROM = "gpuport.io/translated-from"
 
 
 class Translation(NamedTuple):

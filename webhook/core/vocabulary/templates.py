@@ -15,9 +15,9 @@ the walker held back; split, each half would have to repeat the other's reading.
 import copy
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, mapping_at
+from webhook.core.vocabulary.workloads import POD_SPEC_PATHS, TRANSLATED_FROM, mapping_at
 
 Path = tuple[str, ...]
 
@@ -65,6 +65,46 @@ _NO_POD = ("steps", "dag", "suspend")  # the other kinds of template make pods (
 _POD_FIELDS = {*_RUNS, *_PLACEMENT, "metadata", "sidecars", "initContainers", "podSpecPatch"}
 
 
+# NVIDIA's NIM operator makes a Deployment of each NIMService, whose pod takes spec.nodeSelector and
+# spec.tolerations, one container "<name>-ctr" with spec.resources, and spec.labels and spec.annotations
+# (GetDeploymentParams, NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go). Its pod is read as
+# that view of the spec. A NIMService carries no other pod field (its podAffinity is pod affinity only):
+# a translation that needs one (node affinity, resource claims) cannot be written there (`fit_to_kind`).
+NIM = "<NIM operator's pod>"
+
+
+# Kubeflow Trainer v2: a TrainJob's trainer pods are its runtime's "node" job, with the container "node"
+# taking spec.trainer.resourcesPerNode (the TrainJob wins over everything else), and each entry of
+# spec.podTemplateOverrides (spec.podSpecOverrides before Trainer 2.1: its fields flat, no metadata) that
+# targets the job "node" laid over the runtime's template in order
+# (https://www.kubeflow.org/docs/components/trainer/operator-guides/podtemplate-overrides/). The pod is
+# read as that view: the resources as the container's, the override's nodeSelector, tolerations and
+# affinity as the pod's, written back there; the runtime's own (a separate document) is translated
+# where it is written. With no override for "node", one is made when the translation writes a pod field;
+# with several, which field wins is their order's, so the TrainJob is reported instead (`_held_back`).
+TRAINER = "<trainer node's pod>"
+_TRAINER_JOB = "node"
+_OVERRIDES = ("podTemplateOverrides", "podSpecOverrides")
+_TRAINER_PLACEMENT = ("nodeSelector", "tolerations", "affinity")
+_TRAINER_WHY = 'several of its pod overrides target the trainer job "node"; Trainer lays them over each other'
+
+
+# The pod fields a kind passes to its pods, where gpuport reads them as a view (NIM, TRAINER): (the fields,
+# who does not take the others, what they take instead), for `fit_to_kind`.
+_CARRIED = {
+    ("apps.nvidia.com", "NIMService"): (
+        frozenset({"nodeSelector", "tolerations", "containers"}),
+        "the NIM operator does not take from a NIMService",
+        "only nodeSelector, tolerations, resources",
+    ),
+    ("trainer.kubeflow.org", "TrainJob"): (
+        frozenset({*_TRAINER_PLACEMENT, "containers"}),
+        "gpuport does not write in a TrainJob",
+        'its trainer\'s resourcesPerNode; nodeSelector, tolerations, affinity of its override for "node"',
+    ),
+}
+
+
 def _trainer_runtime() -> tuple[Path, ...]:
     return (("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template"),)
 
@@ -86,6 +126,8 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
         ("spec", "leaderWorkerTemplate", "workerTemplate"),
     ),
     ("batch.volcano.sh", "Job"): (("spec", "tasks", "*", "template"),),
+    ("apps.nvidia.com", "NIMService"): (("spec", NIM),),
+    ("trainer.kubeflow.org", "TrainJob"): (("spec", TRAINER),),
     # Kubeflow Trainer v2: a runtime is a JobSet template (spec.template is the JobSet's).
     ("trainer.kubeflow.org", "TrainingRuntime"): _trainer_runtime(),
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
@@ -126,14 +168,9 @@ _MULTI_NODE_WHY = "KServe sizes a multi-node (workerSpec) head and its workers t
 _PODS = "the webhook translates its pods when they are created"
 _SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark operator's own; {_PODS}"
 UNREAD_KINDS: dict[tuple[str, str], str] = {
-    ("trainer.kubeflow.org", "TrainJob"): (
-        "it asks for GPUs in spec.trainer.resourcesPerNode and places pods through spec.podSpecOverrides, "
-        f"which its runtime's templates complete (those runtimes are translated); {_PODS}"
-    ),
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
     ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
-    ("apps.nvidia.com", "NIMService"): f"the NIM operator writes the pod from its spec.resources; {_PODS}",
 }
 
 
@@ -160,6 +197,13 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             for pointer, node in _walk(doc, path[:-1], ""):
                 if isinstance(node, Mapping) and _MULTI_NODE not in node:
                     yield _inline(doc, pointer, node)
+            continue
+        if path[-1] == TRAINER:
+            yield from _trainer(doc)
+            continue
+        if path[-1] == NIM:
+            node = mapping_at(doc, path[:-1])
+            yield from [_nim(doc, node)] if node is not None else ()
             continue
         if path[-1] == STEP:
             yield from (
@@ -244,18 +288,201 @@ class _View(dict):  # type: ignore[type-arg]
 def _inline(doc: Any, pointer: str, node: Mapping[str, Any]) -> tuple[str, Any]:
     """The template of a pod spec written inline: the node as its spec, with the metadata its pods get."""
     spec: Any = node
+    entries, extra, routes = dict(node), frozenset[str](), {}
     block = next((k for k in (_MODEL, *_FRAMEWORKS) if isinstance(node.get(k), Mapping)), None)
     if block is not None:
         written = node.get("containers")
         others = list(written) if isinstance(written, list) else []
         containers = [node[block], *(others if block == _MODEL else others[1:])]
-        entries = {k: v for k, v in node.items() if k != block}
-        spec = _View(node, {**entries, "containers": containers}, frozenset({"containers"}))
+        entries = {k: v for k, v in node.items() if k != block} | {"containers": containers}
+        extra = frozenset({"containers"})
+    annotations = mapping_at(doc, ("metadata", "annotations"))
+    if kind_key(doc) == ("serving.kserve.io", _KSERVE_KINDS[0]) and _gke_selected(annotations, entries):
+        assert annotations is not None  # _gke_selected read it
+        selector = {**(entries.get("nodeSelector") or {}), _GKE_LABEL: annotations[_GKE_KEY]}
+        own = _View(
+            lambda: _made(node, "nodeSelector"),
+            selector,
+            frozenset(),
+            {_GKE_LABEL: _Renamed(annotations, _GKE_KEY)},
+        )
+        entries["nodeSelector"], routes = own, {"nodeSelector": _GkeSelector(node, annotations)}
+    if block is not None or routes:
+        spec = _View(node, entries, extra, routes)
     if kind_key(doc) in _POD_METADATA_INSIDE:  # its labels and annotations are the node's own
         return pointer, _View(doc, {"metadata": node, "spec": spec}, frozenset({"metadata", "spec"}))
     metadata = doc.get("metadata")
     entries = {"spec": spec} if metadata is None else {"metadata": metadata, "spec": spec}
     return pointer, _View(doc, entries, frozenset({"spec"}))
+
+
+# KServe's pod mutator gives a pod of an InferenceService annotated serving.kserve.io/gke-accelerator (the
+# annotation is copied to its pods) the node selector cloud.google.com/gke-accelerator with its value,
+# when a container's limits name nvidia.com/gpu (kserve/kserve pkg/webhook/admission/pod/
+# accelerator_injector.go; kserve/kserve#17, #794). The pod's selector is read so, and written back
+# where each part comes from: the label to the annotation, the rest to the component's nodeSelector.
+_GKE_KEY = "serving.kserve.io/gke-accelerator"
+_GKE_LABEL = "cloud.google.com/gke-accelerator"
+_GKE_GPU = "nvidia.com/gpu"
+
+
+def _gke_selected(annotations: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> bool:
+    """Whether KServe adds the annotation's GKE selector to the pod of this component (see _GKE_KEY)."""
+    if not annotations or not isinstance(annotations.get(_GKE_KEY), str):
+        return False
+    written = spec.get("nodeSelector")
+    if isinstance(written, Mapping) and _GKE_LABEL in written:
+        return False  # the component's own selector says it already
+    containers = spec.get("containers")
+    listed = containers if isinstance(containers, list) else []
+    return any(
+        isinstance(c, Mapping) and _GKE_GPU in (mapping_at(c, ("resources", "limits")) or {}) for c in listed
+    )
+
+
+class _GkeSelector:
+    """Where a pod's nodeSelector of an InferenceService component is written back (see _GKE_KEY): the
+    GKE accelerator label to the InferenceService's annotation, the rest to the component's own."""
+
+    def __init__(self, component: Any, annotations: Any) -> None:
+        self._component, self._annotations = component, annotations
+
+    def __contains__(self, key: str) -> bool:
+        return key == "nodeSelector"
+
+    def __setitem__(self, key: str, value: Mapping[str, Any]) -> None:
+        del self[key]
+        rest = {k: v for k, v in value.items() if k != _GKE_LABEL}
+        if _GKE_LABEL in value:
+            self._annotations[_GKE_KEY] = value[_GKE_LABEL]
+        if rest:
+            self._component["nodeSelector"] = rest
+
+    def __delitem__(self, key: str) -> None:
+        self._component.pop("nodeSelector", None)
+        self._annotations.pop(_GKE_KEY, None)
+
+
+def _trainer_overrides(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(field, entry) for each pod override of a TrainJob that targets its trainer job (see TRAINER)."""
+    found = []
+    for field in _OVERRIDES:
+        entries = (mapping_at(doc, ("spec",)) or {}).get(field)
+        for entry in entries if isinstance(entries, list) else ():
+            targets = entry.get("targetJobs") if isinstance(entry, Mapping) else None
+            named = (
+                [t.get("name") for t in targets if isinstance(t, Mapping)]
+                if isinstance(targets, list)
+                else []
+            )
+            found += [(field, entry)] if _TRAINER_JOB in named else []
+    return found
+
+
+def _trainer(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The trainer pod of a TrainJob, as a view of its trainer and its override for "node" (see TRAINER)."""
+    trainer, overrides = mapping_at(doc, ("spec", "trainer")), _trainer_overrides(doc)
+    if trainer is None or len(overrides) > 1:
+        return
+    own = {"resources": trainer["resourcesPerNode"]} if "resourcesPerNode" in trainer else {}
+    routes = {"resources": _Renamed(trainer, "resourcesPerNode")}
+    container = _View(trainer, {"name": _TRAINER_JOB, **own}, frozenset({"name"}), routes)
+    if overrides:
+        field, entry = overrides[0]
+        pod: Any = entry if field == _OVERRIDES[1] else entry.get("spec")
+        if not isinstance(pod, Mapping):  # made in the override once the translation writes to it
+            pod = _View(lambda: _made(entry, "spec"), {}, frozenset())
+        metadata = entry.get("metadata") if field == _OVERRIDES[0] else mapping_at(doc, ("metadata",))
+        if not isinstance(metadata, Mapping):  # made in the override once the translation writes to it
+            metadata = _View(lambda: _made(entry, "metadata"), {}, frozenset())
+    else:  # a field the translation writes goes to a new override for "node"
+        pod = _View(lambda: _new_override(doc), {}, frozenset())
+        metadata = mapping_at(doc, ("metadata",)) or {}
+    placed = {k: pod[k] for k in _TRAINER_PLACEMENT if k in pod}
+    pod_spec = _View(pod, {**placed, "containers": [container]}, frozenset({"containers"}))
+    yield (
+        "/spec/trainer",
+        _View(doc, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"})),
+    )
+
+
+def _new_override(doc: Any) -> Any:
+    """The spec of a new pod override for the trainer job, in the form the TrainJob writes (see TRAINER)."""
+    spec = doc["spec"]
+    field = _OVERRIDES[1] if _OVERRIDES[1] in spec else _OVERRIDES[0]
+    entry: dict[str, Any] = {"targetJobs": [{"name": _TRAINER_JOB}]}
+    if field == _OVERRIDES[0]:
+        entry["spec"] = {}
+    _made_list(spec, field).append(entry)
+    written = _made_list(spec, field)[-1]
+    return written if field == _OVERRIDES[1] else written["spec"]
+
+
+def _made_list(node: Any, key: str) -> Any:
+    if not isinstance(node.get(key), list):
+        node[key] = []
+    return node[key]
+
+
+def _nim(doc: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
+    """The pod the NIM operator makes of a NIMService (see NIM), as a view of its spec."""
+    name = (mapping_at(doc, ("metadata",)) or {}).get("name")
+    own = {"resources": spec["resources"]} if "resources" in spec else {}
+    container = _View(spec, {"name": f"{name}-ctr", **own}, frozenset({"name"}))
+    placed = {k: spec[k] for k in ("nodeSelector", "tolerations") if k in spec}
+    pod_spec = _View(spec, {**placed, "containers": [container]}, frozenset({"containers"}))
+    metadata = _View(spec, {k: spec[k] for k in ("labels", "annotations") if k in spec}, frozenset())
+    return "/spec", _View(spec, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"}))
+
+
+class Fitted(NamedTuple):
+    patch: list[dict[str, Any]]  # what to write in the document
+    notes: list[str]  # what to say
+    refusals: list[str]  # why it cannot be written
+
+
+def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dict[str, Any]]) -> Fitted:
+    """A translation's `patch` of a pod `spec` of `doc` as `doc` can hold it. Knative checks a Service's
+    pod spec, Argo passes a step's fields to its pods, the NIM operator only some: never seen by the
+    webhook, only the object a file holds meets them, so the offline commands fit the webhook's patch to
+    them; the decision stays the webhook's, unaware of all three. The pod fields a kind does not pass to
+    its pods (see NIM) cannot be written there: a translated pod that needs one is refused; a pod already
+    in the target's words keeps its document as written (the webhook adds them to its pods). Then what
+    the controller must allow (`controller_notes`)."""
+    carried = _CARRIED.get(kind_key(doc))
+    if carried is not None:
+        set_here = {op["path"].split("/")[2] for op in patch if op["path"].startswith("/spec/")}
+        fields = sorted(set_here - carried[0])
+        said = f"{', '.join(fields)}, which {carried[1]}"
+        if fields and any(_records(op) for op in patch):
+            return Fitted([], [], [f"the translated pod needs {said} ({carried[2]})"])
+        if fields:
+            return Fitted([], [f"gpuport: the webhook adds {said}, to its pods when they are created"], [])
+    return Fitted(patch, controller_notes(doc, spec, patch), [])
+
+
+def _records(op: Mapping[str, Any]) -> bool:
+    """Whether a patch operation writes gpuport's record of a translation (so the pod was translated)."""
+    value = op.get("value")
+    annotations = value.get("annotations") if isinstance(value, Mapping) else None
+    return TRANSLATED_FROM in (op["path"].replace("~1", "/"), *(value or ()), *(annotations or ()))
+
+
+class _Renamed:
+    """One entry of a view, held in another map under another name (a GKE accelerator label as KServe's
+    annotation; a trainer container's resources as a TrainJob's resourcesPerNode)."""
+
+    def __init__(self, holder: Any, name: str) -> None:
+        self._holder, self._name = holder, name
+
+    def __contains__(self, key: str) -> bool:
+        return self._name in self._holder
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._holder[self._name] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._holder.pop(self._name, None)
 
 
 def _argo_steps(doc: Mapping[str, Any], path: Path) -> Iterator[tuple[str, Mapping[str, Any], Any, str]]:
@@ -427,6 +654,8 @@ def _held_back(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
                 for at, node in _walk(doc, path[:-1], "")
                 if isinstance(node, Mapping) and _MULTI_NODE in node
             ]
+        elif path[-1] == TRAINER and len(_trainer_overrides(doc)) > 1:
+            held.append(("/spec/trainer", _TRAINER_WHY))
         elif path[-1] == STEP:
             held += [(at, why) for at, _, _, why in _argo_steps(doc, path) if why]
             spec = "".join(f"/{part}" for part in path[:-3])

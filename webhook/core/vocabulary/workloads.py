@@ -16,6 +16,8 @@ POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 CONTAINER_LISTS = ("initContainers", "containers")
+# gpuport's record, on a pod it translated, of what the pod asked for before (written by the translation).
+TRANSLATED_FROM = "gpuport.io/translated-from"
 REQUIRED_NODE_AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 
 

@@ -1,0 +1,362 @@
+"""`gpuport translate` on the kinds operators make pods from, to every shipped map they concern: each
+fragment rewritten as the webhook rewrites the pods made from it, or the document refused when the target
+cannot serve it (manifests in tests/manifests/operators/, written in the shapes the operators publish)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.commands.translating import TRANSLATED_FROM, translate, warnings
+from webhook.config.cloudmap import default_directory, load_directory
+
+OPERATORS = Path(__file__).parents[1] / "manifests" / "operators"
+LOADED = load_directory(default_directory())
+SHIPPED = sorted(LOADED.maps)
+VENDOR = {name: m.vendor for name, m in LOADED.maps.items()}
+
+
+def manifest(name):
+    return (OPERATORS / name).read_text()
+
+
+def denials(err):
+    return [line.partition(": denied: ")[2] for line in err.splitlines() if ": denied: " in line]
+
+
+# Spark: the operator's gpu field is its own; what gpuport can say offline is whether the target has the
+# NVIDIA GPUs RAPIDS runs on.
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_a_rapids_spark_application_is_refused_where_there_are_no_nvidia_gpus(capsys, tmp_path, target):
+    text = manifest("spark-rapids-eks.yaml")
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert out == text  # never rewritten: the operator's gpu field is left to the webhook
+    if VENDOR[target] == "nvidia":
+        assert code == 0 and not denials(err)
+    else:
+        assert code == 1
+        assert denials(err) == [
+            "the RAPIDS Accelerator (sparkConf spark.plugins, sparkConf spark.rapids.sql.concurrentGpuTasks) "
+            f"runs on NVIDIA GPUs only (CUDA); {target} has AMD GPUs"
+        ]
+
+
+def test_a_spark_application_asking_nvidia_gpus_without_rapids_is_refused_on_amd_by_its_gpu_field(
+    capsys, tmp_path
+):
+    text = manifest("spark-rapids-eks.yaml")
+    plain = "\n".join(
+        line for line in text.splitlines() if "spark.plugins" not in line and "rapids.sql" not in line
+    )
+    code, _, err = translate(capsys, tmp_path, plain + "\n", "amd")
+    assert code == 1
+    assert denials(err) == ["it asks for NVIDIA GPUs (spec.executor.gpu nvidia.com/gpu); amd has AMD GPUs"]
+
+
+def test_a_scheduled_spark_application_is_judged_by_its_template(capsys, tmp_path):
+    app = manifest("spark-rapids-eks.yaml").split("spec:\n", 1)[1]
+    scheduled = (
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: ScheduledSparkApplication\n"
+        'metadata:\n  name: nightly\nspec:\n  schedule: "@daily"\n  template:\n'
+        + "".join(f"  {line}\n" for line in app.splitlines())
+    )
+    code, _, err = translate(capsys, tmp_path, scheduled, "amd")
+    assert code == 1 and "the RAPIDS Accelerator" in denials(err)[0]
+
+
+# KServe: serving.kserve.io/gke-accelerator on an InferenceService becomes the node selector
+# cloud.google.com/gke-accelerator of each of its GPU pods (KServe's pod mutator), so it is translated
+# exactly as that selector written in the predictor would be, and written back where it was written.
+
+GKE_ANNOTATION = "serving.kserve.io/gke-accelerator"
+GKE_LABEL = "cloud.google.com/gke-accelerator"
+
+
+def kserve(name):
+    return (OPERATORS.parent / "serving" / name).read_text()
+
+
+def selector_as_kserve_makes_it(isvc):
+    """The predictor pod's nodeSelector: the predictor's own, and the annotation's label (its GPU asks
+    nvidia.com/gpu in both documents here)."""
+    selector = dict(isvc["spec"]["predictor"].get("nodeSelector") or {})
+    annotation = (isvc["metadata"].get("annotations") or {}).get(GKE_ANNOTATION)
+    return selector | ({GKE_LABEL: annotation} if annotation else {})
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_kserve_s_gke_accelerator_annotation_is_translated_as_the_selector_kserve_makes_of_it(
+    capsys, tmp_path, target
+):
+    text = kserve("kserve-gke-accelerator.yaml")
+    written = text.replace(
+        f"    {GKE_ANNOTATION}: nvidia-l4   # the GPU model, in GKE's words\n", ""
+    ).replace(
+        "    minReplicas: 1\n", f"    minReplicas: 1\n    nodeSelector:\n      {GKE_LABEL}: nvidia-l4\n"
+    )
+    assert written != text and GKE_ANNOTATION not in written
+    code, out, err = translate(capsys, tmp_path, text, target)
+    expected_code, expected_out, expected_err = translate(capsys, tmp_path, written, target)
+    assert (code, denials(err)) == (expected_code, denials(expected_err))
+    if code:
+        assert out == text
+        return
+    [isvc, *claim_templates], [expected, *expected_templates] = (
+        yaml.safe_load_all(out),
+        yaml.safe_load_all(expected_out),
+    )
+    assert claim_templates == expected_templates  # a DRA target's, the same either way
+    assert selector_as_kserve_makes_it(isvc) == selector_as_kserve_makes_it(expected)
+    without = {k: v for k, v in isvc["spec"]["predictor"].items() if k != "nodeSelector"}
+    assert without == {k: v for k, v in expected["spec"]["predictor"].items() if k != "nodeSelector"}
+    annotations = isvc["metadata"]["annotations"]
+    assert {k: v for k, v in annotations.items() if k != GKE_ANNOTATION} == expected["metadata"][
+        "annotations"
+    ]
+    # The label stays where the author wrote it: in the annotation while the target is GKE, else gone.
+    assert (GKE_ANNOTATION in annotations) == (GKE_LABEL in selector_as_kserve_makes_it(isvc))
+    assert GKE_LABEL not in (isvc["spec"]["predictor"].get("nodeSelector") or {})
+    # Untouched, byte for byte (a DRA target's claim template follows).
+    assert out.split("  transformer:\n")[1].startswith(text.split("  transformer:\n")[1])
+
+
+def test_on_eks_the_annotation_gives_way_to_the_instance_types_of_an_l4(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, kserve("kserve-gke-accelerator.yaml"), "eks")
+    assert code == 0
+    isvc = yaml.safe_load(out)
+    assert GKE_ANNOTATION not in isvc["metadata"]["annotations"]
+    assert json.loads(isvc["metadata"]["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        GKE_LABEL: "nvidia-l4"
+    }
+    terms = isvc["spec"]["predictor"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    [[expression]] = [term["matchExpressions"] for term in terms["nodeSelectorTerms"]]
+    assert expression["key"] == "node.kubernetes.io/instance-type" and "g6.xlarge" in expression["values"]
+    assert out.startswith("# A KServe InferenceService on a GKE L4")
+
+
+def test_the_annotation_of_a_service_that_asks_for_no_nvidia_gpu_is_left_alone(capsys, tmp_path):
+    text = kserve("kserve-gke-accelerator.yaml").replace('          nvidia.com/gpu: "1"\n', "")
+    code, out, _ = translate(capsys, tmp_path, text, "eks")
+    assert (code, out) == (0, text)  # KServe adds no selector to a pod without nvidia.com/gpu limits
+
+
+# NIM: the operator makes a Deployment of each NIMService; the NIMService is translated as that
+# Deployment's pod template is, where the NIMService can say it, and refused where it cannot.
+
+NIM_CARRIED = {"nodeSelector", "tolerations", "containers"}
+
+
+def deployment_the_nim_operator_makes(nim):
+    """The Deployment the NIM operator makes of a NIMService, as far as gpuport reads it."""
+    spec, name = nim["spec"], nim["metadata"]["name"]
+    metadata = {k: spec[k] for k in ("labels", "annotations") if k in spec}
+    pod = {k: spec[k] for k in ("nodeSelector", "tolerations") if k in spec}
+    pod["containers"] = [{"name": f"{name}-ctr", "image": "nim", "resources": spec["resources"]}]
+    template = {"metadata": metadata, "spec": pod}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"template": template},
+    }
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_a_nim_service_is_translated_as_the_deployment_the_nim_operator_makes_of_it(capsys, tmp_path, target):
+    text = manifest("nimservice-gke-h100.yaml")
+    nim = yaml.safe_load(text)
+    deployment = yaml.safe_dump(deployment_the_nim_operator_makes(nim), sort_keys=False)
+    code, out, err = translate(capsys, tmp_path, text, target)
+    pod_code, pod_out, pod_err = translate(capsys, tmp_path, deployment, target)
+    if pod_code:  # the webhook would refuse its pods: so is the NIMService, in the same words
+        assert (code, denials(err), out) == (1, denials(pod_err), text)
+        return
+    pod = next(yaml.safe_load_all(pod_out))["spec"]["template"]  # a DRA target's claim template follows
+    added = set(pod["spec"]) - NIM_CARRIED
+    translated = TRANSLATED_FROM in (pod.get("metadata") or {}).get("annotations", {})
+    if added and translated:
+        assert code == 1 and out == text
+        assert denials(err) == [
+            f"the translated pod needs {', '.join(sorted(added))}, which the NIM operator does not take from "
+            "a NIMService (only nodeSelector, tolerations, resources)"
+        ]
+        return
+    assert code == 0
+    if added:  # already in the target's words: left as written, the webhook adds the rest to its pods
+        assert out == text
+        assert f"the webhook adds {', '.join(sorted(added))}" in "\n".join(warnings(err))
+        return
+    translated_nim = yaml.safe_load(out)["spec"]
+    for field in ("nodeSelector", "tolerations"):
+        assert translated_nim.get(field) == pod["spec"].get(field)
+    [container] = pod["spec"]["containers"]
+    assert translated_nim["resources"] == container["resources"]
+    assert {"labels": translated_nim.get("labels"), "annotations": translated_nim.get("annotations")} == {
+        "labels": pod["metadata"].get("labels"),
+        "annotations": pod["metadata"].get("annotations"),
+    }
+    # Every line before the scheduling fields, the image and the model cache among them, as written.
+    head = text.split("  nodeSelector:\n")[0]
+    assert out.startswith(head)
+
+
+def test_a_nim_service_moved_to_aks_takes_the_instance_type_of_an_h100(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, manifest("nimservice-gke-h100.yaml"), "aks")
+    assert code == 0
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in spec["tolerations"]
+    assert json.loads(spec["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"
+    }
+    assert "affinity" not in spec and "containers" not in spec
+
+
+# Kubeflow Trainer: a TrainJob's trainer pods are its runtime's "node" job, with the TrainJob's
+# resourcesPerNode on the container "node" and its override for "node" laid over the pod.
+
+TRAINER_CARRIED = {"nodeSelector", "tolerations", "affinity", "containers"}
+TRAINJOBS = [OPERATORS / "trainjob-eks-a100.yaml", OPERATORS / "trainjob-gke-h100.yaml"]
+
+
+def trainer_override(trainjob):
+    """(the override's pod fields, its metadata) for the trainer job, in either form of the API."""
+    spec = trainjob["spec"]
+    for field in ("podTemplateOverrides", "podSpecOverrides"):
+        for entry in spec.get(field) or []:
+            if {"name": "node"} in entry["targetJobs"]:
+                if field == "podSpecOverrides":
+                    return entry, trainjob["metadata"]
+                return entry.get("spec") or {}, entry.get("metadata") or {}
+    return {}, {}
+
+
+def job_the_trainer_makes(trainjob):
+    """The pod template of the trainer's "node" Job, as far as the TrainJob says it."""
+    placed, metadata = trainer_override(trainjob)
+    pod = {k: placed[k] for k in ("nodeSelector", "tolerations", "affinity") if k in placed}
+    pod["containers"] = [
+        {"name": "node", "image": "t", "resources": trainjob["spec"]["trainer"]["resourcesPerNode"]}
+    ]
+    template = {"metadata": metadata, "spec": pod}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "node"},
+        "spec": {"template": template},
+    }
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+@pytest.mark.parametrize("path", TRAINJOBS, ids=lambda p: p.stem)
+def test_a_trainjob_is_translated_as_the_trainer_pods_its_runtime_makes(capsys, tmp_path, path, target):
+    text = path.read_text()
+    job = yaml.safe_dump(job_the_trainer_makes(yaml.safe_load(text)), sort_keys=False)
+    code, out, err = translate(capsys, tmp_path, text, target)
+    pod_code, pod_out, pod_err = translate(capsys, tmp_path, job, target)
+    if pod_code:
+        assert (code, denials(err), out) == (1, denials(pod_err), text)
+        return
+    pod = next(yaml.safe_load_all(pod_out))["spec"]["template"]
+    added = set(pod["spec"]) - TRAINER_CARRIED
+    if added:  # every shipped map's scheduler or claims: nothing in a TrainJob carries them
+        assert code == 1 and out == text
+        assert denials(err) == [
+            f"the translated pod needs {', '.join(sorted(added))}, which gpuport does not write in a "
+            "TrainJob (its trainer's resourcesPerNode; nodeSelector, tolerations, affinity of its override "
+            'for "node")'
+        ]
+        return
+    assert code == 0
+    trainjob = yaml.safe_load(out)
+    placed, metadata = trainer_override(trainjob)
+    for field in ("nodeSelector", "tolerations", "affinity"):
+        assert placed.get(field) == pod["spec"].get(field), field
+    [container] = pod["spec"]["containers"]
+    assert trainjob["spec"]["trainer"]["resourcesPerNode"] == container["resources"]
+    assert (metadata.get("annotations") or {}) == (pod["metadata"].get("annotations") or {})
+    # The TrainJob's other fields, and the overrides of other jobs, as written.
+    original = yaml.safe_load(text)
+    assert {
+        k: v
+        for k, v in trainjob["spec"].items()
+        if k not in ("trainer", "podTemplateOverrides", "podSpecOverrides")
+    } == {
+        k: v
+        for k, v in original["spec"].items()
+        if k not in ("trainer", "podTemplateOverrides", "podSpecOverrides")
+    }
+    others = [
+        e for e in trainjob["spec"].get("podTemplateOverrides", []) if {"name": "node"} not in e["targetJobs"]
+    ]
+    assert others == [
+        e for e in original["spec"].get("podTemplateOverrides", []) if {"name": "node"} not in e["targetJobs"]
+    ]
+    # Comments and the head, byte for byte (the podSpecOverrides form records the translation in the
+    # TrainJob's metadata, having none of its own).
+    assert out.startswith(text.split("metadata:\n")[0])
+    assert ("  runtimeRef:\n    name: torch-distributed\n" in out) and "numNodes: 2" in out
+
+
+def test_a_trainjob_moved_from_eks_to_gke_selects_the_a100_by_gke_s_label(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, (OPERATORS / "trainjob-eks-a100.yaml").read_text(), "gke")
+    assert code == 0
+    [initializer, trainer] = yaml.safe_load(out)["spec"]["podTemplateOverrides"]
+    assert initializer["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "m6i.4xlarge"}
+    assert trainer["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    assert trainer["spec"]["serviceAccountName"] == "finetune" and trainer["metadata"]["labels"] == {
+        "team": "summarization"
+    }
+    assert json.loads(trainer["metadata"]["annotations"][TRANSLATED_FROM])["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "p4d.24xlarge"
+    }
+    assert "nvidia-tesla-a100" in out.split("    - targetJobs:\n        - name: node\n")[1]
+
+
+def test_a_trainjob_without_an_override_for_its_trainer_gets_one_when_its_pods_need_a_selector(
+    capsys, tmp_path
+):
+    text = (
+        (OPERATORS / "trainjob-eks-a100.yaml")
+        .read_text()
+        .split("    - targetJobs:\n        - name: node\n")[0]
+    )
+    text = text.replace("nvidia.com/gpu: 8   # every GPU of the node", "nvidia.com/mig-1g.5gb: 2")
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "2"}
+    [_, made] = spec["podTemplateOverrides"]
+    assert made["targetJobs"] == [{"name": "node"}]
+    assert made["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
+
+
+def test_a_trainjob_whose_trainer_has_several_overrides_is_said_and_left_as_written(capsys, tmp_path):
+    text = (OPERATORS / "trainjob-eks-a100.yaml").read_text()
+    text += "    - targetJobs:\n        - name: node\n      spec:\n        nodeSelector:\n          zone: a\n"
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert (code, out) == (0, text)
+    assert 'several of its pod overrides target the trainer job "node"' in err
+    assert "(nvidia.com/gpu) are left as written" in err
+
+
+def test_a_trainer_override_holding_only_metadata_gets_a_spec_when_the_translation_writes_a_selector(
+    capsys, tmp_path
+):
+    text = (OPERATORS / "trainjob-eks-a100.yaml").read_text()
+    bare = text.split("      spec:\n        serviceAccountName")[0]  # the override for "node": metadata only
+    bare = bare.replace("nvidia.com/gpu: 8   # every GPU of the node", "nvidia.com/mig-1g.5gb: 2")
+    code, out, _ = translate(
+        capsys, tmp_path, bare, "eks"
+    )  # eks names the MIG resource alike: nothing to write
+    assert (code, out) == (0, bare)
+    code, out, _ = translate(capsys, tmp_path, bare, "gke")
+    assert code == 0
+    [_, trainer] = yaml.safe_load(out)["spec"]["podTemplateOverrides"]
+    assert trainer["metadata"]["labels"] == {"team": "summarization"}
+    assert trainer["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
