@@ -14,6 +14,7 @@ import jsonpatch
 import yaml
 from ruamel.yaml.error import YAMLError
 
+from webhook.adapters.files.amounts import quoting, write_counts
 from webhook.adapters.files.yamledit import (
     BOM,
     edit_document,
@@ -144,7 +145,9 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                     edits_metadata = any(op["path"].startswith("/metadata") for op in result.patch)
                     if edits_metadata and template.get("metadata") is None and hasattr(template, "insert"):
                         template.insert(0, "metadata", {})  # where a reader expects it: before the spec
+                    styles = quoting(template)
                     _apply(template, plain, result.patch)
+                    write_counts(template, styles)
                     document.changed.append(path)
                     annotations = (template.get("metadata") or {}).get("annotations")
                     if annotations is not None and TRANSLATED_FROM in annotations:
