@@ -12,6 +12,8 @@ from tests.helpers import context
 from webhook.adapters.files.offline import dump_documents, load_documents, translate_documents
 from webhook.adapters.files.yamlstyle import round_trip
 from webhook.config.cloudmap import default_directory
+from webhook.core.deciding.decision import MAX_WARNING_CHARS, allow
+from webhook.core.deciding.review import build_response
 from webhook.core.vocabulary.templates import pod_templates
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
@@ -98,3 +100,58 @@ def _asks(text: str):
                         if re.fullmatch("[0-9]+", str(value)):
                             yield name, value
 
+
+# A whole-GPU pod is kept off MIG-partitioned nodes only where its model can be partitioned on that cloud.
+
+PARTITION = "cloud.google.com/gke-gpu-partition-size"
+SHARING = "cloud.google.com/gke-gpu-sharing-strategy"
+
+
+def _required_keys(out: str) -> set[str]:
+    keys = set()
+    for document in round_trip().load_all(out):
+        for _, template in pod_templates(document):
+            affinity = (template.get("spec") or {}).get("affinity") or {}
+            required = (affinity.get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+            for term in (required or {}).get("nodeSelectorTerms") or []:
+                keys |= {e["key"] for e in term.get("matchExpressions") or []}
+    return keys
+
+
+def test_an_l4_pod_on_gke_gets_no_mig_partition_exclusion(capsys, tmp_path):
+    code, out, err = translate(capsys, tmp_path, (MANIFESTS / "gke-l4-vllm-spot.yaml").read_text(), "gke")
+    assert code == 0
+    assert PARTITION not in out and PARTITION not in err  # no L4 is ever partitioned
+    assert SHARING in _required_keys(out)  # GKE time-shares any GPU model, an L4 too
+
+
+@pytest.mark.parametrize("manifest", ["comments-everywhere.yaml", "serving/kserve-isvc-eks-t4.yaml"])
+def test_the_partition_exclusion_follows_the_model(capsys, tmp_path, manifest):
+    """An A100 (comments-everywhere) can be partitioned on GKE; a T4 (the KServe service) cannot."""
+    _, out, _ = translate(capsys, tmp_path, (MANIFESTS / manifest).read_text(), "gke")
+    assert (PARTITION in _required_keys(out)) == (manifest == "comments-everywhere.yaml")
+    assert SHARING in _required_keys(out)
+
+
+# Every warning gpuport says of the shipped test manifests on every shipped map fits kubectl's 120
+# characters in the admission response and still names what the pod gets now.
+
+
+@pytest.mark.parametrize("target", MAPS)
+def test_every_warning_fits_kubectl_and_names_the_change(target):
+    translating = context(target)
+    unfit = []
+    for path in sorted(MANIFESTS.rglob("*.yaml")):
+        manifest = load_documents(path.read_text(encoding="utf-8"), path.name)
+        said = [w for result in translate_documents(manifest, translating) for w in result.warnings]
+        shown = build_response("uid", allow(warnings=said))["response"].get("warnings", [])
+        for full, short in zip(said, shown, strict=True):
+            now = re.match(
+                r"(?:required affinity |required node affinity |claim )?([^\s,:]+)", full.split(" → ")[-1]
+            )
+            names_it = " → " not in full or (now is not None and now.group(1) in short)
+            if len(short) > MAX_WARNING_CHARS or not names_it or not full.startswith(short.split(" ")[0]):
+                unfit.append((path.name, short))
+    assert unfit == []

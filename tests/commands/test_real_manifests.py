@@ -112,13 +112,13 @@ def test_a_native_whole_gpu_pod_is_kept_off_slice_nodes_as_far_as_the_nodes_say(
         assert code == 0
         return deployment["spec"]["template"]["spec"], err
 
-    spec, err = spec_of()  # no view: the map says both kinds of slice nodes may exist
-    assert required(spec) == GKE_WHOLE_ONLY
-    assert f"whole GPUs only: nodes without {partition} (gke: they give MIG partitions)" in err
+    # No view: the map says time-shared nodes may exist; MIG partitions never hold an L4.
+    spec, err = spec_of()
+    assert required(spec) == [{"key": sharing, "operator": "DoesNotExist"}]
     assert f"whole GPUs only: nodes without {sharing} (gke: they give shared GPUs)" in err
-    spec, err = spec_of(whole, partitioned)  # off the partitioned nodes; no time-sharing pool here
-    assert required(spec) == [{"key": partition, "operator": "DoesNotExist"}]
-    assert f"nodes without {partition} (some here give MIG partitions)" in err and sharing not in err
+    assert partition not in err
+    spec, err = spec_of(whole, partitioned)  # the partitioned H100s are no L4s: nothing to keep off
+    assert "affinity" not in spec and "whole GPUs" not in err
     spec, err = spec_of(shared)  # every node gives shares: requiring a whole GPU would never schedule
     assert "affinity" not in spec
     assert f"every nvidia.com/gpu node here has {sharing}: the pod gets a shared GPU" in err
