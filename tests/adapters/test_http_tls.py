@@ -95,7 +95,7 @@ def test_fractional_pod_is_denied_over_https(server):
     assert status == 200
     assert response["allowed"] is False
     assert response["status"]["message"].startswith(
-        'Pod "wh-gpu-frac": containers[0] "main": nvidia.com/gpu is 0.5'
+        'Pod "wh-gpu-frac": containers[0] "main": nvidia.com/gpu is 500m (0.5)'
     )
 
 

@@ -31,7 +31,7 @@ def test_mutate_denies_half_a_gpu(client):
     body = response.get_json()
     assert body["response"]["uid"] == "025feffe-8424-49d4-bfea-b8fc2b2b5fbd"
     assert body["response"]["allowed"] is False
-    assert "nvidia.com/gpu is 0.5" in body["response"]["status"]["message"]
+    assert "nvidia.com/gpu is 500m (0.5)" in body["response"]["status"]["message"]
 
 
 @pytest.mark.parametrize("route", ["/mutate", "/validate"])

@@ -44,7 +44,9 @@ def specs(doc):
 
 
 def limits(spec, index=0):
-    return spec["containers"][index]["resources"]["limits"]
+    """The container's limits as the quantities the API server reads (a count may be written `1`;
+    that counts stay numbers is tested in test_output_details.py)."""
+    return {name: str(value) for name, value in spec["containers"][index]["resources"]["limits"].items()}
 
 
 def required(spec):
@@ -110,13 +112,13 @@ def test_a_native_whole_gpu_pod_is_kept_off_slice_nodes_as_far_as_the_nodes_say(
         assert code == 0
         return deployment["spec"]["template"]["spec"], err
 
-    spec, err = spec_of()  # no view: the map says both kinds of slice nodes may exist
-    assert required(spec) == GKE_WHOLE_ONLY
-    assert f"whole GPUs only: nodes without {partition} (gke: they give MIG partitions)" in err
+    # No view: the map says time-shared nodes may exist; MIG partitions never hold an L4.
+    spec, err = spec_of()
+    assert required(spec) == [{"key": sharing, "operator": "DoesNotExist"}]
     assert f"whole GPUs only: nodes without {sharing} (gke: they give shared GPUs)" in err
-    spec, err = spec_of(whole, partitioned)  # off the partitioned nodes; no time-sharing pool here
-    assert required(spec) == [{"key": partition, "operator": "DoesNotExist"}]
-    assert f"nodes without {partition} (some here give MIG partitions)" in err and sharing not in err
+    assert partition not in err
+    spec, err = spec_of(whole, partitioned)  # the partitioned H100s are no L4s: nothing to keep off
+    assert "affinity" not in spec and "whole GPUs" not in err
     spec, err = spec_of(shared)  # every node gives shares: requiring a whole GPU would never schedule
     assert "affinity" not in spec
     assert f"every nvidia.com/gpu node here has {sharing}: the pod gets a shared GPU" in err
@@ -149,7 +151,7 @@ def test_a_shared_name_that_depends_on_the_device_plugin_s_settings_is_said(caps
 def test_an_exclusive_hami_card_on_a_mig_single_cluster_is_pinned_to_an_unsliced_product(capsys):
     code, [pod], _err = translate(capsys, "hami-exclusive.yaml", "generic-mig-single")
     assert code == 0
-    assert limits(pod["spec"]) == {"nvidia.com/gpu": 1}  # the HAMi memory and core asks are gone
+    assert limits(pod["spec"]) == {"nvidia.com/gpu": "1"}  # the HAMi memory and core asks are gone
     [product] = [e for e in required(pod["spec"]) if e["key"] == "nvidia.com/gpu.product"]
     assert "NVIDIA-A100-SXM4-40GB" in product["values"]
     assert not any("-MIG-" in value for value in product["values"])
@@ -225,7 +227,7 @@ def test_a_percentage_moves_as_a_percentage_where_the_target_has_one(capsys):
 def test_all_of_a_card_is_a_whole_gpu_not_a_time_slice(capsys):
     code, [pod], err = translate(capsys, "hami-exclusive.yaml", "eks")
     assert code == 0
-    assert limits(pod["spec"]) == {"nvidia.com/gpu": 1}
+    assert limits(pod["spec"]) == {"nvidia.com/gpu": "1"}
     assert "gpu.shared" not in err
 
 
@@ -444,7 +446,7 @@ def test_a_slice_no_node_offers_is_said(capsys, tmp_path):
         "node.kubernetes.io/instance-type: p5.48xlarge", "example.com/pool: a"
     )
     code, [pod], err = translate_text(capsys, tmp_path, written_here, "generic", "--inventory", nodes)
-    assert limits(pod["spec"]) == {"nvidia.com/mig-1g.10gb": 1}  # already this cluster's words: kept
+    assert limits(pod["spec"]) == {"nvidia.com/mig-1g.10gb": "1"}  # already this cluster's words: kept
     assert "no node offers nvidia.com/mig-1g.10gb now; the pod waits for one" in err
 
 
@@ -500,7 +502,7 @@ def test_a_trainer_runtime_s_node_job_is_translated_where_trainjobs_take_it(caps
     [job] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     spec = job["template"]["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5.48xlarge"}  # 8 H100s a node
-    assert limits(spec) == {"nvidia.com/gpu": 8}
+    assert limits(spec) == {"nvidia.com/gpu": "8"}
     assert "ClusterTrainingRuntime/torch-distributed-h100" in err
 
 
@@ -514,14 +516,14 @@ def test_a_hami_dynamic_mig_ask_keeps_its_isolation_where_the_target_offers_mig(
         assert "(MIG, as asked: memory isolated)" in err
     code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "generic-mig-single")
     [product] = required(pod["spec"])  # a MIG instance there is a product name ending in -MIG-<profile>
-    assert limits(pod["spec"]) == {"nvidia.com/gpu": 2}  # the author's line, kept
+    assert limits(pod["spec"]) == {"nvidia.com/gpu": "2"}  # the author's line, kept
     assert all("-MIG-1g.10gb" in v for v in product["values"])
     # No MIG there: the platform's own memory share.
     code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "koordinator")
     assert code == 0 and limits(pod["spec"])["koordinator.sh/gpu-memory"] == "8000Mi"
     assert "memory isolated" not in err
     code, [pod], err = translate(capsys, "hami-dynamic-mig.yaml", "hami")  # at home: as written
-    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 8000}
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "8000"}
 
 
 def test_a_dynamic_mig_ask_stays_dynamic_mig_between_hami_and_volcano(capsys):
@@ -553,7 +555,7 @@ def test_hami_s_own_mig_sample_is_native_on_hami(capsys, tmp_path):
     text = text.replace("          nvidia.com/gpu: 2 # two MIG instances\n", "")
     text = text.replace('  annotations:\n    nvidia.com/vgpu-mode: "mig"\n', "")
     code, [pod], err = translate_text(capsys, tmp_path, text, "hami")
-    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/mig-3g.20gb": 1}
+    assert code == 0 and limits(pod["spec"]) == {"nvidia.com/mig-3g.20gb": "1"}
     assert "schedulerName" not in pod["spec"] and not err
 
 

@@ -78,7 +78,8 @@ def test_a_workflow_s_gpu_step_is_translated_and_recorded_where_argo_takes_its_p
         k: v for k, v in before["spec"].items() if k != "templates"
     }
     assert warnings(err) == [
-        f"node selector node.kubernetes.io/instance-type={'|'.join(instance_types(train))}"
+        "node selector cloud.google.com/gke-accelerator=nvidia-tesla-t4 replaced by required node affinity "
+        f"node.kubernetes.io/instance-type in {'|'.join(instance_types(train))}"
     ]
 
 

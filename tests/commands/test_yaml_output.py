@@ -94,6 +94,19 @@ def gpu_entry_lines(text: str) -> set[int]:
     return found
 
 
+def as_quantities(node):
+    """`node` with every amount in a limits or requests mapping as the quantity string the API server
+    reads (a count written `1` and the patch's "1" are one quantity)."""
+    if isinstance(node, dict):
+        return {
+            k: {n: str(v) for n, v in value.items()}
+            if k in ("limits", "requests") and isinstance(value, dict)
+            else as_quantities(value)
+            for k, value in node.items()
+        }
+    return [as_quantities(v) for v in node] if isinstance(node, list) else node
+
+
 def documents_of(text: str) -> list:
     return [round_trip().load(chunk) for chunk in split_documents(text.removeprefix(BOM))]
 
@@ -121,7 +134,7 @@ def test_corpus_output_is_the_input_but_for_gpu_lines_and_parses_to_the_webhook_
         if expected == as_plain:
             assert after == before, "a document gpuport does not change is printed byte for byte"
         else:
-            assert plain(round_trip().load(after)) == expected
+            assert as_quantities(plain(round_trip().load(after))) == as_quantities(expected)
             assert ("\r\n" in after) == ("\r\n" in before)
 
 
@@ -153,7 +166,7 @@ def test_diff_shows_only_the_changed_lines(tmp_path, capsys):
         '+    gpuport.io/translated-from: \'{"containers[0]":{"nvidia.com/gpu":"1"},"nodeSelector":'
         '{"cloud.google.com/gke-accelerator":"nvidia-tesla-a100"}}\'',
         "-    cloud.google.com/gke-accelerator: nvidia-tesla-a100  # A2 machines",
-        "+    node.kubernetes.io/instance-type: p4d.24xlarge",
+        "+    node.kubernetes.io/instance-type: p4d.24xlarge       # A2 machines",  # the label said again
     ]
 
 
@@ -245,7 +258,7 @@ def test_any_style_round_trips_to_the_webhook_s_object_with_only_gpu_lines_chang
         if expected == document:
             assert after == before
         else:
-            assert plain(round_trip().load(after)) == expected
+            assert as_quantities(plain(round_trip().load(after))) == as_quantities(expected)
     json.dumps(plain(documents_of(output)))  # every document parses
 
 
@@ -270,8 +283,10 @@ def test_a_change_the_splice_cannot_place_is_re_dumped_and_still_exact():
     )
     output = translate_text(text, "eks")
     expected = webhook_result(plain(round_trip().load(text)), "eks")
-    assert plain(round_trip().load(output)) == expected
-    assert expected["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/gpu.shared": "1"}
+    assert plain(round_trip().load(output))["spec"]["containers"][1]["resources"]["limits"] == {
+        "nvidia.com/gpu.shared": 1  # a count, as its author wrote counts
+    }
+    assert as_quantities(plain(round_trip().load(output))) == as_quantities(expected)
 
 
 def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsys, monkeypatch):
@@ -408,12 +423,12 @@ def test_an_ack_cgpu_ask_rewritten_for_hami_keeps_its_comments_at_their_columns(
             "        resources:\n"
             "          limits:\n"
             "            # One cGPU share of one card.\n"
-            '            nvidia.com/gpumem: "4096" # Apply for 4 GiB of GPU memory.\n'
-            '            nvidia.com/gpu: "1"\n'
+            "            nvidia.com/gpumem: 4096 # Apply for 4 GiB of GPU memory.\n"
+            "            nvidia.com/gpu: 1\n"
             '            cpu: "1"      # host CPU stays\n'
             "          requests:\n"
-            '            nvidia.com/gpumem: "4096"                      # same as the limit\n'
-            '            nvidia.com/gpu: "1"\n',
+            "            nvidia.com/gpumem: 4096                        # same as the limit\n"
+            "            nvidia.com/gpu: 1\n",
         ),
         "      schedulerName: hami-scheduler\n",
     )
@@ -430,10 +445,10 @@ def test_an_ack_cgpu_ask_rewritten_for_tke_keeps_its_comments(tmp_path, capsys):
             "        resources:\n"
             "          limits:\n"
             "            # One cGPU share of one card.\n"
-            '            tke.cloud.tencent.com/qgpu-memory: "4" # Apply for 4 GiB of GPU memory.\n'
+            "            tke.cloud.tencent.com/qgpu-memory: 4 # Apply for 4 GiB of GPU memory.\n"
             '            cpu: "1"      # host CPU stays\n'
             "          requests:\n"
-            '            tke.cloud.tencent.com/qgpu-memory: "4"         # same as the limit\n',
+            "            tke.cloud.tencent.com/qgpu-memory: 4           # same as the limit\n",
         )
     )
     assert output == expected
@@ -466,11 +481,11 @@ def test_hami_s_sample_for_ack_keeps_each_comment_with_the_ask_of_the_same_amoun
     assert output == (
         HAMI_HEAD
         + HAMI_CONTAINER
-        + '          aliyun.com/gpu-count: "2" # declare how many physical GPUs the pod needs\n'
+        + "          aliyun.com/gpu-count: 2 # declare how many physical GPUs the pod needs\n"
         "          # Optional, integer\n"
-        '          aliyun.com/gpu-mem: "3" # identifies 3000M GPU memory each physical GPU allocates'
+        "          aliyun.com/gpu-mem: 3   # identifies 3000M GPU memory each physical GPU allocates"
         " to the pod\n"
-        '          aliyun.com/gpu-core.percentage: "30" # identifies 30% GPU core each physical GPU allocates'
+        "          aliyun.com/gpu-core.percentage: 30 # identifies 30% GPU core each physical GPU allocates"
         " to the pod\n"
     )
     # The memory ask's comment is at the column its author gave it.
@@ -482,7 +497,7 @@ def test_hami_s_sample_shared_drops_only_the_deleted_asks_and_their_comments(tmp
     assert output == (
         HAMI_HEAD
         + HAMI_CONTAINER
-        + '          nvidia.com/gpu.shared: "2" # declare how many physical GPUs the pod needs\n'
+        + "          nvidia.com/gpu.shared: 2 # declare how many physical GPUs the pod needs\n"
     )
 
 
@@ -540,12 +555,12 @@ spec:
 @pytest.mark.parametrize(
     ("target", "asks"),
     [
-        ("generic-mig-single", ['        nvidia.com/gpu: "2"           # two 1g.10gb instances\n']),
+        ("generic-mig-single", ["        nvidia.com/gpu: 2             # two 1g.10gb instances\n"]),
         (
             "volcano",
             [
-                '        volcano.sh/vgpu-number: "2"   # two 1g.10gb instances\n',
-                '        volcano.sh/vgpu-memory: "10240"\n',
+                "        volcano.sh/vgpu-number: 2     # two 1g.10gb instances\n",
+                "        volcano.sh/vgpu-memory: 10240\n",
             ],
         ),
     ],
@@ -599,9 +614,7 @@ def test_a_flow_mapping_of_asks_rewritten_whole_keeps_its_comment_once(tmp_path,
         "      limits: {aliyun.com/gpu-mem: 8, memory: 2Gi}  # the share\n",
     )
     output = cli_translate(tmp_path, capsys, text, "ack", "hami")
-    assert (
-        '      limits: {memory: 2Gi, nvidia.com/gpumem: "8192", nvidia.com/gpu: "1"} # the share\n' in output
-    )
+    assert "      limits: {memory: 2Gi, nvidia.com/gpumem: 8192, nvidia.com/gpu: 1} # the share\n" in output
 
 
 @pytest.mark.parametrize("indentless", [False, True])

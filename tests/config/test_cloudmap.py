@@ -221,7 +221,8 @@ def test_every_sharing_form_says_what_it_means_and_how_it_is_asked_for():
     from webhook.core.vocabulary import sharing
 
     assert set(sharing.SHARING_TRAITS) == set(get_args(sharing.SharedFormName))
-    for cloud_map in load_directory(default_directory()).maps.values():
+    loaded = load_directory(default_directory())
+    for cloud_map in loaded.maps.values():
         # Each map that shares GPUs tells a user who wants part of one how to ask, in its own words.
-        offered = any("share" in option for option in cloud_map.partial_gpu_options())
+        offered = any("share" in option for option in cloud_map.partial_gpu_options(loaded.catalogue))
         assert offered == cloud_map.shared.offered, cloud_map.name

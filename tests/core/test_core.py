@@ -97,7 +97,10 @@ def test_a_workload_is_told_how_its_pods_will_be_rewritten_and_its_template_stay
     gke = deployment({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})
     decision = pipeline.decide(parsed(review_of(gke)), context("eks"))
     assert decision.allowed and decision.patch == ()
-    assert decision.warnings[0].startswith("gpuport: pods: node selector node.kubernetes.io/instance-type=")
+    assert decision.warnings[0].startswith(
+        "gpuport: pods: node selector cloud.google.com/gke-accelerator → required affinity "
+        "node.kubernetes.io/instance-type in "
+    )
     amd = deployment({"amd.com/gpu": "1"}, {})
     refused = pipeline.decide(parsed(review_of(amd)), context("eks"))
     assert refused.allowed and refused.warnings == (
@@ -125,9 +128,16 @@ def test_a_translated_pod_says_what_was_changed_on_itself():
     decision = pipeline.decide(parsed(review_of(gke)), context("eks"))
     after = jsonpatch.apply_patch(gke, list(decision.patch))
     recorded = after["metadata"]["annotations"][REWRITES]
-    # Whole on the pod; kubectl's warning lines are clipped at 120 characters.
-    assert recorded.startswith("node selector node.kubernetes.io/instance-type=g6.xlarge|")
-    assert all(w.removeprefix("gpuport: ").rstrip("…") in recorded for w in decision.warnings)
+    # Whole on the pod; kubectl's warning lines are clipped at 120 characters, so they say it in brief.
+    assert recorded.startswith(
+        "node selector cloud.google.com/gke-accelerator=nvidia-l4 replaced by required node affinity "
+        "node.kubernetes.io/instance-type in g6.xlarge|g6.2xlarge|"
+    )
+    assert decision.warnings[0] == (
+        "gpuport: node selector cloud.google.com/gke-accelerator → required affinity "
+        "node.kubernetes.io/instance-type in 8 values"
+    )
+    assert all(len(w) <= 120 for w in decision.warnings)
     native = pod({"nvidia.com/gpu": "1"})
     assert pipeline.decide(parsed(review_of(native)), context("eks")).patch == ()
 

@@ -18,9 +18,9 @@ TARGETS = ["gke", "eks", "generic"]
 # What each shape becomes on a device-plugin cluster: the resources its containers ask for, or the
 # words of the refusal that names what cannot be said.
 TRANSLATED = {
-    "nvidia-gpu-per-pod.yaml": [{"nvidia.com/gpu": "1"}],
-    "nvidia-two-gpus-v1beta1.yaml": [{"nvidia.com/gpu": "2"}],
-    "nvidia-first-available.yaml": [{"nvidia.com/gpu": "1"}],  # the H100, its first alternative
+    "nvidia-gpu-per-pod.yaml": [{"nvidia.com/gpu": 1}],
+    "nvidia-two-gpus-v1beta1.yaml": [{"nvidia.com/gpu": 2}],
+    "nvidia-first-available.yaml": [{"nvidia.com/gpu": 1}],  # the H100, its first alternative
 }
 REFUSED = {
     "nvidia-two-containers-one-gpu.yaml": 'claim shared is shared by containers[0] "left" and',
@@ -104,8 +104,8 @@ def test_requests_per_container_become_each_container_s_own_slice(capsys):
     (job,) = documents
     containers = job["spec"]["template"]["spec"]["containers"]
     assert [c["resources"]["limits"] for c in containers] == [
-        {"nvidia.com/mig-1g.10gb": "1"},
-        {"nvidia.com/mig-3g.40gb": "1"},
+        {"nvidia.com/mig-1g.10gb": 1},
+        {"nvidia.com/mig-3g.40gb": 1},
     ]
     # GKE partitions a node one way: two sizes in one pod cannot both be had there, and are refused
     # rather than both given the larger.
@@ -118,7 +118,7 @@ def test_a_class_no_map_names_is_read_from_its_device_class_or_refused_naming_it
     code, documents, err = translate(capsys, "nvidia-mig-class.yaml", "generic")
     assert code == 0, err
     (pod,) = documents  # the template and the class are left out with it
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.12gb": "1"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.12gb": 1}
     assert "DeviceClass/mig-1g-12gb.gpu.nvidia.com: gpuport: left out" in err
     # Without the DeviceClass beside it, gpuport cannot tell what the class gives: said, exit 1.
     text = (SHAPES / "nvidia-mig-class.yaml").read_text()
@@ -155,7 +155,7 @@ def test_amd_s_single_gpu_example_becomes_a_rocm_device_plugin_ask_and_says_the_
     code, documents, err = translate(capsys, "amd-single-gpu.yaml", "amd")
     assert code == 0, err
     (pod,) = documents
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "1"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu": 1}
     assert "request gpu of gpu.amd.com does not select a type: read as whole GPUs" in err
 
 
@@ -204,7 +204,7 @@ def test_every_gpu_of_a_node_is_the_count_each_of_the_targets_gpu_nodes_holds(ca
     code, documents, err = translate(capsys, "gke-every-gpu-of-node.yaml", "gke", "--inventory", nodes)
     assert code == 0, err
     (spec,) = [t["spec"] for d in documents for _, t in pod_templates(d)]
-    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 8}}
     assert "resourceClaims" not in spec and not [d for d in documents if d["kind"] == "ResourceClaimTemplate"]
     assert "(allocationMode: All): 8, what each GPU node holds" in err
 

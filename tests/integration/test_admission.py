@@ -41,7 +41,7 @@ def test_half_a_gpu_is_denied_with_our_message_not_a_go_dump(apiserver, gpuport_
     message = json.loads(info.value.body)["message"]
     assert message.startswith(
         'admission webhook "pods.mutate.gpuport.io" denied the request: Pod "half": '
-        'containers[0] "main": nvidia.com/gpu is 0.5, but GPUs are whole units'
+        'containers[0] "main": nvidia.com/gpu is 500m (0.5), but GPUs are whole units'
     )
     assert "resource.Quantity" not in message
 
@@ -114,7 +114,8 @@ def test_a_deployment_asking_half_a_gpu_is_refused_at_apply_time(apiserver, gpup
     with pytest.raises(ApiException) as info:
         client.AppsV1Api(apiserver.client()).create_namespaced_deployment(namespace, deployment)
     message = json.loads(info.value.body)["message"]
-    assert 'denied the request: Deployment "train": containers[0] "main": nvidia.com/gpu is 0.5' in message
+    said = 'denied the request: Deployment "train": containers[0] "main": nvidia.com/gpu is 500m (0.5)'
+    assert said in message
 
 
 def test_a_memory_share_from_ack_becomes_a_time_sliced_gpu_on_eks(apiserver, gpuport_eks, namespace):

@@ -402,7 +402,7 @@ def test_creating_a_fractional_pod_prints_gpuport_s_message(admin, gpuport, team
     result = admin("create", "-n", team, "-f", manifest_file(tmp_path, half), ok=False)
     assert result.returncode == 1
     assert 'admission webhook "pods.mutate.gpuport.io" denied the request: Pod "half": ' in result.stderr
-    assert "nvidia.com/gpu is 0.5, but GPUs are whole units" in result.stderr
+    assert "nvidia.com/gpu is 500m (0.5), but GPUs are whole units" in result.stderr
 
 
 def test_a_deployment_with_a_fractional_template_is_refused_at_apply_time(admin, gpuport, team, tmp_path):

@@ -70,7 +70,12 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     assert "deployment.apps/l4-server created" in applied.stdout
     spot = "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT"
     assert f"Warning: gpuport: pods: {spot}" in applied.stderr
-    assert "Warning: gpuport: pods: node selector node.kubernetes.io/instance-type=" in applied.stderr
+    # kubectl cuts each warning at 120 characters: the change is said in brief, in full on the pod.
+    assert "Warning: gpuport: pods: node selector cloud.google.com/gke-accelerator" in applied.stderr
+    assert "→ required affinity node.kubernetes.io/instance-type" in applied.stderr
+    warned = [line for line in applied.stderr.splitlines() if line.startswith("Warning: gpuport:")]
+    assert warned and all(len(line.removeprefix("Warning: ")) <= 120 for line in warned), warned
+    replaced = "replaced by required node affinity node.kubernetes.io/instance-type in g6.xlarge|g6.2xlarge|"
     # The template stays as written (a GitOps tool sees no drift).
     stored = admin.json("get", "deployment", "l4-server", "-n", namespace)
     assert (
@@ -91,6 +96,7 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     assert pod is not None, "the ReplicaSet made no pod"
     rewrites = pod.metadata.annotations["gpuport.io/rewrites"]
     assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT" in rewrites
+    assert replaced in rewrites
 
     def event():
         events = core.list_namespaced_event(
@@ -107,5 +113,6 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     assert found.involved_object.uid == pod.metadata.uid
     assert found.message.startswith("gpuport rewrote this pod's GPU asks for this cluster: ")
     assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT" in found.message
+    assert replaced in found.message
     described = admin("describe", "pod", pod.metadata.name, "-n", namespace).stdout
     assert "Translated" in described and "gpuport.io/rewrites" in described

@@ -4,10 +4,11 @@ with the line it belongs to, at its column.
 - An entry left as it was is not touched: its line, comment included, stays byte for byte.
 - An entry whose value changes is written again on its line, keeping its trailing comment; a mapping
   inside it is edited the same way, entry by entry.
-- In a container's limits and requests (`ASKS`) translation says an ask in other words: an added entry
-  takes the line, the full-line comments above and the trailing comment of the removed ask most like
-  it (the same amount, else the closest name). Added entries with no ask to replace follow the last one
-  rewritten in place, or the mapping's last entry; they have no comment.
+- In a container's limits and requests and in a node selector (`SAID_AGAIN`) translation says an ask or
+  a node label in other words: an added entry takes the line, the full-line comments above and the
+  trailing comment of the removed one most like it (the same amount, else the closest name). Added
+  entries with no ask to replace follow the last one rewritten in place, or the mapping's last entry;
+  they have no comment. Elsewhere an added entry follows the one it follows in the new mapping.
 - A removed entry goes, and so do its trailing comment and the full-line comments right above it.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from webhook.adapters.files.yamlstyle import (
+    CannotSplice,
     Edit,
     combine,
     entry_span,
@@ -28,7 +30,8 @@ from webhook.adapters.files.yamlstyle import (
     rewrite_entry,
 )
 
-ASKS = ("limits", "requests")
+# Mappings whose removed entries are said again by added ones (an ask or a node label in the target's words).
+SAID_AGAIN = ("limits", "requests", "nodeSelector")
 
 
 def _in_place(node: Any) -> bool:
@@ -45,10 +48,38 @@ def entry_edits(lines: list[str], parent: CommentedMap, key: Any, value: Any, ne
     if plain(old) == plain(value):
         return []
     if _in_place(old) and isinstance(value, dict) and value:
-        return map_edit(lines, old, value, newline, asks=key in ASKS)
+        return map_edit(lines, old, value, newline, pair=key in SAID_AGAIN)
     if _appended_to(old, value):
         return [_append_items(lines, parent, key, value[len(old) :], newline)]
+    items = _item_edits(lines, old, value, newline)
+    if items is not None:
+        return items
     return [rewrite_entry(lines, parent, key, key, value, newline)]
+
+
+def root_edits(lines: list[str], root: CommentedMap, new: dict, newline: str) -> list[Edit]:
+    """The edits that make a whole document (a block mapping) say `new`, entry by entry."""
+    if not _in_place(root):
+        raise CannotSplice("the document's mapping cannot be edited in place")
+    return map_edit(lines, root, new, newline, pair=False)
+
+
+def _item_edits(lines: list[str], old: Any, new: Any, newline: str) -> list[Edit] | None:
+    """A block sequence of block mappings whose items stay as many, each changed item edited entry by
+    entry (an Argo workflow's templates: one step changed, the others untouched); None otherwise, and
+    when an item's first entry changes (it shares its line with the item's dash)."""
+    if not isinstance(old, CommentedSeq) or old.fa.flow_style() or old.anchor.value is not None:
+        return None
+    if not isinstance(new, list) or len(new) != len(old):
+        return None
+    changed = [i for i, (was, now) in enumerate(zip(old, new, strict=True)) if plain(was) != plain(now)]
+    if not all(_in_place(old[i]) and isinstance(new[i], dict) and new[i] for i in changed):
+        return None
+    for i in changed:
+        first = next(iter(old[i]))
+        if first not in new[i] or plain(old[i][first]) != plain(new[i][first]):
+            return None
+    return [edit for i in changed for edit in map_edit(lines, old[i], new[i], newline, pair=False)]
 
 
 def _appended_to(old: Any, new: Any) -> bool:
@@ -70,11 +101,11 @@ def _append_items(lines: list[str], parent: CommentedMap, key: Any, items: list,
     return end, end, [shift + line if line.strip() else line for line in rendered]
 
 
-def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, asks: bool) -> list[Edit]:
+def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, pair: bool) -> list[Edit]:
     """The edits that make the block mapping `old` say `new` (see the module's rules)."""
     removed = [k for k in old if k not in new]
     added = [k for k in new if k not in old]
-    takes = _pairs(old, new, removed, added) if asks else {}  # a removed key -> the added key on its line
+    takes = pairs(old, new, removed, added) if pair else {}  # a removed key -> the added key on its line
     edits: list[Edit] = []
     for key in old:
         if key in takes:
@@ -88,15 +119,29 @@ def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, as
         else:
             edits += entry_edits(lines, old, key, new[key], newline)
     rest = [k for k in added if k not in takes.values()]
-    if rest:
-        after = max(takes or old, key=lambda k: old.lc.key(k)[0])
+    last = max(takes or old, key=lambda k: old.lc.key(k)[0])
+    style = guess_indent("".join(lines))
+    for after, keys in _places(old, new, rest, last, pair).items():
         at, column = entry_span(lines, old, after)[1], old.lc.key(after)[1]
-        style = guess_indent("".join(lines))
-        edits.append((at, at, [r for k in rest for r in render_entry(k, new[k], column, style, newline)]))
+        edits.append((at, at, [r for k in keys for r in render_entry(k, new[k], column, style, newline)]))
     return edits
 
 
-def _pairs(old: CommentedMap, new: dict, removed: list, added: list) -> dict:
+def _places(old: CommentedMap, new: dict, rest: list, last: Any, pair: bool) -> dict[Any, list]:
+    """The entry of `old` each added key is written after: `last` in a mapping whose entries are said
+    again; elsewhere the entry it follows in `new` (Argo copies a step's metadata made after its name),
+    `last` when it comes first."""
+    places: dict[Any, list] = {}
+    before = last
+    for key in new:
+        if key in old:
+            before = key
+        elif key in rest:
+            places.setdefault(last if pair or before not in old else before, []).append(key)
+    return places
+
+
+def pairs(old: CommentedMap, new: dict, removed: list, added: list) -> dict:
     """Each removed ask with the added one most like it, most alike first: the same amount, then the
     closest name after the vendor's domain."""
 

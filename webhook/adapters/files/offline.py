@@ -2,6 +2,10 @@
 
 Each pod template is checked and translated exactly as the webhook would translate a Pod made from it;
 the resulting JSON Patch is applied to the round-trip YAML so comments and key order survive.
+
+Why one module: what one file's documents say to each other (claims beside the workloads that use
+them, templates and classes left out with them, Kueue objects beside the workloads they admit) is
+decided over the whole file at once; the text of each document is `yamledit`'s.
 """
 
 import copy
@@ -14,6 +18,7 @@ import jsonpatch
 import yaml
 from ruamel.yaml.error import YAMLError
 
+from webhook.adapters.files.amounts import quoting, write_counts
 from webhook.adapters.files.yamledit import (
     BOM,
     edit_document,
@@ -274,11 +279,14 @@ def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]
 
 def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:
     """Apply the webhook's patch to the round-trip template in place (comments and quotes inside the
-    edited entries survive); where anchors make two entries one node, set the entries instead."""
+    edited entries survive, counts are as the author writes them); where anchors make two entries
+    one node, set the entries instead."""
+    styles = quoting(template)
     try:
         jsonpatch.apply_patch(template, patch, in_place=True)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
         set_units(template, jsonpatch.apply_patch({"metadata": {}, **plain}, patch))
+    write_counts(template, styles)
 
 
 def unified_diff(before: str, after: str, source: str) -> str:

@@ -8,6 +8,11 @@ and rendered again alone, at its own column, with the indentation its author use
 mapping is edited entry by entry, so comments stay with their lines (see `mapedit`). The result is
 parsed again and compared with the intended object; when a splice cannot be made safely the document
 is re-dumped whole instead (and checked the same way), never printed wrong.
+
+Why one module: the two splices (a template's units; a document whose pod specs are written inline,
+from its root) and the re-dump are three tries at one result, sharing its check, its quoting and the
+order edits are made in; where an entry lies and how it is written again are `yamlstyle`'s and
+`mapedit`'s.
 """
 
 import copy
@@ -21,7 +26,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString, SingleQuotedScalarString
 
-from webhook.adapters.files.mapedit import entry_edits
+from webhook.adapters.files.carried import carry_in_document, carry_selector_comments
+from webhook.adapters.files.mapedit import entry_edits, root_edits
 from webhook.adapters.files.yamlstyle import (
     MARKER,
     CannotSplice,
@@ -99,14 +105,29 @@ def set_units(template: Any, wanted: dict) -> None:
 
 
 def edit_document(text: str, original: Any, edited: Any, templates: list[str]) -> str:
-    """`text` with each changed unit of the given templates (JSON Pointers) rewritten; verified."""
-    try:
-        result = _splice(text, original, edited, templates)
-        if _parses_to(result, edited):
-            return result
-    except CannotSplice:
-        pass
+    """`text` with each changed unit of the given templates (JSON Pointers) rewritten; else, for a pod
+    spec written inline (a KServe component, an Argo step), each changed entry of the document; verified."""
+    for splice in (_splice, _tree_splice):
+        try:
+            result = splice(text, original, edited, templates)
+            if _parses_to(result, edited):
+                return result
+        except CannotSplice:
+            pass
     return redump(text, edited)
+
+
+def _tree_splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
+    """Every changed entry of the document edited where it stands, from its root down, so that what
+    translation did not touch (a plain scalar folded over lines, a comment) stays byte for byte. For
+    views of a pod spec, whose entries `units` cannot name."""
+    if not isinstance(original, CommentedMap) or not isinstance(edited, dict):
+        raise CannotSplice("the document is not a block mapping")
+    lines = text.splitlines(keepends=True)
+    _quote_like_the_author(edited, _quote_of(text))
+    newline = newline_of(text)
+    edits = carry_in_document(original, edited, root_edits(lines, original, edited, newline), newline)
+    return _made(lines, edits)
 
 
 def redump(text: str, edited: Any) -> str:
@@ -136,19 +157,28 @@ def _parses_to(text: str, edited: Any) -> bool:
 def _splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
     lines = text.splitlines(keepends=True)
     newline = newline_of(text)
-    quote = DoubleQuotedScalarString if text.count(': "') >= text.count(": '") else SingleQuotedScalarString
     for pointer in templates:
-        _quote_like_the_author(_resolve(edited, pointer), quote)
+        _quote_like_the_author(_resolve(edited, pointer), _quote_of(text))
     edits: list[Edit] = []
     for pointer in templates:
         before, after = _resolve(original, pointer), _resolve(edited, pointer)
+        made: list[Edit] = []
         for unit in units(before):
-            edits += _unit_edit(lines, before, after, unit, newline)
+            made += _unit_edit(lines, before, after, unit, newline)
+        edits += carry_selector_comments(before, after, made, newline)
+    return _made(lines, edits)
+
+
+def _made(lines: list[str], edits: list[Edit]) -> str:
     if _overlap(edits):
         raise CannotSplice("two edits touch the same lines")
     for start, end, new in _in_order(edits):
         lines[start:end] = new
     return "".join(lines)
+
+
+def _quote_of(text: str) -> type:
+    return DoubleQuotedScalarString if text.count(': "') >= text.count(": '") else SingleQuotedScalarString
 
 
 _NEEDS_QUOTES = re.compile(r"^([-+]?[0-9][0-9_.eE+-]*|true|false|yes|no|on|off|null|~|)$", re.IGNORECASE)

@@ -48,15 +48,15 @@ def _check_container(container: ContainerRef, target: CloudMap, dialects: Dialec
         # each, not a dict and a generator per name, as this runs for every GPU container.
         limit = _parsed(container, "limits", limits, name, found)
         request = _parsed(container, "requests", requests, name, found)
-        fractional = None
+        fractional, written = None, None
         if limit is not None and not quantity.is_whole(limit):
-            fractional = limit
+            fractional, written = limit, limits[name]
         elif request is not None and not quantity.is_whole(request):
-            fractional = request
+            fractional, written = request, requests[name]
         if fractional is not None and _translated_by_policy(name, fractional, target, dialects):
             continue
         if fractional is not None:
-            found.append(_fractional(container, name, fractional, target, dialects))
+            found.append(_fractional(container, name, fractional, written, target, dialects))
             continue
         if request is not None and name not in limits:
             found.append(
@@ -106,9 +106,9 @@ def _translated_by_policy(name: str, amount: Decimal, target: CloudMap, dialects
 
 
 def _fractional(
-    container: ContainerRef, name: str, amount: Decimal, target: CloudMap, dialects: Dialects
+    container: ContainerRef, name: str, amount: Decimal, raw: Any, target: CloudMap, dialects: Dialects
 ) -> Violation:
-    written = quantity.as_written(amount)
+    written = _as_given(raw, amount)
     field = f"{container.field}.resources.limits[{name}]"
     if name not in dialects:
         return Violation(
@@ -116,7 +116,7 @@ def _fractional(
             field,
             f"{container.label}: {name} is {written}, but extended resources must be whole numbers",
         )
-    options = target.partial_gpu_options()
+    options = target.partial_gpu_options(dialects.catalogue)
     if options:
         instead = "for part of a GPU ask for " + " or ".join(options)
     else:
@@ -126,3 +126,12 @@ def _fractional(
         field,
         f"{container.label}: {name} is {written}, but GPUs are whole units; {instead}",
     )
+
+
+def _as_given(raw: Any, amount: Decimal) -> str:
+    """The amount as the pod gives it ("500m"), with its decimal where that reads differently: the API
+    server has already written a 0.5 as 500m when a webhook sees it, so "500m (0.5)" is right whichever
+    the user typed."""
+    text = raw if isinstance(raw, str) else quantity.as_written(amount)
+    decimal = quantity.as_written(amount)
+    return text if text == decimal else f"{text} ({decimal})"

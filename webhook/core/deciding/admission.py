@@ -117,7 +117,7 @@ def rewrite_pod(
     if native and demand.asks:
         if missing_tolerations(spec, target.tolerations):
             edits.append(AddTolerations(target.tolerations))
-        off, only = whole_only(demand, target, context.slice_nodes)
+        off, only = whole_only(demand, target, context.slice_nodes, context.dialects.catalogue)
         if off:
             edits += keep_whole(demand, target, context.dialects, off, context.slice_nodes is not None)
         everywhere = slices_only(only, target)

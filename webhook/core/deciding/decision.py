@@ -1,6 +1,7 @@
 """What the decision core answers: a small value the HTTP layer turns into an AdmissionReview."""
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -55,15 +56,52 @@ def deny(reason: str, message: str, *, warnings: Iterable[str] = ()) -> Decision
 
 
 def clean_warning(text: str) -> str:
-    """One line, at most MAX_WARNING_CHARS: the API server drops warnings that contain a newline."""
+    """One line, at most MAX_WARNING_CHARS: the API server drops warnings that contain a newline, and
+    kubectl cuts each at 120 characters. A longer one is made shorter where it enumerates (`brief`); the
+    whole text stays in the pod's gpuport.io/rewrites annotation and its Translated Event."""
     if len(text) <= MAX_WARNING_CHARS and text.isprintable() and "  " not in text and text.strip(" ") == text:
         # Already one line (every warning gpuport writes): printable text has no whitespace but the
         # ASCII space, so splitting and joining would give it back unchanged.
         return text
-    flat = " ".join(text.split())
-    if len(flat) <= MAX_WARNING_CHARS:
-        return flat
-    return flat[: MAX_WARNING_CHARS - 1] + "…"
+    return brief(" ".join(text.split()))
+
+
+# Shorter ways to say the same, tried in order until a warning fits: a list of label values becomes its
+# first value and how many; the selectors a required affinity replaces lose their values (the record of
+# the original ask keeps them); of several things replaced (asks, selectors) the first is named and the
+# others counted; a list is only counted; the explanation in parentheses at the end goes.
+_LIST = re.compile(r"([^\s|,;]+)((?:\|[^\s|,;]+)+)")
+_SELECTORS = re.compile(r"(?<=node selector )[^→]*(?= →)")
+_COUNTED = re.compile(r"[^\s|,;]+\|…\((\d+)\)")
+_NOTE = re.compile(r" \([^()]*\)$")
+
+
+def _first_replaced(text: str) -> str:
+    was, arrow, now = text.partition(" → ")
+    first, *others = was.split(", ")
+    return f"{first} (+{len(others)}){arrow}{now}" if arrow and others else text
+
+
+_SHORTER: tuple[Callable[[str], str], ...] = (
+    lambda text: _LIST.sub(lambda m: f"{m.group(1)}|…({m.group(0).count('|') + 1})", text),
+    lambda text: text.replace(" replaced by required node affinity ", " → required affinity "),
+    lambda text: _SELECTORS.sub(lambda m: re.sub(r"=[^\s,]+", "", m.group(0)), text),
+    _first_replaced,
+    lambda text: _COUNTED.sub(lambda m: f"{m.group(1)} values", text),
+    lambda text: _NOTE.sub("", text),
+)
+
+
+def brief(text: str) -> str:
+    """`text` in at most MAX_WARNING_CHARS, its beginning (what changed) kept: shortened as `_SHORTER`
+    says while too long, then cut with an ellipsis."""
+    for shorter in _SHORTER:
+        if len(text) <= MAX_WARNING_CHARS:
+            return text
+        text = shorter(text)
+    if len(text) <= MAX_WARNING_CHARS:
+        return text
+    return text[: MAX_WARNING_CHARS - 1].rstrip(" ,;") + "…"
 
 
 # The answer to most /validate reviews, built once: a Decision is immutable, and building one per

@@ -152,15 +152,31 @@ def translate_pod(
             )
         elif there.resources != dict(ask.written):
             now = ", ".join(f"{k}: {v}" for k, v in sorted(there.resources.items()))
+            # A share asked by pod annotation alone (KAI's) leaves no resource to name: name the annotation.
+            now = now or "pod annotation " + ", ".join(
+                f"{k}={v}" for k, v in sorted(there.annotations.items())
+            )
             edits.append(Say(f"gpuport: {ask.label} {ask.describe()} → {now}{there.note}"))
     edits += _node_set_up(asked_there, target)
     edits.append(DropSelectors(frozenset(stale)))
     edits += spot
     if model_note and model_key in node_labels:
         edits.append(Say(f"gpuport: {model_note.strip(' ()')}: using {' or '.join(chosen)}"))
+    # The selector entries an affinity takes the place of are named with it, once: several values are a
+    # required node affinity, not a node selector, and the pod loses the selector it was written with.
+    selector = spec.get("nodeSelector")
+    replaced = (
+        [f"{k}={v}" for k, v in sorted(selector.items()) if k in stale] if isinstance(selector, dict) else []
+    )
     for key, values in node_labels.items():
         # A carried spot label was said already, with where it came from.
-        said = f"gpuport: node selector {key}={'|'.join(values)}" if key in carried else ""
+        said = ""
+        if key in carried and len(values) == 1:
+            said = f"gpuport: node selector {key}={values[0]}"
+        elif key in carried:
+            instead = f"node selector {', '.join(replaced)} replaced by " if replaced else ""
+            said = f"gpuport: {instead}required node affinity {key} in {'|'.join(values)}"
+            replaced = []
         edits.append(RequireLabel(key, values, said))
     if model_key and avoided:
         expression = {"key": model_key, "operator": "NotIn", "values": list(avoided)}
@@ -169,10 +185,9 @@ def translate_pod(
         )
     if whole:
         # Partitions and shared GPUs are plain whole-GPU resources there, told apart only by a label.
-        for key in (
-            target.mig.label if target.mig.form == "partition-label" else "",
-            target.shared.node_label,
-        ):
+        # A MIG partition is excluded only where the pod's models can be partitioned there (no L4 can).
+        partitioned = target.mig.form == "partition-label" and target.slices_any(chosen, catalogue)
+        for key in (target.mig.label if partitioned else "", target.shared.node_label):
             if key and key not in node_labels:
                 expression = {"key": key, "operator": "DoesNotExist"}
                 edits.append(RequireExpression(expression, f"gpuport: whole GPUs only: nodes without {key}"))

@@ -111,7 +111,7 @@ def _place_mig(
                 {target.whole_gpu: str(ask.count)}, {}, (), " (no MIG here: whole GPUs, by policy)"
             )
         raise Untranslatable(
-            [f"asks for MIG {wanted.name}; {target.name} offers no MIG slices. {_offer(target)}"]
+            [f"asks for MIG {wanted.name}; {target.name} offers no MIG slices. {_offer(target, catalogue)}"]
         )
     candidates = mig_candidates(models, target, catalogue)
     fit = smallest_model_fit(candidates, wanted)
@@ -191,12 +191,12 @@ def _place_shared(
             [
                 f"asks for a shared GPU; {target.name} asks for GPUs by ResourceClaim, and a shared GPU "
                 "there is one claim several pods reference, which gpuport does not make up. "
-                f"{_offer(target)}"
+                f"{_offer(target, catalogue)}"
             ]
         )
     if not form.offered:
         raise Untranslatable(
-            [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target)}"]
+            [f"asks for a shared GPU; {target.name} offers no GPU sharing. {_offer(target, catalogue)}"]
         )
     lost = " (memory limit not enforced by time-slicing)" if share.memory_mib or share.memory_percent else ""
     if form.form == "resource":
@@ -323,11 +323,11 @@ def _memory_quantity(mib: int, unit_bytes: int) -> str:
     return str(math.ceil(mib * MIB / unit_bytes))
 
 
-def _offer(target: CloudMap) -> str:
+def _offer(target: CloudMap, catalogue: Catalogue) -> str:
     if target.dra is not None:
         classes = [f"whole GPUs (device class {target.dra.whole_class})"]
         if target.dra.mig_class:
             classes.append(f"MIG slices (device class {target.dra.mig_class})")
         return f"{target.name} offers: {'; '.join(classes)}"
-    options = [f"whole GPUs ({target.whole_gpu})", *target.partial_gpu_options()]
+    options = [f"whole GPUs ({target.whole_gpu})", *target.partial_gpu_options(catalogue)]
     return f"{target.name} offers: {'; '.join(options)}"

@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from webhook.core.asks.demand import PodDemand
 from webhook.core.rewriting.podedits import PodEdit, RequireExpression, RequireLabel
+from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
@@ -90,11 +91,14 @@ def slice_nodes(
 
 
 def whole_only(
-    demand: PodDemand, target: CloudMap, nodes: SliceNodes | None
+    demand: PodDemand, target: CloudMap, nodes: SliceNodes | None, catalogue: Catalogue
 ) -> tuple[tuple[SliceMarker, ...], tuple[SliceMarker, ...]]:
     """(markers to keep the pod off, markers every node carries: said, not required) for a pod in the
-    target's words asking for its whole-GPU resource without selecting slices itself."""
+    target's words asking for its whole-GPU resource without selecting slices itself. A MIG marker
+    only where the pod's models (any the map offers, when it names none) can be sliced there."""
     markers = slice_markers(target)
+    if not target.slices_any(demand.selection.models, catalogue):
+        markers = tuple(m for m in markers if m.key != target.mig.label and not m.by_value)
     if not markers or not any(a.kind == "whole" and target.whole_gpu in a.written for a in demand.asks):
         return (), ()
     selected = {key for key, _, _ in demand.constraints}

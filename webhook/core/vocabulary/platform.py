@@ -1,7 +1,7 @@
 """A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -277,25 +277,51 @@ class CloudMap:
             return f"device class {self.dra.mig_class}" if self.dra.mig_class else ""
         return "" if self.mig.form == "none" else self.mig.form
 
-    @functools.cached_property
-    def _partial_gpu_options(self) -> tuple[str, ...]:
+    def mig_example(self, catalogue: Catalogue) -> tuple[str, str] | None:
+        """(its smallest profile, the model) for the first model offered here that this platform slices
+        by MIG, in the profiles it offers for it; None where it slices none of them."""
+        if self.dra is not None or self.mig.form not in ("mixed", "single", "partition-label"):
+            return None
+        for model in self.models_offered(catalogue):
+            plain = sorted(
+                MigProfile.parse(name) for name in self.mig_profiles_of(model, catalogue) if "+" not in name
+            )
+            if plain:
+                return plain[0].name, model
+        return None
+
+    def mig_profiles_of(self, model: str, catalogue: Catalogue) -> tuple[str, ...]:
+        """The MIG profiles this platform cuts `model` into: those its map lists for it where it lists
+        any, else the catalogue's; () where it has no MIG or the model none (an L4, a T4)."""
+        entry = catalogue.models.get(model)
+        if entry is None or self.mig.form == "none":
+            return ()
+        if self.mig.profiles:
+            return tuple(self.mig.profiles.get(model, ()))
+        return tuple(entry.profiles)
+
+    def slices_any(self, models: Iterable[str] | None, catalogue: Catalogue) -> bool:
+        """Whether some of `models` (None or none: any model offered here) can be MIG-sliced here."""
+        chosen = tuple(models or ()) or self.models_offered(catalogue)
+        return any(self.mig_profiles_of(model, catalogue) for model in chosen)
+
+    def partial_gpu_options(self, catalogue: Catalogue) -> tuple[str, ...]:
+        """What a user who wants part of a GPU can ask for on this platform, in its own words: only the
+        MIG profiles it offers for the models it offers (said in fractional-GPU denials and refusals)."""
         options = []
-        if self.mig.form == "mixed":
-            options.append(
-                f"a MIG slice ({self.mig.resource_prefix}<profile>, e.g. {self.mig.resource_prefix}1g.10gb)"
-            )
-        elif self.mig.form == "single":
-            label = f"{self.mig.product_label}=<model>-MIG-<profile>"
-            options.append(f"a MIG slice ({self.whole_gpu} on a node labelled {label})")
-        elif self.mig.form == "partition-label":
-            options.append(
-                f"a MIG slice ({self.whole_gpu}: 1 with node selector {self.mig.label}: <profile>)"
-            )
+        example = self.mig_example(catalogue)
+        if example is not None:
+            profile, model = example
+            e_g = f"e.g. {profile} on {model}"
+            if self.mig.form == "mixed":
+                prefix = self.mig.resource_prefix
+                options.append(f"a MIG slice ({prefix}<profile>, e.g. {prefix}{profile} on {model})")
+            elif self.mig.form == "single":
+                label = f"{self.mig.product_label}=<model>-MIG-<profile>"
+                options.append(f"a MIG slice ({self.whole_gpu} on a node labelled {label}, {e_g})")
+            else:
+                selector = f"node selector {self.mig.label}: <profile>"
+                options.append(f"a MIG slice ({self.whole_gpu}: 1 with {selector}, {e_g})")
         if self.shared.offered:
             options.append(self.shared.offer(self.whole_gpu, self.scheduler_name))
         return tuple(options)
-
-    def partial_gpu_options(self) -> tuple[str, ...]:
-        """What a user who wants part of a GPU can ask for on this platform, in its own words (said in
-        every fractional-GPU denial: worked out once per map)."""
-        return self._partial_gpu_options
