@@ -330,7 +330,7 @@ def test_a_trainjob_without_an_override_for_its_trainer_gets_one_when_its_pods_n
     code, out, err = translate(capsys, tmp_path, text, "gke")
     assert code == 0, err
     spec = yaml.safe_load(out)["spec"]
-    assert spec["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert spec["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": 2}
     [_, made] = spec["podTemplateOverrides"]
     assert made["targetJobs"] == [{"name": "node"}]
     assert made["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"

@@ -351,6 +351,11 @@ def test_a_dra_manifest_translated_for_a_device_plugin_cluster_lands_on_the_gpus
     )
     (pod,) = list(yaml.safe_load_all(translated.stdout))  # the template is left out: nothing uses it
     assert "left out" in translated.stderr
+    # The CLI writes counts as numbers, as the manifest's author does (kubectl sends them so, and the
+    # API server reads a number as a quantity); this Python client's models take quantities as strings.
+    for container in pod["spec"]["containers"]:
+        limits = container["resources"]["limits"]
+        limits.update({name: str(amount) for name, amount in limits.items()})
     core.create_namespaced_pod(namespace, pod)
     assert scheduled_node(dra, namespace, "trainer") == "dp-a100-80"
     assert core.read_namespaced_pod("trainer", namespace).spec.containers[0].resources.limits == {

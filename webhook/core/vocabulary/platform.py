@@ -1,4 +1,8 @@
-"""A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
+"""A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O.
+
+Why one module of ~330 lines: it is one value, a cloud map, with one small frozen class per section
+(model labels, MIG form, annotations, node labels, devices, DRA) and the words each section chooses
+among; the sections mean something only inside `CloudMap`, which answers every question about them."""
 
 import functools
 from collections.abc import Iterable, Mapping
