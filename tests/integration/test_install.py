@@ -430,7 +430,7 @@ spec:
     assert result.returncode == 1
     assert (
         'admission webhook "workloads.mutate.gpuport.io" denied the request: Deployment "shared-notebook": '
-        'containers[0] "jupyter": nvidia.com/gpu is 250m (0.25)' in result.stderr  # as the API server sends it
+        'containers[0] "jupyter": nvidia.com/gpu is 250m (0.25)' in result.stderr  # the API server sends 250m
     )
     assert admin("get", "deployments", "-n", team, "-o", "name").stdout == ""
 
