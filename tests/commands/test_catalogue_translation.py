@@ -199,6 +199,7 @@ def test_eks_slices_and_shares_sent_to_gke_say_which_node_pools_have_them(capsys
 
 
 def test_a_map_that_says_nothing_of_its_mig_set_up_adds_no_words(capsys):
-    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", "generic")
+    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", "kai")
     assert code == 0, err
+    assert "nvidia.com/mig-3g.20gb" in err
     assert "exists only on" not in err
