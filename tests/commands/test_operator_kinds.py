@@ -587,6 +587,21 @@ def test_a_dynamo_service_on_a_dra_target_asks_by_claims_in_its_resources_and_ex
     }
 
 
+def test_a_device_in_dynamo_s_custom_resources_is_accounted_for_on_the_target(capsys, tmp_path):
+    text = (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text()
+    count = '          gpu: "2"   # tensor parallel 2\n'
+    efa = text.replace(count, count + '          custom:\n            vpc.amazonaws.com/efa: "16"\n')
+    assert efa != text
+    code, out, err = translate(capsys, tmp_path, efa, "gke")
+    assert code == 1
+    assert any(
+        d.startswith("asks for vpc.amazonaws.com/efa (on eks: AWS Elastic Fabric Adapter")
+        for d in denials(err)
+    )
+    decode = yaml.safe_load(out)["spec"]["services"]["decode"]
+    assert decode == yaml.safe_load(efa)["spec"]["services"]["decode"]  # refused: as written
+
+
 V1BETA1 = """\
 apiVersion: nvidia.com/v1beta1
 kind: DynamoGraphDeployment
