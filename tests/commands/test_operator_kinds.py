@@ -2,6 +2,7 @@
 fragment rewritten as the webhook rewrites the pods made from it, or the document refused when the target
 cannot serve it (manifests in tests/manifests/operators/, written in the shapes the operators publish)."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -360,3 +361,290 @@ def test_a_trainer_override_holding_only_metadata_gets_a_spec_when_the_translati
     [_, trainer] = yaml.safe_load(out)["spec"]["podTemplateOverrides"]
     assert trainer["metadata"]["labels"] == {"team": "summarization"}
     assert trainer["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
+
+
+# NVIDIA Dynamo: the operator makes each service's pods of its extraPodSpec, with the container "main"
+# (extraPodSpec.mainContainer under the service's own resources: gpu as gpuType, nvidia.com/gpu when
+# unset; custom by name); a service is translated as those pods are, written back in Dynamo's fields.
+
+DYNAMO_GRAPHS = [OPERATORS / "dynamo-vllm-disagg-eks.yaml", OPERATORS / "dynamo-sglang-disagg-gke.yaml"]
+
+
+def pod_the_dynamo_operator_makes(service):
+    """A service's pod template as the Dynamo operator builds it (GenerateBasePodSpec), as far as gpuport
+    reads it: extraPodSpec, its containers then "main" with the service's resources over its own."""
+    extra = copy.deepcopy(dict(service.get("extraPodSpec") or {}))
+    main = {"name": "main", **(extra.pop("mainContainer", None) or {})}
+    resources = copy.deepcopy(main.get("resources") or {})
+    ours = service.get("resources") or {}
+    for section in ("limits", "requests"):
+        item = ours.get(section) or {}
+        amounts = {k: item[k] for k in ("cpu", "memory") if k in item}
+        if "gpu" in item:
+            amounts[item.get("gpuType") or "nvidia.com/gpu"] = item["gpu"]
+        amounts |= item.get("custom") or {}
+        if amounts:
+            resources[section] = {**resources.get(section, {}), **amounts}
+    if ours.get("claims"):
+        resources["claims"] = [*resources.get("claims", []), *ours["claims"]]
+    if resources:
+        main["resources"] = resources
+    pod = {**extra, "containers": [*extra.get("containers", []), main]}
+    given = service.get("extraPodMetadata") or {}
+    metadata = {
+        key: {**(service.get(key) or {}), **(given.get(key) or {})}
+        for key in ("labels", "annotations")
+        if service.get(key) or given.get(key)
+    }
+    return {"metadata": metadata, "spec": pod}
+
+
+def as_quantities(template):
+    """The template with every amount a string (Dynamo writes them so; a Deployment as its author does)."""
+    template = copy.deepcopy(template)
+    for container in template["spec"]["containers"]:
+        for section in ("limits", "requests"):
+            amounts = (container.get("resources") or {}).get(section) or {}
+            amounts.update({k: str(v) for k, v in amounts.items()})
+    return template
+
+
+def deployments_the_dynamo_operator_makes(graph):
+    """One Deployment per service, named after it, in the graph's order."""
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": service.get("replicas", 1),
+                "template": pod_the_dynamo_operator_makes(service),
+            },
+        }
+        for name, service in graph["spec"]["services"].items()
+    ]
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+@pytest.mark.parametrize("path", DYNAMO_GRAPHS, ids=lambda p: p.stem)
+def test_a_dynamo_graph_is_translated_as_the_pods_the_dynamo_operator_makes_of_each_service(
+    capsys, tmp_path, path, target
+):
+    text = path.read_text()
+    graph = yaml.safe_load(text)
+    pods = yaml.safe_dump_all(deployments_the_dynamo_operator_makes(graph), sort_keys=False)
+    code, out, err = translate(capsys, tmp_path, text, target)
+    pod_code, pod_out, pod_err = translate(capsys, tmp_path, pods, target)
+    assert (code, denials(err)) == (pod_code, denials(pod_err))
+    assert "not looked into" not in err
+    translated = next(yaml.safe_load_all(out))
+    made = {d["metadata"]["name"]: d for d in yaml.safe_load_all(pod_out) if d["kind"] == "Deployment"}
+    for name, service in translated["spec"]["services"].items():
+        expected = made[name]["spec"]["template"]
+        if pod_code and TRANSLATED_FROM not in (expected.get("metadata") or {}).get("annotations", {}):
+            # Refused (or untouched): the service as written.
+            assert service == graph["spec"]["services"][name]
+            continue
+        assert as_quantities(pod_the_dynamo_operator_makes(service)) == as_quantities(expected), name
+        # Dynamo's amounts stay its strings.
+        for section in ("limits", "requests"):
+            item = (service.get("resources") or {}).get(section) or {}
+            assert all(isinstance(v, str) for k, v in item.items() if k in ("gpu", "cpu", "memory"))
+    # The graph's own fields and every line before the first service, as written.
+    assert {k: v for k, v in translated["spec"].items() if k != "services"} == {
+        k: v for k, v in graph["spec"].items() if k != "services"
+    }
+    assert out.startswith(text.split("    decode:\n")[0])
+
+
+def test_a_dynamo_graph_moved_from_eks_to_gke_selects_its_h100s_by_gke_s_label(capsys, tmp_path):
+    text = (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0 and not denials(err)
+    services = yaml.safe_load(out)["spec"]["services"]
+    assert services["Frontend"] == yaml.safe_load(text)["spec"]["services"]["Frontend"]
+    for name, count in (("decode", "2"), ("prefill", "1")):
+        service = services[name]
+        assert service["resources"]["limits"]["gpu"] == count  # Dynamo's count, its string, unchanged
+        assert "gpuType" not in service["resources"]["limits"]
+        assert "nodeSelector" not in service["extraPodSpec"]
+        terms = service["extraPodSpec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        [expressions] = [term["matchExpressions"] for term in terms["nodeSelectorTerms"]]
+        assert {
+            "key": "cloud.google.com/gke-accelerator",
+            "operator": "In",
+            "values": ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"],
+        } in expressions
+        recorded = json.loads(service["extraPodMetadata"]["annotations"][TRANSLATED_FROM])
+        assert recorded["nodeSelector"]["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+        assert (
+            service["extraPodSpec"]["mainContainer"]["image"] == "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0"
+        )
+    assert '          gpu: "2"   # tensor parallel 2\n' in out  # the count's line, byte for byte
+
+
+def test_a_dynamo_graph_moved_from_eks_to_aks_takes_the_instance_type_and_toleration_of_an_h100(
+    capsys, tmp_path
+):
+    code, out, _ = translate(capsys, tmp_path, (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text(), "aks")
+    assert code == 0
+    prefill = yaml.safe_load(out)["spec"]["services"]["prefill"]
+    assert prefill["extraPodSpec"]["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"
+    }
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in prefill[
+        "extraPodSpec"
+    ]["tolerations"]
+    assert prefill["resources"] == {"limits": {"gpu": "1", "memory": "64Gi"}}
+
+
+@pytest.mark.parametrize("target", [t for t in SHIPPED if VENDOR[t] != "nvidia"])
+def test_a_dynamo_graph_is_refused_where_there_are_no_nvidia_gpus(capsys, tmp_path, target):
+    text = (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 1 and out == text
+    said = denials(err)
+    for count in (2, 1):  # decode, then prefill
+        assert (
+            f"containers[0] asks for an NVIDIA GPU (nvidia.com/gpu: {count}); {target} offers AMD GPUs only"
+            in said
+        )
+
+
+def test_a_gke_graph_moved_to_eks_selects_instance_types_and_keeps_its_pod_labels(capsys, tmp_path):
+    text = (OPERATORS / "dynamo-sglang-disagg-gke.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, "eks")
+    assert code == 0
+    decode = yaml.safe_load(out)["spec"]["services"]["decode"]
+    assert decode["extraPodMetadata"]["labels"] == {"team": "summaries"}
+    assert decode["extraPodSpec"]["mainContainer"]["resources"] == {"limits": {"memory": "96Gi"}}
+    terms = decode["extraPodSpec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": ["g6.12xlarge", "g6.24xlarge", "g6.48xlarge"],  # four L4s or more
+                }
+            ]
+        }
+    ]
+    assert decode["multinode"] == {"nodeCount": 2} and decode["resources"] == {"limits": {"gpu": "4"}}
+
+
+MIG_COMPONENT = """\
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoComponentDeployment
+metadata:
+  name: small-model
+spec:
+  componentType: worker
+  replicas: 4
+  resources:
+    limits:
+      gpu: "1"
+  extraPodSpec:
+    nodeSelector:
+      cloud.google.com/gke-accelerator: nvidia-h100-80gb
+      cloud.google.com/gke-gpu-partition-size: 1g.10gb
+"""
+
+
+def test_a_gpu_the_target_names_otherwise_is_written_as_dynamo_s_gpu_type_and_back(capsys, tmp_path):
+    code, out, _ = translate(capsys, tmp_path, MIG_COMPONENT, "eks")
+    assert code == 0
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["resources"] == {"limits": {"gpu": "1", "gpuType": "nvidia.com/mig-1g.10gb"}}
+    assert "nodeSelector" not in spec["extraPodSpec"]
+    code, back, _ = translate(capsys, tmp_path, out, "gke")
+    assert code == 0
+    spec = yaml.safe_load(back)["spec"]
+    assert spec["resources"] == {"limits": {"gpu": "1"}}  # nvidia.com/gpu is Dynamo's default
+    assert spec["extraPodSpec"]["nodeSelector"] == {"cloud.google.com/gke-gpu-partition-size": "1g.10gb"}
+
+
+def test_a_dynamo_service_on_a_dra_target_asks_by_claims_in_its_resources_and_extra_pod_spec(
+    capsys, tmp_path
+):
+    code, out, _ = translate(
+        capsys, tmp_path, (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text(), "dra-nvidia"
+    )
+    assert code == 0
+    graph, *templates = yaml.safe_load_all(out)
+    decode = graph["spec"]["services"]["decode"]
+    assert decode["resources"] == {"claims": [{"name": "gpuport-main"}]}
+    [claim] = decode["extraPodSpec"]["resourceClaims"]
+    assert claim["name"] == "gpuport-main"
+    assert claim["resourceClaimTemplateName"] in {t["metadata"]["name"] for t in templates}
+    assert graph["spec"]["services"]["prefill"]["resources"] == {
+        "limits": {"memory": "64Gi"},
+        "claims": [{"name": "gpuport-main"}],
+    }
+
+
+def test_a_device_in_dynamo_s_custom_resources_is_accounted_for_on_the_target(capsys, tmp_path):
+    text = (OPERATORS / "dynamo-vllm-disagg-eks.yaml").read_text()
+    count = '          gpu: "2"   # tensor parallel 2\n'
+    efa = text.replace(count, count + '          custom:\n            vpc.amazonaws.com/efa: "16"\n')
+    assert efa != text
+    code, out, err = translate(capsys, tmp_path, efa, "gke")
+    assert code == 1
+    assert any(
+        d.startswith("asks for vpc.amazonaws.com/efa (on eks: AWS Elastic Fabric Adapter")
+        for d in denials(err)
+    )
+    decode = yaml.safe_load(out)["spec"]["services"]["decode"]
+    assert decode == yaml.safe_load(efa)["spec"]["services"]["decode"]  # refused: as written
+
+
+V1BETA1 = """\
+apiVersion: nvidia.com/v1beta1
+kind: DynamoGraphDeployment
+metadata:
+  name: chat
+spec:
+  components:
+  - name: decode
+    type: decode
+    replicas: 2
+    podTemplate:
+      spec:
+        nodeSelector:
+          node.kubernetes.io/instance-type: p5.48xlarge
+        containers:
+        - name: main
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0.0
+          resources:
+            limits:
+              nvidia.com/gpu: "2"
+"""
+
+
+def test_a_v1beta1_graph_s_components_are_pod_templates(capsys, tmp_path):
+    code, out, err = translate(capsys, tmp_path, V1BETA1, "aks")
+    assert code == 0 and "not looked into" not in err
+    [component] = yaml.safe_load(out)["spec"]["components"]
+    assert component["podTemplate"]["spec"]["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"
+    }
+    assert TRANSLATED_FROM in component["podTemplate"]["metadata"]["annotations"]
+
+
+def test_preflight_counts_a_dynamo_service_s_replicas_times_its_nodes(capsys, tmp_path):
+    from webhook.commands.cli import main
+
+    main(["preflight", "--from", "gke", "--to", "eks", str(OPERATORS / "dynamo-sglang-disagg-gke.yaml")])
+    out = capsys.readouterr().out
+    assert "DynamoGraphDeployment/default/summarize  inference/stateless, 6 replica(s)" in out  # 2 + 1×2 + 2
+    path = tmp_path / "mig.yaml"
+    path.write_text(MIG_COMPONENT)
+    main(["preflight", "--from", "gke", "--to", "eks", str(path)])
+    assert (
+        "DynamoComponentDeployment/default/small-model  inference/stateless, 4 replica(s)"
+        in capsys.readouterr().out
+    )

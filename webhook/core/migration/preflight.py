@@ -351,7 +351,22 @@ def _counted_replicas(doc: Mapping[str, Any], path: str, inventory: Inventory | 
         return int(job.get("replicas", 1)) * int(
             ((job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
         )
+    if kind in ("DynamoGraphDeployment", "DynamoComponentDeployment"):
+        return _dynamo_pods(doc, path)
     return _nearest_replicas(doc, path)
+
+
+def _dynamo_pods(doc: Mapping[str, Any], path: str) -> int:
+    """A Dynamo service's (or v1beta1 component's) pods: its replicas, each of multinode.nodeCount pods
+    (the CRD's default 2 where multinode names none); see DYNAMO in the templates table."""
+    parts = path.strip("/").split("/")
+    node: Any = doc
+    for part in parts[:-1] if parts[-1] == "podTemplate" else parts:
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node.get(part)
+    multinode = node.get("multinode")
+    nodes = multinode.get("nodeCount", 2) if isinstance(multinode, Mapping) else 1
+    return int(node.get("replicas", 1)) * int(nodes)
 
 
 def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:

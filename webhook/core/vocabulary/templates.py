@@ -105,6 +105,26 @@ _CARRIED = {
 }
 
 
+# NVIDIA Dynamo (nvidia.com/v1alpha1): the operator makes the pods of each service of a
+# DynamoGraphDeployment (spec.services.<name>; a DynamoComponentDeployment's spec is one service) from
+# its extraPodSpec, a PodSpec whose containers come first, then the container "main":
+# extraPodSpec.mainContainer with the service's own `resources` over its resources. Those are Dynamo's
+# strings: cpu, memory, gpu (a count of gpuType, nvidia.com/gpu when unset), custom (any resource by its
+# name), claims; the pod's labels and annotations are extraPodMetadata's, beside the service's
+# (GenerateBasePodSpec in ai-dynamo/dynamo deploy/cloud/operator/internal/dynamo/graph.go,
+# GetResourcesConfig in internal/controller_common/resource.go, api/dynamo/common/common.go). Its pod is
+# read as that view and written back where each field comes from (`_DynamoResources`): an amount to the
+# Dynamo field that gives it (a GPU renamed to gpu and gpuType, a new device to custom), pod fields to
+# extraPodSpec, annotations to extraPodMetadata, each made where there is none. A service runs
+# replicas x multinode.nodeCount such pods. nvidia.com/v1beta1 writes each component's pod as a pod
+# template (spec.components[].podTemplate; a DynamoComponentDeployment's spec.podTemplate).
+DYNAMO = "<Dynamo service's pod>"
+_DYNAMO_MAIN = "main"
+_DYNAMO_GPU = "nvidia.com/gpu"
+_DYNAMO_OWN = ("cpu", "memory")
+_SECTIONS = ("limits", "requests")
+
+
 def _trainer_runtime() -> tuple[Path, ...]:
     return (("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template"),)
 
@@ -131,6 +151,11 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     # Kubeflow Trainer v2: a runtime is a JobSet template (spec.template is the JobSet's).
     ("trainer.kubeflow.org", "TrainingRuntime"): _trainer_runtime(),
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): _trainer_runtime(),
+    ("nvidia.com", "DynamoGraphDeployment"): (
+        ("spec", "services", "*", DYNAMO),
+        ("spec", "components", "*", "podTemplate"),
+    ),
+    ("nvidia.com", "DynamoComponentDeployment"): (("spec", DYNAMO), ("spec", "podTemplate")),
     ("kubeflow.org", "Notebook"): (("spec", "template"),),  # the controller makes a StatefulSet of it
     # Knative admits a Service's node selector, affinity and tolerations only with feature flags on; the
     # offline adapter says which (see `controller_notes`).
@@ -170,7 +195,6 @@ _SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark ope
 UNREAD_KINDS: dict[tuple[str, str], str] = {
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
-    ("nvidia.com", "DynamoGraphDeployment"): f"each service asks for GPUs in Dynamo's own fields; {_PODS}",
 }
 
 
@@ -200,6 +224,14 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             continue
         if path[-1] == TRAINER:
             yield from _trainer(doc)
+            continue
+        if path[-1] == DYNAMO:
+            services = _walk(doc, path[:-1], "")
+            yield from (
+                _dynamo(pointer, node)
+                for pointer, node in services
+                if isinstance(node, Mapping) and "podTemplate" not in node  # v1beta1's: a template
+            )
             continue
         if path[-1] == NIM:
             node = mapping_at(doc, path[:-1])
@@ -435,6 +467,198 @@ def _nim(doc: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
     return "/spec", _View(spec, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"}))
 
 
+def _dynamo(pointer: str, service: Any) -> tuple[str, Any]:
+    """The pod the Dynamo operator makes of a service (see DYNAMO), as a view of the service."""
+
+    def extra() -> Any:
+        return _last(service, "extraPodSpec")
+
+    written = service.get("extraPodSpec")
+    pod: Any = written if isinstance(written, Mapping) else _View(extra, {}, frozenset())
+    main: Any = pod.get("mainContainer")
+    if not isinstance(main, Mapping):  # made in extraPodSpec once the translation writes to it
+        main = _View(lambda: _last(extra(), "mainContainer"), {}, frozenset())
+    resources = _DynamoResources(service, main)
+    entries = {**main, "name": main.get("name", _DYNAMO_MAIN), "resources": resources}
+    container = _View(main, entries, frozenset({"name"}), {"resources": _Whole(resources)})
+    sidecars = pod.get("containers")
+    listed = [*(sidecars if isinstance(sidecars, list) else []), container]
+    own = {k: v for k, v in pod.items() if k not in ("mainContainer", "containers")}
+    pod_spec = _View(pod, {**own, "containers": listed}, frozenset({"containers"}))
+
+    def metadata_of() -> Any:
+        return _last(service, "extraPodMetadata")
+
+    metadata = _View(metadata_of, {}, frozenset())
+    for key in ("labels", "annotations"):
+        pod_own = mapping_at(service, ("extraPodMetadata", key)) or {}
+        merged = {**(mapping_at(service, (key,)) or {}), **pod_own}
+        if merged:
+            dict.__setitem__(
+                metadata, key, _View(lambda key=key: _last(metadata_of(), key), merged, frozenset())
+            )
+    return pointer, _View(service, {"metadata": metadata, "spec": pod_spec}, frozenset({"metadata", "spec"}))
+
+
+def _last(node: Any, key: str) -> Any:
+    """node[key], a mapping made at the end of node where there is none."""
+    if not isinstance(node.get(key), Mapping):
+        node[key] = {}
+    return node[key]
+
+
+def _text(value: Any) -> Any:
+    """An amount as Dynamo's fields hold it: a string (the author's, as written, where it is one)."""
+    return value if isinstance(value, str) else str(value)
+
+
+class _DynamoResources(_View):
+    """The resources of a Dynamo service's main container (see DYNAMO): extraPodSpec.mainContainer's
+    with the service's `resources` over them; each amount written back where it comes from."""
+
+    def __init__(self, service: Any, main: Any) -> None:
+        self._service, self._main = service, main
+        ours, theirs = self.ours() or {}, self.theirs() or {}
+        items = [ours.get(section) for section in _SECTIONS]
+        # The names the service's gpu fields give: a new name for the GPU ask goes to them too.
+        given = [item for item in items if isinstance(item, Mapping) and "gpu" in item]
+        self.gpu_names = {item.get("gpuType") or _DYNAMO_GPU for item in given}
+        entries: dict[str, Any] = {}
+        for section in _SECTIONS:
+            if isinstance(ours.get(section), Mapping) or isinstance(theirs.get(section), Mapping):
+                entries[section] = _DynamoSection(self, section)
+        claims = ours.get("claims", theirs.get("claims"))
+        if claims is not None:
+            entries["claims"] = claims
+        super().__init__(None, entries, frozenset())
+
+    def ours(self) -> Any:
+        written = self._service.get("resources")
+        return written if isinstance(written, Mapping) else None
+
+    def theirs(self) -> Any:
+        written = self._main.get("resources")
+        return written if isinstance(written, Mapping) else None
+
+    def made(self, section: str) -> Any:
+        """Where a section's new amounts go: the service's resources where it has them, else the main
+        container's."""
+        holder = self.ours() if self.ours() is not None else _last(self._main, "resources")
+        return _last(holder, section)
+
+    @property
+    def sources(self) -> list[Any]:
+        """The mappings this view reads (for `_left_out`)."""
+        return [r for r in (self.ours(), self.theirs()) if r is not None]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in _SECTIONS and isinstance(value, Mapping):
+            section = _DynamoSection(self, key)
+            dict.__setitem__(self, key, section)
+            for name in [n for n in section if n not in value]:
+                del section[name]
+            for name, amount in value.items():
+                section[name] = amount
+            return
+        dict.__setitem__(self, key, value)
+        ours, theirs = self.ours(), self.theirs() or {}
+        mine = ours is not None and ("claims" in ours or "claims" not in theirs)  # claims: the service's
+        (ours if mine else _last(self._main, "resources"))[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        for holder in self.sources:
+            holder.pop(key, None)
+
+
+class _DynamoSection(_View):
+    """The limits or requests of a Dynamo service's main container (see `_DynamoResources`): the main
+    container's amounts, the service's over them (its gpu under the name gpuType gives)."""
+
+    def __init__(self, resources: _DynamoResources, section: str) -> None:
+        self._resources, self._section = resources, section
+        item = self._item()
+        entries = dict(mapping_at(resources.theirs() or {}, (section,)) or {})
+        if item is not None:
+            entries |= {k: item[k] for k in _DYNAMO_OWN if k in item}
+            if "gpu" in item:
+                entries[item.get("gpuType") or _DYNAMO_GPU] = item["gpu"]
+            entries |= mapping_at(item, ("custom",)) or {}
+        self._had_gpu = item is not None and "gpu" in item
+        super().__init__(None, entries, frozenset())
+
+    def _item(self) -> Any:
+        return mapping_at(self._resources.ours() or {}, (self._section,))
+
+    def _theirs(self) -> Any:
+        return mapping_at(self._resources.theirs() or {}, (self._section,))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        item, theirs = self._item(), self._theirs()
+        if item is not None and "gpu" in item and key == (item.get("gpuType") or _DYNAMO_GPU):
+            item["gpu"] = _text(value)
+        elif item is not None and key in _DYNAMO_OWN and key in item:
+            item[key] = _text(value)
+        elif item is not None and key in (mapping_at(item, ("custom",)) or {}):
+            item["custom"][key] = _text(value)
+        elif theirs is not None and key in theirs:
+            theirs[key] = value
+        else:
+            self._add(key, value)
+
+    def _add(self, key: str, value: Any) -> None:
+        """A name neither gave: to the service's resources where it has them (a GPU's new name to its
+        gpu and gpuType, a device to custom), else to the main container's."""
+        if self._resources.ours() is None:
+            self._resources.made(self._section)[key] = value
+            return
+        item = self._resources.made(self._section)
+        if key in _DYNAMO_OWN:
+            item[key] = _text(value)
+        elif "gpu" not in item and (self._had_gpu or key in self._resources.gpu_names):
+            item["gpu"] = _text(value)
+            if key != _DYNAMO_GPU:
+                item["gpuType"] = key
+            else:
+                item.pop("gpuType", None)
+        else:
+            _last(item, "custom")[key] = _text(value)
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        item, theirs = self._item(), self._theirs()
+        if item is not None:
+            if "gpu" in item and key == (item.get("gpuType") or _DYNAMO_GPU):
+                item.pop("gpu")
+                item.pop("gpuType", None)
+            if key in _DYNAMO_OWN:
+                item.pop(key, None)
+            if key in (mapping_at(item, ("custom",)) or {}):
+                item["custom"].pop(key)
+        if theirs is not None:
+            theirs.pop(key, None)
+
+
+class _Whole:
+    """A container's resources written whole (see `_DynamoResources`): each section set through it."""
+
+    def __init__(self, resources: _DynamoResources) -> None:
+        self._resources = resources
+
+    def __contains__(self, key: str) -> bool:
+        return True
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        for section in [k for k in self._resources if k not in value]:
+            del self._resources[section]
+        for section, amounts in value.items():
+            self._resources[section] = amounts
+
+    def __delitem__(self, key: str) -> None:
+        self._resources.clear()
+
+
 class Fitted(NamedTuple):
     patch: list[dict[str, Any]]  # what to write in the document
     notes: list[str]  # what to say
@@ -628,7 +852,8 @@ def _left_out(doc: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]) ->
         spec = template.get("spec")
         for list_name in ("initContainers", "containers"):
             items = spec.get(list_name) if isinstance(spec, Mapping) else None
-            read |= {id(c.get("resources")) for c in items or () if isinstance(c, Mapping)}
+            for resources in (c.get("resources") for c in items or () if isinstance(c, Mapping)):
+                read |= {id(resources), *(id(r) for r in getattr(resources, "sources", ()))}
     left = [(at, name) for at, holder, name in _gpu_asks(doc, is_gpu_resource, "") if id(holder) not in read]
     if not left:
         return ""
