@@ -19,6 +19,7 @@ DEVICE_MANIFESTS = {
     "aks-infiniband-job.yaml": ("rdma/shared_ib", "aks"),
     "gke-a3-gpudirect.yaml": ("networking.gke.io.networks/rdma-0", "gke"),
     "eks-neuron-pod.yaml": ("aws.amazon.com/neuron", "eks"),
+    "gke-tpu-job.yaml": ("google.com/tpu", "gke"),
 }
 
 
@@ -40,7 +41,7 @@ def test_a_device_beside_the_gpus_is_accounted_for_on_every_map(capsys, tmp_path
         assert code == 0, err
         assert _limits(out) == _limits(text)  # native: untouched, and nothing to say
         assert device not in err
-    elif cloud_map.devices is not None:
+    elif cloud_map.devices is not None and not SHIPPED[home].device_for(device).portable:
         # The target lists its devices and has no equivalent: refused, naming the device, what it
         # is, where it comes from and what the target offers.
         assert code == 1
@@ -49,7 +50,8 @@ def test_a_device_beside_the_gpus_is_accounted_for_on_every_map(capsys, tmp_path
         for own in cloud_map.devices:
             assert own.resource in refusal
     else:
-        # The map does not say which devices its nodes have: kept, never silently.
+        # The map does not say which devices its nodes have, or the device's plugin runs anywhere
+        # (rdma/): kept, never silently.
         said = [w for w in warnings(err) if w.startswith(f"{device} (on {home}:")]
         if code == 0:
             assert said and "kept as written" in said[0]
@@ -81,10 +83,30 @@ def test_an_extended_resource_no_map_describes_is_kept_and_said(capsys, tmp_path
     code, out, err = translate(capsys, tmp_path, text, "gke")
     assert code == 0, err
     assert _limits(out)["example.com/fpga"] == 32
-    assert (
-        "example.com/fpga is described by no cloud map: kept as written; gke nodes must advertise it "
-        "or the pod never schedules"
-    ) in warnings(err)
+    assert "example.com/fpga is in no cloud map, kept as written: gke nodes must advertise it" in warnings(
+        err
+    )
+
+
+def test_a_device_no_map_describes_on_a_pod_already_in_the_target_s_words_is_not_mentioned(capsys, tmp_path):
+    # A FUSE device beside an EKS job's GPUs, on EKS: the cluster's own business, no warning.
+    efa_job = (DEVICES / "eks-nccl-efa-job.yaml").read_text()
+    text = efa_job.replace("vpc.amazonaws.com/efa", "smarter-devices/fuse")
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 0, err
+    assert _limits(out)["smarter-devices/fuse"] == 32
+    assert "smarter-devices/fuse" not in err
+
+
+def test_an_infiniband_job_from_aks_keeps_its_rdma_ask_elsewhere_and_says_so(capsys, tmp_path):
+    # The RDMA shared device plugin runs on any cluster: rdma/shared_ib is no sign of AKS, never refused.
+    code, out, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), "eks")
+    assert code == 0, err
+    assert _limits(out)["rdma/shared_ib"] == 1
+    assert any(
+        w.startswith("rdma/shared_ib (on aks: InfiniBand RDMA") and w.endswith("the eks map does not list it")
+        for w in warnings(err)
+    )
 
 
 def _spec(out):

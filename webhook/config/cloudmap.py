@@ -323,7 +323,10 @@ def _devices(entries: list[Mapping[str, Any]] | None) -> tuple[CloudDevice, ...]
     if entries is None:
         return None
     return tuple(
-        CloudDevice(e["resource"], e["kind"], e["what"], tuple(e.get("same_as", ()))) for e in entries
+        CloudDevice(
+            e["resource"], e["kind"], e["what"], tuple(e.get("same_as", ())), e.get("portable", False)
+        )
+        for e in entries
     )
 
 

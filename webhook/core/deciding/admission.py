@@ -94,13 +94,13 @@ def rewrite_pod(
     if demand.claim_problems and target.dra is None:
         raise Untranslatable(list(demand.claim_problems))  # never left as is: no node here could run it
     refused = sharing_refusals(demand, target, context.dialects)
-    devices = plan_devices(demand.resource_names, target, context.dialects)
-    if refused or devices.refusals:
-        raise Untranslatable(refused + devices.refusals)
     spec = read.spec
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
     native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
+    devices = plan_devices(demand.resource_names, target, context.dialects, translated=not native)
+    if refused or devices.refusals:
+        raise Untranslatable(refused + devices.refusals)
     # A mutation that cannot say whether it may change this pod is asked nothing and runs.
     wanted = [m for m in context.mutations if (w := getattr(m, "wants", None)) is None or w(pod, demand)]
     if native and not hints:

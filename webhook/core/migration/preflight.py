@@ -487,7 +487,7 @@ def _checks(
     results["driver_cuda"] = driver_check([t.original for t in templates], target, inventory)
     translated = [t.translated for t in templates if t.translated is not None]
     per_pod = max(map(_whole_gpus, templates), default=0) if target.dra is not None else None
-    results["topology"] = topology_check(translated, inventory, models, catalogue, per_pod)
+    results["topology"] = topology_check(translated, inventory, models, catalogue, per_pod, target.whole_gpu)
     if not packed:
         results["capacity"] = (0.5, "not checked: no inventory of the target (--inventory)")
     elif target.dra is not None:

@@ -188,14 +188,16 @@ def topology_check(
     models: set[str],
     catalogue: Catalogue,
     per_pod: int | None = None,
+    whole_gpu: str = "nvidia.com/gpu",
 ) -> tuple[float, str]:
     """Whether a node of the target holds the most GPUs one translated pod asks for, over NVLink.
-    `per_pod` when the translated pods ask by DRA claim, not by resource."""
+    `per_pod` when the translated pods ask by DRA claim, not by resource. Only the target's whole-GPU
+    resource is counted, on pods and nodes alike: an EFA or RDMA count beside the GPUs is no GPU."""
     k = per_pod or 0
     for template in translated if per_pod is None else ():
         spec = mapping_at(template, ("spec",)) or {}
         for _, name, value in resource_entries(spec, "limits", ("containers",)):
-            if is_extended_resource(name) and "mig-" not in name and not name.endswith(".shared"):
+            if name == whole_gpu:
                 k = max(k, int(quantity.parse(value)))
     if k <= 1:
         return 1.0, "one GPU per pod: no topology needs"
@@ -204,7 +206,7 @@ def topology_check(
     widest, nvlink = 0, None
     for node in inventory.nodes:
         gpus = max(
-            (int(v) for n, v in node.allocatable.items() if is_extended_resource(n) and "mig-" not in n),
+            (int(v) for n, v in node.allocatable.items() if n == whole_gpu),
             default=0,
         )
         widest = max(widest, gpus)

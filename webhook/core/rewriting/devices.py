@@ -13,6 +13,11 @@ extended resource that is not a GPU:
   that runs on any cloud): kept, with a warning;
 - no map describes it: kept, with a warning, never silently.
 
+A device whose plugin runs on any cluster (`portable`: the RDMA shared device plugin's admin-named
+`rdma/` resources) says nothing of where a pod came from: kept, with a warning, never refused. A device
+no map describes is mentioned only for a pod being moved (`translated`): on the cluster's own pods
+(FUSE, KubeVirt, an FPGA) it is the admin's business, and a warning on each would be noise.
+
 Why no equivalent across clouds is declared in the shipped maps: an EFA count is a number of network
 interfaces, an InfiniBand ask from the RDMA shared device plugin is one device any number of pods
 share, and a GKE network resource names a Network object that also needs the pod's interface
@@ -40,9 +45,11 @@ class DevicePlan(NamedTuple):
 NO_DEVICES = DevicePlan([], [], [])
 
 
-def plan_devices(names: frozenset[str], target: CloudMap, dialects: Dialects) -> DevicePlan:
+def plan_devices(
+    names: frozenset[str], target: CloudMap, dialects: Dialects, translated: bool = True
+) -> DevicePlan:
     """What becomes of each non-GPU extended resource among `names` (a pod's resource names) on
-    `target`."""
+    `target`; `translated`: whether the pod is being moved from another platform's words."""
     others = [n for n in sorted(names) if _beside_gpus(n, dialects)]
     if not others:
         return NO_DEVICES
@@ -57,15 +64,19 @@ def plan_devices(names: frozenset[str], target: CloudMap, dialects: Dialects) ->
             renames[name] = same.resource
             continue
         owner = _described(name, target, dialects)
+        if owner is None and not translated:
+            continue
         if owner is None:
             warnings.append(
-                f"gpuport: {name} is described by no cloud map: kept as written; {target.name} nodes "
-                "must advertise it or the pod never schedules"
+                f"gpuport: {name} is in no cloud map, kept as written: {target.name} nodes must advertise it"
             )
-        elif target.devices is None:
+        elif target.devices is None or owner[1].portable:
+            unsure = (
+                "does not say whether its nodes have it" if target.devices is None else "does not list it"
+            )
             warnings.append(
                 f"gpuport: {name} (on {owner[0]}: {owner[1].what}) kept as written: the "
-                f"{target.name} map does not say whether its nodes have it"
+                f"{target.name} map {unsure}"
             )
         else:
             refusals.append(

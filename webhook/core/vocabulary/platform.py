@@ -142,6 +142,9 @@ class CloudDevice:
     # Other names (any platform's) asking for the same device in the same count: a pod asking one
     # of them here is given this one.
     same_as: tuple[str, ...] = ()
+    # Whether the device plugin behind the name runs on any cluster (the RDMA shared device plugin's
+    # admin-named rdma/ resources): its name alone does not say the pod came from this platform.
+    portable: bool = False
 
     def names(self, resource: str) -> bool:
         if self.resource.endswith("/"):
