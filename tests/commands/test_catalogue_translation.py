@@ -162,16 +162,13 @@ def test_a_multi_gpu_sxm_job_is_refused_where_only_pcie_cards_hold_it(capsys, tm
 
 
 # (target, what its nodes must have set up for the GKE job's 3g.20gb partition of an A100 40GB)
+OPERATOR_MIG = (
+    "exists only on nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)"
+)
 MIG_SET_UP = [
     ("aks", "MIG 3g.20gb exists only on a node pool created with --gpu-instance-profile MIG3g"),
-    (
-        "eks",
-        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)",
-    ),
-    (
-        "generic",
-        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)",
-    ),
+    ("eks", f"MIG 3g.20gb {OPERATOR_MIG}"),
+    ("generic", f"MIG 3g.20gb {OPERATOR_MIG}"),
 ]
 
 
