@@ -77,7 +77,7 @@ def test_an_l4_deployment_where_no_inference_gpu_has_24_gb_is_refused_with_the_f
     code, _, err = translate(capsys, MANIFESTS / "gke-l4-vllm-spot.yaml", "cce")
     assert code == 1
     assert (
-        "asks for L4 (24 GB, inference); cce offers no inference GPU with at least 24 GB (it offers "
+        "asks for L4 (24 GB, inference); cce offers no NVIDIA inference GPU with at least 24 GB (it offers "
         "T4 (16 GB, inference), V100-32GB (32 GB, training), A100-40GB (40 GB, training), "
         "A100-80GB (80 GB, training))"
     ) in err

@@ -141,7 +141,8 @@ def test_an_on_demand_job_keeps_its_capacity_type_on_every_map(capsys, tmp_path,
         assert not any(t.get("key") == labels.spot[0][0] for t in spec.get("tolerations", []))
     else:
         said = (
-            "node selector karpenter.sh/capacity-type removed: the " + target + " map names no capacity type"
+            f"capacity requirement karpenter.sh/capacity-type removed: the {target} map names no "
+            "capacity type"
         )
         assert said in warnings(err)
     if target != "eks":

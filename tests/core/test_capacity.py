@@ -99,5 +99,6 @@ def test_a_map_naming_no_capacity_type_says_the_selector_goes():
     found = plan("volcano", ("karpenter.sh/capacity-type", "In", ("on-demand",)))
     assert found.problems == [] and found.labels == {}
     assert [e.text for e in found.edits] == [
-        "gpuport: node selector karpenter.sh/capacity-type removed: the volcano map names no capacity type"
+        "gpuport: capacity requirement karpenter.sh/capacity-type removed: the volcano map names no "
+        "capacity type"
     ]

@@ -69,3 +69,11 @@ def test_a_pod_asking_only_for_a_foreign_accelerator_is_refused_too():
     decision = decide(pod, "gke")
     assert not decision.allowed
     assert "asks for aws.amazon.com/neuroncore (on eks: AWS NeuronCore" in decision.message
+
+
+def test_both_neuron_names_in_one_container_are_one_ask_of_both_counts():
+    pod = pod_with_resources({"limits": {"aws.amazon.com/neurondevice": "2", "aws.amazon.com/neuron": "1"}})
+    decision = decide(pod, "eks")
+    assert decision.allowed
+    patched = jsonpatch.apply_patch(pod, list(decision.patch))
+    assert patched["spec"]["containers"][0]["resources"] == {"limits": {"aws.amazon.com/neuron": "3"}}

@@ -119,7 +119,7 @@ def test_model_with_no_equivalent_scores_zero_and_translation_fails():
     result = checks(run([deployment("d", spec)], target="aks"))
     assert result["gpu_model"][0] == 0.0
     assert result["resource_names"][0] == 0.0
-    assert "aks offers no training GPU with at least 180 GB" in result["resource_names"][1]
+    assert "aks offers no NVIDIA training GPU with at least 180 GB" in result["resource_names"][1]
 
 
 def test_mig_on_a_cloud_without_mig_scores_zero_or_half_by_policy():

@@ -54,7 +54,7 @@ def plan_capacity(
     words = _words(target.node_labels)
     if not words:
         # A scheduler layer's map, which does not say how its cloud labels capacity.
-        said = f"gpuport: node selector {asked} removed: the {target.name} map names no capacity type"
+        said = f"gpuport: capacity requirement {asked} removed: the {target.name} map names no capacity type"
         return CapacityPlan({}, [Say(said)], [])
     kept = wanted & frozenset(words)
     if not kept:
@@ -67,7 +67,9 @@ def plan_capacity(
     if "spot" in kept and target.node_labels.spot_tolerations:
         tolerations.append(AddTolerations(target.node_labels.spot_tolerations))
     if kept == frozenset(words):
-        said = f"gpuport: node selector {asked} removed: any {target.name} node gives {_capacity(kept)}"
+        said = (
+            f"gpuport: capacity requirement {asked} removed: any {target.name} node gives {_capacity(kept)}"
+        )
         return CapacityPlan({}, [Say(said), *tolerations], [])
     return _write(kept, asked, target, tolerations)
 

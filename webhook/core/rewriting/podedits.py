@@ -16,12 +16,14 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
 
 from webhook.core.asks.demand import ContainerAsk
 from webhook.core.vocabulary.errors import BadInput
+from webhook.core.vocabulary.quantity import parse
 from webhook.core.vocabulary.workloads import REQUIRED_NODE_AFFINITY, mapping_at
 
 
@@ -297,7 +299,12 @@ class RenameResources:
                         continue
                     for old, new in self.renames.items():
                         if old in values:
-                            values[new] = values.pop(old)
+                            amount = values.pop(old)
+                            # Both names beside each other ask for the same device twice: one ask of
+                            # both counts, never one count lost.
+                            values[new] = (
+                                amount if new not in values else _whole(parse(values[new]) + parse(amount))
+                            )
                             renamed = True
         if renamed:
             said.append(self.text)
@@ -471,3 +478,8 @@ def _plain(value: Any) -> bool:
 
 
 _PLAIN_LEAVES = frozenset({str, int, bool, type(None)})
+
+
+def _whole(amount: Decimal) -> str:
+    """A device count as a quantity string: "3", or the decimal as it is when not whole."""
+    return str(int(amount)) if amount == amount.to_integral_value() else str(amount)

@@ -328,9 +328,12 @@ def _no_substitute(
     least = min(wanted, key=lambda m: catalogue.models[m].memory_gb)
     need = catalogue.models[least]
     kind = "" if any_class else f" {need.gpu_class}" if need.gpu_class else ""
+    # A substitute keeps the vendor (its software stack): say so, or an AMD map's larger GPU would
+    # read as a contradiction of "no GPU with at least 80 GB".
+    vendor = {"nvidia": " NVIDIA", "amd": " AMD"}.get(need.vendor, f" {need.vendor}")
     return (
         f"asks for {' or '.join(_sold(catalogue.models[m]) for m in wanted)}; {target.name} "
-        f"offers no{kind} GPU with at least {need.memory_gb} GB "
+        f"offers no{vendor}{kind} GPU with at least {need.memory_gb} GB "
         f"(it offers {', '.join(_sold(catalogue.models[m]) for m in offered) or 'none'})"
     )
 

@@ -116,9 +116,6 @@ class NodeLabels:
     def owns(self, key: str) -> bool:
         return any(key.startswith(p) if p.endswith("/") else key == p for p in self.owned)
 
-    def is_spot(self, key: str, value: str) -> bool:
-        return (key, value) in self.spot
-
     def capacity_labels(self) -> tuple[tuple[Capacity, str, str], ...]:
         """(capacity type, key, value) of every label saying one on this platform."""
         said: tuple[tuple[Capacity, tuple[tuple[str, str], ...]], ...] = (
