@@ -172,7 +172,7 @@ def test_a_gke_partition_says_how_the_target_s_nodes_must_be_partitioned(capsys,
     code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", target)
     assert code == 0, err
     assert docs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
-        "nvidia.com/mig-3g.20gb": "1"
+        "nvidia.com/mig-3g.20gb": 1
     }
     assert f"gpuport: {said}" in err
 
