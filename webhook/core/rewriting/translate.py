@@ -107,7 +107,8 @@ def translate_pod(
         values = _values_holding(target.model_labels[0], chosen, demand, problems)
         if values:
             node_labels[model_key] = values
-    whole = any(a.kind == "whole" for a in demand.asks)
+    # Whole GPUs of the platform's own vendor: only its GPUs are partitioned or shared there.
+    whole = any(a.kind == "whole" and a.vendor == target.vendor for a in demand.asks)
     avoided: tuple[str, ...] = ()
     if model_key and not chosen and demand.selection.avoid:
         avoided = tuple(_values(target.model_labels[0], tuple(sorted(demand.selection.avoid))))
