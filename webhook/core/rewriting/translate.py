@@ -328,6 +328,9 @@ def _no_substitute(
     catalogue = dialects.catalogue
     least = min(wanted, key=lambda m: catalogue.models[m].memory_gb)
     need = catalogue.models[least]
+    # On a platform with two vendors' GPUs, only the wanted one's could stand in (the code is CUDA or ROCm).
+    vendors = {catalogue.models[m].vendor for m in wanted}
+    offered = tuple(m for m in offered if catalogue.models[m].vendor in vendors) or offered
     kind = "" if any_class else f" {need.gpu_class}" if need.gpu_class else ""
     return (
         f"asks for {' or '.join(_sold(catalogue.models[m]) for m in wanted)}; {target.name} "
