@@ -1,4 +1,9 @@
-"""A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O."""
+"""A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O.
+
+Why one module of ~340 lines: a CloudMap and its parts (model labels, MIG form, node labels, devices,
+DRA form) are one value, parsed together from one file and read together by every decision; the
+sharing forms, the map's largest part, already have their own module (sharing.py).
+"""
 
 import functools
 from collections.abc import Iterable, Mapping
