@@ -136,7 +136,7 @@ SOURCES = {
         pod({"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8Gi"}),
         {"koordinator"},
     ),
-    "amd-whole": ("A", pod({"amd.com/gpu": "1"}), {"amd"}),
+    "amd-whole": ("A", pod({"amd.com/gpu": "1"}), {"amd", "aks"}),  # AKS: ND MI300X v5
 }
 
 
@@ -310,9 +310,11 @@ EXPECTED = {
         **{
             t: denied(f"asks for an AMD GPU (amd.com/gpu: 1); {t} offers NVIDIA GPUs only")
             for t in TARGETS
-            if t not in AMD_TARGETS
+            if t not in (*AMD_TARGETS, "aks")
         },
         "amd": ok({"amd.com/gpu": "1"}),
+        # AKS has AMD GPUs too (ND MI300X v5): the ask is its own there (amd-whole is native on aks).
+        "aks": ok({"amd.com/gpu": "1"}, tolerations=AKS_TOLERATION),
         "dra-amd": ok(
             {},
             tolerations=None,

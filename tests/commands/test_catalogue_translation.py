@@ -200,3 +200,83 @@ def test_a_map_that_says_nothing_of_its_mig_set_up_adds_no_words(capsys):
     assert code == 0, err
     assert "nvidia.com/mig-3g.20gb" in err
     assert "exists only on" not in err
+
+
+# AKS sells ND MI300X v5 (8 × AMD Instinct MI300X 192 GB) beside its NVIDIA sizes; its pods ask the
+# ROCm device plugin's amd.com/gpu (tests/manifests/catalogue/aks-mi300x-training-job.yaml).
+MI300X_JOB = CATALOGUE_MANIFESTS / "aks-mi300x-training-job.yaml"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+def gpu_limits(doc):
+    return doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+
+def test_aks_s_own_mi300x_job_stays_an_amd_job_on_the_mi300x_size(capsys):
+    code, docs, err = translate(capsys, MI300X_JOB, "aks")
+    assert code == 0, err
+    assert "denied" not in err
+    assert gpu_limits(docs[0]) == {"memory": "32Gi", "amd.com/gpu": 8}
+    assert accepted(docs[0], INSTANCE_TYPE) == {"Standard_ND96isr_MI300X_v5"}
+    assert "nvidia.com" not in yaml.safe_dump(docs[0])
+
+
+def test_an_amd_map_job_goes_to_aks_s_mi300x_size_as_amd_gpus(capsys, tmp_path):
+    # Written for a cluster running the ROCm device plugin and its node labeller.
+    text = MI300X_JOB.read_text().replace(
+        f"{INSTANCE_TYPE}: Standard_ND96isr_MI300X_v5", "amd.com/gpu.product-name: AMD_Instinct_MI300X_OAM"
+    )
+    path = tmp_path / "rocm.yaml"
+    path.write_text(text)
+    code, docs, err = translate(capsys, path, "aks")
+    assert code == 0, err
+    assert gpu_limits(docs[0]) == {"memory": "32Gi", "amd.com/gpu": 8}
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {
+        INSTANCE_TYPE: "Standard_ND96isr_MI300X_v5"
+    }
+
+
+def test_aks_s_mi300x_job_goes_to_the_amd_map_by_product_name(capsys):
+    code, docs, err = translate(capsys, MI300X_JOB, "amd")
+    assert code == 0, err
+    assert gpu_limits(docs[0]) == {"memory": "32Gi", "amd.com/gpu": 8}
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {
+        "amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"
+    }
+
+
+@pytest.mark.parametrize("target", ["eks", "gke"])
+def test_aks_s_mi300x_job_is_refused_where_no_gpu_has_its_192_gb(capsys, target):
+    code, _, err = translate(capsys, MI300X_JOB, target)
+    assert code == 1
+    assert f"asks for MI300X (192 GB, training); {target} offers no training GPU with at least 192 GB" in err
+    assert "H200 (141 GB, training)" in err  # the figures compared
+    assert f"containers[0] asks for an AMD GPU (amd.com/gpu: 8); {target} offers NVIDIA GPUs only" in err
+
+
+def test_an_aks_nvidia_job_is_left_as_written_beside_the_amd_sizes(capsys, tmp_path):
+    text = MI300X_JOB.read_text().replace("amd.com/gpu: 8", "nvidia.com/gpu: 8")
+    text = text.replace("Standard_ND96isr_MI300X_v5", "Standard_ND96isr_H100_v5")
+    path = tmp_path / "h100.yaml"
+    path.write_text(text)
+    code, docs, err = translate(capsys, path, "aks")
+    assert code == 0, err
+    assert gpu_limits(docs[0]) == {"memory": "32Gi", "nvidia.com/gpu": 8}
+    assert accepted(docs[0], INSTANCE_TYPE) == {"Standard_ND96isr_H100_v5"}
+    assert "amd.com/gpu:" not in yaml.safe_dump(docs[0]["spec"]["template"]["spec"]["containers"])
+
+
+def test_an_eks_nvidia_job_sent_to_aks_asks_nvidia_gpus_on_nvidia_sizes_only(capsys):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p4d-nccl-job.yaml", "aks")
+    assert code == 0, err
+    limits = gpu_limits(docs[0])
+    assert limits.get("nvidia.com/gpu") in (8, "8") and "amd.com/gpu" not in limits
+    assert "Standard_ND96isr_MI300X_v5" not in accepted(docs[0], INSTANCE_TYPE)
+
+
+def test_an_nvidia_ask_pinned_to_the_mi300x_size_is_refused(capsys, tmp_path):
+    path = tmp_path / "mixed-up.yaml"
+    path.write_text(MI300X_JOB.read_text().replace("amd.com/gpu: 8", "nvidia.com/gpu: 8"))
+    code, _, err = translate(capsys, path, "aks")
+    assert code == 1
+    assert "asks for an NVIDIA GPU (nvidia.com/gpu: 8) on MI300X, which is not NVIDIA" in err

@@ -226,3 +226,38 @@ def test_every_sharing_form_says_what_it_means_and_how_it_is_asked_for():
         # Each map that shares GPUs tells a user who wants part of one how to ask, in its own words.
         offered = any("share" in option for option in cloud_map.partial_gpu_options(loaded.catalogue))
         assert offered == cloud_map.shared.offered, cloud_map.name
+
+
+def test_a_map_may_name_another_vendor_s_whole_gpu_resource(catalogue):
+    text = GOOD.replace(
+        "  whole: nvidia.com/gpu\n", "  whole: nvidia.com/gpu\n  whole_by_vendor:\n    amd: amd.com/gpu\n"
+    )
+    lab = parse(text, catalogue)
+    assert lab.vendors == ("nvidia", "amd")
+    assert lab.whole_for("amd") == "amd.com/gpu" and lab.whole_for("nvidia") == "nvidia.com/gpu"
+    assert lab.is_accelerator("amd.com/gpu")
+    assert parse(GOOD, catalogue).vendors == ("nvidia",)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said", "line"),
+    [
+        ("    nvidia: example.com/gpu\n", "whole_by_vendor names 'nvidia', the map's own vendor", 5),
+        ("    intel: gpu.intel.com/i915\n", "'intel' is not one of ['nvidia', 'amd']", 4),
+    ],
+)
+def test_another_vendor_s_resource_must_be_another_known_vendor(catalogue, extra, said, line):
+    text = GOOD.replace("  whole: nvidia.com/gpu\n", "  whole: nvidia.com/gpu\n  whole_by_vendor:\n" + extra)
+    with pytest.raises(CloudMapError) as info:
+        parse(text, catalogue)
+    assert said in str(info.value)
+    assert info.value.line == line
+
+
+def test_a_dra_map_names_no_other_vendor_s_resource():
+    shipped = (default_directory() / "dra-nvidia.yaml").read_text()
+    text = shipped.replace("resources:\n", "resources:\n  whole_by_vendor:\n    amd: amd.com/gpu\n", 1)
+    assert text != shipped
+    catalogue = load_directory(default_directory()).catalogue
+    with pytest.raises(CloudMapError, match="a map with dra asks by claim"):
+        parse_cloud_map(text, "dra-nvidia.yaml", catalogue)

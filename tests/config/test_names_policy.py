@@ -233,3 +233,10 @@ def test_a_foreign_key_with_a_value_no_map_knows_is_dropped_or_refused_by_gpupor
         decision = pipeline.decide(parsed(review_of(obj)), ctx)
         if decision.allowed:
             assert refused_by(jsonpatch.apply_patch(obj, list(decision.patch)), target) == [], key
+
+
+def test_aks_s_amd_gpus_on_its_mi300x_size_pass_the_safety_net():
+    # AKS has AMD GPUs (amd.com/gpu) beside its NVIDIA ones: its own MI300X pod is never refused there.
+    mi300x = {"node.kubernetes.io/instance-type": "Standard_ND96isr_MI300X_v5"}
+    assert refused_by(pod({"amd.com/gpu": "8"}, mi300x), "aks") == []
+    assert refused_by(pod({"amd.com/gpu": "8"}, mi300x), "eks") != []

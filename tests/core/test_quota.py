@@ -379,3 +379,13 @@ def test_scope_selector_expressions(expression, priority_class, expected):
 def test_an_unknown_scope_in_spec_scopes_matches_nothing():
     """podMatchesScopeFunc returns false for a scope it does not know."""
     assert not applies(Quota("q", {}, ("SomeFutureScope",)), pod_facts(gpu_pod_with()))
+
+
+def test_on_aks_amd_and_nvidia_gpus_count_in_one_budget():
+    # AKS has ND MI300X v5 (amd.com/gpu) beside its NVIDIA sizes: both are GPU-equivalents of its quota,
+    # and an unpinned AMD GPU brings the memory of AKS's AMD model, never an NVIDIA one's.
+    amd = use(pod({"amd.com/gpu": "8"}), "aks")
+    assert amd == GpuUse(Fraction(8), 8 * 196592)  # MI300X, 196,592 MiB
+    both = pod({"amd.com/gpu": "2"})
+    both["spec"]["containers"].append({"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}})
+    assert use(both, "aks").equivalents == Fraction(3)

@@ -274,6 +274,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
     return CloudMap(
         name=data["name"],
         whole_gpu=res["whole"],
+        whole_by_vendor=dict(res.get("whole_by_vendor", {})),
         mig=MigForm(**_given(mig, *_names(MigForm))),
         shared=SharedForm(**_given(shared, *_names(SharedForm))),
         model_labels=tuple(model_labels),
@@ -427,6 +428,16 @@ def _value_problems(
     dra = data.get("dra")
     for model_id in keys(dra.get("product_names") if isinstance(dra, dict) else None):
         known(model_id, ["dra", "product_names", model_id])
+    by_vendor = resources.get("whole_by_vendor") if isinstance(resources, dict) else None
+    for vendor in keys(by_vendor):
+        line = line_of(node, ["resources", "whole_by_vendor", vendor])
+        if vendor == data.get("vendor", "nvidia"):
+            problem = f"whole_by_vendor names {vendor!r}, the map's own vendor: its resource is `whole`"
+            found.append(CloudMapError(source, line, problem))
+        elif dra is not None:
+            # A DRA map's claims name one driver's device classes: another vendor's GPUs are another driver.
+            problem = "whole_by_vendor is for extended resources; a map with dra asks by claim"
+            found.append(CloudMapError(source, line, problem))
     return found
 
 

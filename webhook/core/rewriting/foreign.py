@@ -119,6 +119,10 @@ def is_native(demand: PodDemand, target: CloudMap, dialects: Dialects, foreign: 
     if demand.selection.models is not None and not demand.selection.models & offered:
         return False
     models = tuple(sorted(demand.selection.models & offered)) if demand.selection.models else ()
+    if len(target.vendors) > 1 and any(
+        catalogue.models[m].vendor != a.vendor for m in models for a in demand.asks
+    ):
+        return False  # nodes of one vendor's GPUs selected for another's: translate_ask says so
     for ask in demand.asks:
         written_here = (target.is_accelerator(n) or n in target.annotation_keys() for n in ask.written)
         if ask.kind == "fraction" or not all(written_here):

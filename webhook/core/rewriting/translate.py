@@ -107,7 +107,8 @@ def translate_pod(
         values = _values_holding(target.model_labels[0], chosen, demand, problems)
         if values:
             node_labels[model_key] = values
-    whole = any(a.kind == "whole" for a in demand.asks)
+    # Whole GPUs of the platform's own vendor: only its GPUs are partitioned or shared there.
+    whole = any(a.kind == "whole" and a.vendor == target.vendor for a in demand.asks)
     avoided: tuple[str, ...] = ()
     if model_key and not chosen and demand.selection.avoid:
         avoided = tuple(_values(target.model_labels[0], tuple(sorted(demand.selection.avoid))))
@@ -327,6 +328,9 @@ def _no_substitute(
     catalogue = dialects.catalogue
     least = min(wanted, key=lambda m: catalogue.models[m].memory_gb)
     need = catalogue.models[least]
+    # On a platform with two vendors' GPUs, only the wanted one's could stand in (the code is CUDA or ROCm).
+    vendors = {catalogue.models[m].vendor for m in wanted}
+    offered = tuple(m for m in offered if catalogue.models[m].vendor in vendors) or offered
     kind = "" if any_class else f" {need.gpu_class}" if need.gpu_class else ""
     # A substitute keeps the vendor (its software stack): say so, or an AMD map's larger GPU would
     # read as a contradiction of "no GPU with at least 80 GB".

@@ -50,13 +50,26 @@ def translate_ask(
     avoid: tuple[str, ...] = (),
 ) -> TargetAsk:
     """`avoid`: models the pod refuses, written into a DRA claim as a refusal."""
-    if ask.vendor != target.vendor:
+    if ask.vendor not in target.vendors:
         raise Untranslatable(
             [
                 f"asks for an {ask.vendor.upper()} GPU ({ask.describe()}); "
-                f"{target.name} offers {target.vendor.upper()} GPUs only"
+                f"{target.name} offers {_vendors_words(target)} GPUs only"
             ]
         )
+    if len(target.vendors) > 1:
+        # One node has one vendor's GPUs: an ask pinned to another vendor's models never runs.
+        other = [m for m in models if catalogue.models[m].vendor != ask.vendor]
+        if other:
+            verb = "is" if len(other) == 1 else "are"
+            raise Untranslatable(
+                [
+                    f"asks for an {ask.vendor.upper()} GPU ({ask.describe()}) on {' or '.join(other)}, "
+                    f"which {verb} not {ask.vendor.upper()}"
+                ]
+            )
+    if ask.vendor != target.vendor:
+        return _place_other_vendor(ask, target)
     if ask.kind == "whole":
         if target.dra is not None:
             extended = target.dra.extended_resource("whole", "")
@@ -69,6 +82,24 @@ def translate_ask(
     if ask.kind == "shared":
         return _place_shared(ask, models, target, catalogue)
     return _place_fraction(ask, models, target, catalogue)
+
+
+def _vendors_words(target: CloudMap) -> str:
+    return " and ".join(v.upper() for v in target.vendors)
+
+
+def _place_other_vendor(ask: ContainerAsk, target: CloudMap) -> TargetAsk:
+    """An ask for GPUs of a vendor the platform has beside its own (`whole_by_vendor`): whole GPUs, by
+    that vendor's resource; its MIG and sharing are the platform's own vendor's, never these GPUs'."""
+    resource = target.whole_for(ask.vendor)
+    if ask.kind != "whole":
+        raise Untranslatable(
+            [
+                f"asks for part of an {ask.vendor.upper()} GPU ({ask.describe()}); {target.name} gives "
+                f"{ask.vendor.upper()} GPUs whole only ({resource})"
+            ]
+        )
+    return TargetAsk({resource: str(ask.count)}, {}, (), "")
 
 
 def mig_candidates(models: tuple[str, ...], target: CloudMap, catalogue: Catalogue) -> list[GpuModel]:

@@ -76,8 +76,8 @@ class Dialects:
 
     @functools.cached_property
     def whole_gpu_names(self) -> frozenset[str]:
-        """Every platform's whole-GPU resource (nvidia.com/gpu, amd.com/gpu, ...)."""
-        return frozenset(m.whole_gpu for m in self.maps)
+        """Every platform's whole-GPU resources (nvidia.com/gpu, amd.com/gpu, ...)."""
+        return frozenset(name for m in self.maps for name in m.whole_names())
 
     @functools.cached_property
     def selections(self) -> dict[Any, Any]:
@@ -117,8 +117,9 @@ class Dialects:
                 return ResourceMeaning(True, "mig", cloud_map.vendor, profile)
             if cloud_map.shared.share_resource(name):
                 return ResourceMeaning(True, "shared", cloud_map.vendor)
-            if name == cloud_map.whole_gpu:
-                return ResourceMeaning(True, "whole", cloud_map.vendor)
+            for vendor in cloud_map.vendors:
+                if name == cloud_map.whole_for(vendor):
+                    return ResourceMeaning(True, "whole", vendor)
         return ResourceMeaning(True)
 
     def label_meaning(self, key: str, value: str) -> LabelMeaning:

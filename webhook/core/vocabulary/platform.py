@@ -1,8 +1,9 @@
 """A platform's GPU vocabulary as plain values: what the decision core reads, with no I/O.
 
-Why one module of ~330 lines: it is one value, a cloud map, with one small frozen class per section
-(model labels, MIG form, annotations, node labels, devices, DRA) and the words each section chooses
-among; the sections mean something only inside `CloudMap`, which answers every question about them."""
+Why one module of ~340 lines: a CloudMap and its parts (model labels, MIG form, node labels, devices,
+DRA form) are one value, parsed together from one file and read together by every decision; the
+sharing forms, the map's largest part, already have their own module (sharing.py).
+"""
 
 import functools
 from collections.abc import Iterable, Mapping
@@ -197,6 +198,9 @@ class CloudMap:
     whole_gpu: str
     description: str = ""
     vendor: Vendor = "nvidia"
+    # Other vendors' GPUs the platform also has, each vendor's whole-GPU resource (AKS's ND MI300X v5
+    # VMs beside its NVIDIA sizes: amd.com/gpu). Whole GPUs only: MIG and sharing are `vendor`'s.
+    whole_by_vendor: Mapping[str, str] = field(default_factory=dict)
     mig: MigForm = field(default_factory=MigForm)
     shared: SharedForm = field(default_factory=SharedForm)
     model_labels: tuple[ModelLabel, ...] = ()
@@ -228,7 +232,20 @@ class CloudMap:
     # worked out once per map (dataclasses.replace makes a new map, with its own).
     @functools.cached_property
     def _resource_names(self) -> frozenset[str]:
-        return frozenset({self.whole_gpu} | self.shared.resource_names())
+        return frozenset({self.whole_gpu, *self.whole_by_vendor.values()} | self.shared.resource_names())
+
+    @functools.cached_property
+    def vendors(self) -> tuple[str, ...]:
+        """The vendors whose GPUs this platform has, its own first."""
+        return (self.vendor, *(v for v in self.whole_by_vendor if v != self.vendor))
+
+    def whole_for(self, vendor: str) -> str:
+        """The whole-GPU resource of `vendor`'s GPUs here ("" where the platform has none of them)."""
+        return self.whole_gpu if vendor == self.vendor else self.whole_by_vendor.get(vendor, "")
+
+    def whole_names(self) -> tuple[str, ...]:
+        """Every whole-GPU resource of this platform, its own vendor's first."""
+        return tuple(self.whole_for(v) for v in self.vendors)
 
     def resource_names(self) -> frozenset[str]:
         """Exact resource names pods on this platform ask for (MIG names of the mixed form aside)."""
@@ -272,7 +289,7 @@ class CloudMap:
             return tuple(m for m in self.dra.product_names if m in catalogue.models)
         if self.model_labels:
             return tuple(m for m in self.model_labels[0].values if m in catalogue.models)
-        return tuple(m.id for m in catalogue.models.values() if m.vendor == self.vendor)
+        return tuple(m.id for m in catalogue.models.values() if m.vendor in self.vendors)
 
     @property
     def mig_offered(self) -> str:
