@@ -166,11 +166,13 @@ MIG_SET_UP = [
     ("aks", "MIG 3g.20gb exists only on a node pool created with --gpu-instance-profile MIG3g"),
     (
         "eks",
-        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)",
+        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so "
+        "(nvidia.com/mig.config; see gpuport plan mig)",
     ),
     (
         "generic",
-        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)",
+        "MIG 3g.20gb exists only on nodes the MIG manager partitioned so "
+        "(nvidia.com/mig.config; see gpuport plan mig)",
     ),
 ]
 
