@@ -64,6 +64,13 @@ def test_the_shipped_example_is_planned_into_valid_layouts_that_hold_every_slice
     assert all(capacity.get(name, 0) >= count for name, count in asked.items()), capacity
 
 
+def test_without_from_asks_are_read_in_every_dialect_as_translate_reads_them(capsys):
+    # The example is written for GKE partitions: without --from they are still slices, not whole GPUs.
+    with_from = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS)
+    assert _plan(capsys, EXAMPLE, "--to", "eks", "--inventory", EKS) == with_from
+    assert with_from[0] == 0 and "mig-configs: {}" not in with_from[1]
+
+
 def test_the_table_shows_demand_against_capacity_per_profile(capsys):
     code, out, _ = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS, "-o", "table")
     assert code == 0

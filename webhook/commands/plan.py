@@ -32,7 +32,8 @@ def register(commands: Subcommands) -> None:
         "--from",
         dest="source",
         metavar="CLOUD",
-        help="the cloud the manifests are written for (default: --to, as a cluster's own pods are)",
+        help="read GPU asks only in this cloud's dialect (and --to's); default: every dialect, as "
+        "`translate` reads them",
     )
     mig.add_argument("--to", required=True, metavar="CLOUD")
     where = mig.add_mutually_exclusive_group(required=True)
@@ -73,9 +74,7 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.core.planning.target_gpus import target_gpus
 
     try:
-        context = build_context(
-            args.cloudmap_dir or default_directory(), args.to, read_as=args.source or args.to
-        )
+        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
         geometries = load_geometry(context.dialects.catalogue)
         documents = read_yaml_documents(args.files)
         inventory = load_inventory(args.inventory) if args.inventory else None
