@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from webhook.commands.cli import main
-from webhook.config.cloudmap import default_directory
+from webhook.config.cloudmap import CATALOGUE_FILE, default_directory
 
 MANIFESTS = Path(__file__).parents[1] / "manifests"
 CATALOGUE_MANIFESTS = MANIFESTS / "catalogue"
@@ -200,7 +200,15 @@ def test_eks_slices_and_shares_sent_to_gke_say_which_node_pools_have_them(capsys
     ) in err
 
 
-def test_a_map_that_says_nothing_of_its_mig_set_up_adds_no_words(capsys):
-    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml", "generic")
+def test_a_map_that_says_nothing_of_its_mig_set_up_adds_no_words(capsys, tmp_path):
+    # Every shipped mixed map now says it (generic too): the generic map without its MIG `requires`.
+    shutil.copy(default_directory() / CATALOGUE_FILE, tmp_path / CATALOGUE_FILE)
+    generic = (default_directory() / "generic.yaml").read_text(encoding="utf-8")
+    said = "    requires: nodes the MIG manager partitioned so (nvidia.com/mig.config; see gpuport plan mig)"
+    said += "\n"
+    assert said in generic
+    (tmp_path / "generic.yaml").write_text(generic.replace(said, ""), encoding="utf-8")
+    manifest = CATALOGUE_MANIFESTS / "gke-a100-mig-job.yaml"
+    code, _, err = translate(capsys, manifest, "generic", "--cloudmap-dir", str(tmp_path))
     assert code == 0, err
     assert "exists only on" not in err
