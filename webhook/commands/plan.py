@@ -23,8 +23,9 @@ def register(commands: Subcommands) -> None:
         "proposes a layout per GPU that holds the slices on the fewest GPUs, then with the fewest GPUs "
         "repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
         "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
-        "GKE and single-strategy targets get the node pools to create; HAMi and DRA targets need no "
-        "layout. Exit 0 when the slices fit, 1 when not (what is short is said), 2 on bad input. "
+        "GKE, AKS and single-strategy targets get the node pools to create, each in the map's words "
+        "(AKS: --gpu-instance-profile); HAMi and DRA targets need no layout. Exit 0 when the slices "
+        "fit, 1 when not (what is short is said), 2 on bad input. "
         f"It reads Pods and the pod templates of {kinds_read()}.",
     )
     mig.add_argument("files", nargs="*", metavar="FILE", help="manifest files, or - for standard input")
