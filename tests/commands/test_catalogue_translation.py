@@ -249,7 +249,8 @@ def test_aks_s_mi300x_job_goes_to_the_amd_map_by_product_name(capsys):
 def test_aks_s_mi300x_job_is_refused_where_no_gpu_has_its_192_gb(capsys, target):
     code, _, err = translate(capsys, MI300X_JOB, target)
     assert code == 1
-    assert f"asks for MI300X (192 GB, training); {target} offers no AMD training GPU with at least 192 GB" in err
+    said = f"asks for MI300X (192 GB, training); {target} offers no AMD training GPU with at least 192 GB"
+    assert said in err
     assert "H200 (141 GB, training)" in err  # the figures compared
     assert f"containers[0] asks for an AMD GPU (amd.com/gpu: 8); {target} offers NVIDIA GPUs only" in err
 

@@ -6,6 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from webhook.commands.cli import main
@@ -64,6 +65,13 @@ def test_the_shipped_example_is_planned_into_valid_layouts_that_hold_every_slice
     assert all(capacity.get(name, 0) >= count for name, count in asked.items()), capacity
 
 
+def test_without_from_asks_are_read_in_every_dialect_as_translate_reads_them(capsys):
+    # The example is written for GKE partitions: without --from they are still slices, not whole GPUs.
+    with_from = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS)
+    assert _plan(capsys, EXAMPLE, "--to", "eks", "--inventory", EKS) == with_from
+    assert with_from[0] == 0 and "mig-configs: {}" not in with_from[1]
+
+
 def test_the_table_shows_demand_against_capacity_per_profile(capsys):
     code, out, _ = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS, "-o", "table")
     assert code == 0
@@ -99,6 +107,41 @@ def test_a_gke_target_gets_the_node_pools_to_create(tmp_path, capsys):
     (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
     # 1g.5gb: seven to an A100 40GB, so ten take two GPUs of a 1g.5gb pool.
     assert pools == {"nodePools": [{"model": "A100-40GB", "migProfile": "1g.5gb", "gpus": 2, "slices": 10}]}
+
+
+def test_an_aks_target_gets_pools_to_create_with_its_instance_profile_and_no_node_label(capsys):
+    # AKS sets MIG per node pool at creation (--gpu-instance-profile): no mig-parted configuration, no
+    # nvidia.com/mig.config patch, which nothing on AKS would act on.
+    aks = str(ROOT / "examples/inventories/aks.yaml")
+    code, out, err = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "aks", "--inventory", aks)
+    assert (code, err) == (0, "")
+    assert "mig.config" not in out and "mig-configs" not in out
+    (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
+    # 9 × 1g.5gb: seven to a GPU; 3 × 2g.10gb: three; 4 × 3g.20gb: two.
+    assert pools == {
+        "nodePools": [
+            {"model": "A100-40GB", "migProfile": "1g.5gb", "gpus": 2, "slices": 9},
+            {"model": "A100-40GB", "migProfile": "2g.10gb", "gpus": 1, "slices": 3},
+            {"model": "A100-40GB", "migProfile": "3g.20gb", "gpus": 2, "slices": 4},
+        ]
+    }
+    assert "#   A100-40GB 3g.20gb, 2 GPU(s): a node pool created with --gpu-instance-profile MIG3g" in (
+        out.splitlines()
+    )
+
+
+def test_an_aks_pool_is_of_a_profile_aks_sells_for_the_model(tmp_path, capsys):
+    # An A100 40GB has a 1g.10gb profile, but an AKS MIG1g pool cuts it into 1g.5gb: the ask is
+    # translated to the smallest slice AKS sells that holds it, a MIG2g pool's 2g.10gb.
+    selector = {"node.kubernetes.io/instance-type": "Standard_ND96asr_v4"}
+    manifest = _write(
+        tmp_path, "m.yaml", [_deployment("d", {"limits": {"nvidia.com/mig-1g.10gb": 1}}, 3, selector)]
+    )
+    aks = str(ROOT / "examples/inventories/aks.yaml")
+    code, out, err = _plan(capsys, manifest, "--from", "aks", "--to", "aks", "--inventory", aks)
+    assert (code, err) == (0, "")
+    (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
+    assert pools == {"nodePools": [{"model": "A100-40GB", "migProfile": "2g.10gb", "gpus": 1, "slices": 3}]}
 
 
 def test_a_dynamic_mig_target_needs_no_layout(tmp_path, capsys):
@@ -205,11 +248,16 @@ def test_preflight_says_nothing_of_mig_when_only_whole_gpus_are_asked(tmp_path, 
     assert report["workloads"] and report["mig_slices"] == []
 
 
-def test_the_readme_shows_what_the_shipped_example_plans(monkeypatch, capsys):
-    command = (
+@pytest.mark.parametrize(
+    "command",
+    [
         "gpuport plan mig --from gke --to eks --inventory examples/inventories/eks.yaml -o table "
-        "examples/manifests/mig-inference.yaml"
-    )
+        "examples/manifests/mig-inference.yaml",
+        "gpuport plan mig --from gke --to aks --inventory examples/inventories/aks.yaml "
+        "examples/manifests/mig-inference.yaml",
+    ],
+)
+def test_the_readme_shows_what_the_shipped_example_plans(monkeypatch, capsys, command):
     monkeypatch.chdir(ROOT)
     assert main(command.split()[1:]) == 0
     printed = capsys.readouterr().out

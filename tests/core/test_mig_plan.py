@@ -66,3 +66,25 @@ def test_a_single_strategy_target_gets_one_profile_per_group_of_gpus():
     )
     assert plan.kind == "pools"
     assert [(p.profile, p.instances, p.gpus) for p in plan.pools] == [("1g.5gb", 8, 2), ("3g.20gb", 5, 3)]
+
+
+def test_a_map_partitioned_per_node_pool_gets_pools_with_how_to_create_each():
+    # AKS fixes a pool's profile at its creation (--gpu-instance-profile): pools, not layouts per GPU.
+    asks = (
+        SliceAsk("Deployment/ml/a", "3g.20gb", 1, 5, None),
+        SliceAsk("Deployment/ml/b", "4g.20gb", 1, 2, None),
+    )
+    plan = plan_mig(SliceDemand(asks, ()), _gpus("a100", "A100-40GB"), GEOMETRY, LOADED.maps["aks"])
+    assert (plan.kind, plan.models, plan.fits) == ("pools", (), True)
+    assert [(p.profile, p.instances, p.gpus, p.create) for p in plan.pools] == [
+        ("3g.20gb", 5, 3, "a node pool created with --gpu-instance-profile MIG3g"),  # two to a GPU
+        ("4g.20gb", 2, 2, "a node pool created with --gpu-instance-profile MIG4g"),  # one to a GPU
+    ]
+
+
+def test_a_profile_the_target_does_not_sell_for_the_model_fits_nowhere():
+    # An A100 40GB has a 1g.10gb profile, but an AKS MIG1g pool cuts it into 1g.5gb only.
+    ask = SliceAsk("Deployment/ml/d", "1g.10gb", 1, 3, None)
+    plan = plan_mig(SliceDemand((ask,), ()), _gpus("a100", "A100-40GB"), GEOMETRY, LOADED.maps["aks"])
+    assert (plan.pools, plan.fits) == ((), False)
+    assert plan.unplaced == {"1g.10gb": (3, "aks sells it for no model it may run on (models: A100-40GB)")}

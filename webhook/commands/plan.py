@@ -23,8 +23,9 @@ def register(commands: Subcommands) -> None:
         "proposes a layout per GPU that holds the slices on the fewest GPUs, then with the fewest GPUs "
         "repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
         "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
-        "GKE and single-strategy targets get the node pools to create; HAMi and DRA targets need no "
-        "layout. Exit 0 when the slices fit, 1 when not (what is short is said), 2 on bad input. "
+        "GKE, AKS and single-strategy targets get the node pools to create, each in the map's words "
+        "(AKS: --gpu-instance-profile); HAMi and DRA targets need no layout. Exit 0 when the slices "
+        "fit, 1 when not (what is short is said), 2 on bad input. "
         f"It reads Pods and the pod templates of {kinds_read()}.",
     )
     mig.add_argument("files", nargs="*", metavar="FILE", help="manifest files, or - for standard input")
@@ -32,7 +33,8 @@ def register(commands: Subcommands) -> None:
         "--from",
         dest="source",
         metavar="CLOUD",
-        help="the cloud the manifests are written for (default: --to, as a cluster's own pods are)",
+        help="read GPU asks only in this cloud's dialect (and --to's); default: every dialect, as "
+        "`translate` reads them",
     )
     mig.add_argument("--to", required=True, metavar="CLOUD")
     where = mig.add_mutually_exclusive_group(required=True)
@@ -73,9 +75,7 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.core.planning.target_gpus import target_gpus
 
     try:
-        context = build_context(
-            args.cloudmap_dir or default_directory(), args.to, read_as=args.source or args.to
-        )
+        context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
         geometries = load_geometry(context.dialects.catalogue)
         documents = read_yaml_documents(args.files)
         inventory = load_inventory(args.inventory) if args.inventory else None

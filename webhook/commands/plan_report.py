@@ -92,6 +92,7 @@ def _notes(plan: MigPlan, catalogue: Catalogue, inventory: Inventory) -> list[st
             f"{plan.target} gives every GPU of a node one MIG profile: create a node pool per line, "
             "with the GPUs said (each pool's GPU count, not its node count)"
         )
+        notes += [f"  {p.model} {p.profile}, {p.gpus} GPU(s): {p.create}" for p in plan.pools if p.create]
     if plan.kind == "layouts":
         _, changes = node_changes(plan, catalogue)
         if changes:

@@ -3,8 +3,10 @@ short, and, for targets that do not take a layout per GPU, what to do instead.
 
 - mixed (the GPU Operator's MIG manager): a layout per GPU, written as a mig-parted configuration
   and the `nvidia.com/mig.config` label of each node that changes (rendering.py);
-- single, partition-label (GKE): every GPU of a node (pool) carries one profile, so the plan is a
-  count of GPUs per (model, profile): the node pools to create;
+- single, partition-label (GKE), and mixed maps that say `partitioned: node-pool` (AKS, whose
+  --gpu-instance-profile is chosen at a pool's creation): every GPU of a node (pool) carries one
+  profile, so the plan is a count of GPUs per (model, profile): the node pools to create, each with
+  how the map says to create it (`requires`);
 - by-memory (HAMi, Volcano) and DRA targets cut instances when pods arrive: nothing to plan.
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from webhook.core.planning.geometry import MigGeometry
 from webhook.core.planning.planner import Gpu, ModelPlan, plan_model
 from webhook.core.planning.slice_demand import SliceAsk, SliceDemand
+from webhook.core.vocabulary.catalogue import MigProfile
 from webhook.core.vocabulary.platform import CloudMap
 
 DYNAMIC_NOTE = (
@@ -24,12 +27,13 @@ DYNAMIC_NOTE = (
 
 @dataclass(frozen=True)
 class Pool:
-    """GKE / single strategy: GPUs of one model all carrying one profile."""
+    """GKE / AKS / single strategy: GPUs of one model all carrying one profile."""
 
     model: str
     profile: str
     instances: int  # slices asked
     gpus: int  # GPUs it takes: instances over the most one GPU holds, rounded up
+    create: str = ""  # how to create it, in the map's words (its `requires`); "" when it says nothing
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,16 @@ def plan_mig(
     if target.mig.form == "none":
         note = f"{target.name} offers no MIG slices; its slice asks are refused or made whole by translation"
         return MigPlan(target.name, "none", problems=demand.problems, note=note)
-    per_model, unplaced = _by_model(demand.asks, gpus, geometries)
-    if target.mig.form in ("single", "partition-label"):
+    per_model, unplaced = _by_model(demand.asks, gpus, geometries, target)
+    if target.mig.per_pool:
         pools = tuple(
-            Pool(model, profile, count, -(-count // geometries[model].most[profile]))
+            Pool(
+                model,
+                profile,
+                count,
+                -(-count // geometries[model].most[profile]),
+                target.mig.requirement(MigProfile.parse(profile)),
+            )
             for model, profiles in sorted(per_model.items())
             for profile, count in sorted(profiles.items())
         )
@@ -78,12 +88,13 @@ def plan_mig(
 
 
 def _by_model(
-    asks: Sequence[SliceAsk], gpus: Sequence[Gpu], geometries: Mapping[str, MigGeometry]
+    asks: Sequence[SliceAsk], gpus: Sequence[Gpu], geometries: Mapping[str, MigGeometry], target: CloudMap
 ) -> tuple[dict[str, dict[str, int]], dict[str, tuple[int, str]]]:
     """Each ask's instances charged to one model: of the models the pod accepts that have the
-    profile, the one with the most GPUs in the target (a model it accepts but the target lacks still
-    takes it: the plan then says how many GPUs of it are short). A running pod's is its node's model:
-    1g.10gb is a slice of an A100 40GB and of an H100 80GB alike."""
+    profile (and that the target sells it for, where its map lists profiles per model), the one
+    with the most GPUs in the target (a model it accepts but the target lacks still takes it: the
+    plan then says how many GPUs of it are short). A running pod's is its node's model: 1g.10gb is
+    a slice of an A100 40GB and of an H100 80GB alike."""
     present: dict[str, int] = {}
     node_model: dict[str, str] = {}
     for gpu in gpus:
@@ -96,15 +107,28 @@ def _by_model(
         if ask.running_on in node_model:  # a running pod's slice is of its node's model, whatever it says
             accepted = frozenset({node_model[ask.running_on]})
         holders = sorted(
-            (m for m in accepted if m in geometries and ask.profile in geometries[m].placements),
+            (
+                m
+                for m in accepted
+                if m in geometries
+                and ask.profile in geometries[m].placements
+                and _sold(target, m, ask.profile)
+            ),
             key=lambda m: (-present.get(m, 0), m),
         )
         if not holders:
             count, _ = unplaced.get(ask.profile, (0, ""))
             models = ", ".join(sorted(accepted)) or "none in the inventory"
             why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
+            if any(m in geometries and ask.profile in geometries[m].placements for m in accepted):
+                why = f"{target.name} sells it for no model it may run on (models: {models})"
             unplaced[ask.profile] = (count + ask.instances, why)
             continue
         profiles = per_model.setdefault(holders[0], {})
         profiles[ask.profile] = profiles.get(ask.profile, 0) + ask.instances
     return per_model, unplaced
+
+
+def _sold(target: CloudMap, model: str, profile: str) -> bool:
+    """Whether the target cuts `model` into `profile` (a map listing no profiles sells them all)."""
+    return not target.mig.profiles or profile in target.mig.profiles.get(model, ())

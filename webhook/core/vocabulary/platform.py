@@ -62,6 +62,15 @@ class MigForm:
     # How a node comes to offer a slice, with {profile} and {compute} for the slice: MIG is set up per
     # node pool or node, so a translated slice says what the target must have set up.
     requires: str = ""
+    # Who sets a mixed-form node's MIG layout: "node", the GPU Operator's MIG manager per GPU (the
+    # nvidia.com/mig.config label); "node-pool", the platform, one profile for all the GPUs of a node
+    # pool, chosen at the pool's creation and fixed after (AKS --gpu-instance-profile).
+    partitioned: Literal["node", "node-pool"] = "node"
+
+    @property
+    def per_pool(self) -> bool:
+        """Whether every GPU of a node pool carries one profile: a plan is pools to create."""
+        return self.form in ("single", "partition-label") or self.partitioned == "node-pool"
 
     def requirement(self, profile: MigProfile) -> str:
         """`requires` for this slice ("" when the map does not say)."""
