@@ -4,6 +4,7 @@ gthread workers keep HTTP/1.1 connections alive, which is how the API server cal
 sync worker would close each one and pay a TLS handshake per admission.
 """
 
+import gc
 import os
 import signal
 import threading
@@ -55,6 +56,11 @@ def post_worker_init(worker):
     """Start watching the cloud maps; on SIGTERM, report not-ready first, then let gunicorn drain and
     close kept-alive connections."""
     logs.configure(_settings.log_level)  # serve did in the master; a worker started another way too
+    # What the worker loaded (modules, clients, maps: some 130,000 objects) lives as long as it does:
+    # frozen, a full collection no longer walks it. Each one stops every thread of the worker, and
+    # in a burst they took 110-300 ms, a few times a run (bench/burst_bench.py, issue 37).
+    gc.collect()
+    gc.freeze()
     state = worker.wsgi.extensions["gpuport"]
     if state.view is not None:
         readiness = WorkerReadiness(_settings.state_dir, _settings.workers)

@@ -7,7 +7,7 @@ quota needs; quotas, limit ranges and namespace labels are small already. A page
 and dropped before the next is read, so a large cluster never sits in memory as JSON and no request
 thread waits long on one parse. The decision code reads plain copies; it never calls the API.
 
-Why one module of ~390 lines: the list/watch loop, the per-kind stores and the readers share one
+Why one module of ~580 lines: the list/watch loop, the per-kind stores and the readers share one
 lock and one resourceVersion per kind; split apart, the invariant "a reader sees one consistent
 snapshot" would span files.
 """
@@ -39,6 +39,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
 LIST_TIMEOUT = (5, 60)
 WATCH_SECONDS = 240
+# Changes remembered per namespace, so the quota sum reads only the pods changed since its last sum
+# (a few per review in a burst) instead of every pod of the namespace; a reader further behind reads all.
+JOURNAL_LENGTH = 4096
 
 
 def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -209,6 +212,9 @@ class _Store:
         self.groups: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever what is held changes
         self.group_versions: dict[str, int] = {}  # likewise, per group (namespace)
+        # Per group, (its version before the first entry, the key each later version changed): what
+        # lets a reader that summed the group at one version read only what changed since.
+        self.journals: dict[str, tuple[int, list[str]]] = {}
 
     def compact(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """A list's objects as the records this store would hold, grouped; holds nothing yet."""
@@ -233,6 +239,7 @@ class _Store:
         if changed:
             key = self._group(obj)
             self.group_versions[key] = self.group_versions.get(key, 0) + 1
+            self._journal(key, name)
         if value is None:
             group.pop(name, None)
         else:
@@ -251,10 +258,26 @@ class _Store:
         for group in set(groups) | set(self.groups):
             if not _same_group(groups.get(group), self.groups.get(group)):
                 self.group_versions[group] = self.group_versions.get(group, 0) + 1
+                self.journals[group] = (self.group_versions[group], [])  # earlier versions: read it all
                 changed = True
         self.groups = groups
         if changed:
             self.version += 1
+
+    def _journal(self, group: str, name: str) -> None:
+        base, names = self.journals.setdefault(group, (self.group_versions[group] - 1, []))
+        names.append(name)
+        if len(names) > JOURNAL_LENGTH:
+            dropped = len(names) // 2
+            self.journals[group] = (base + dropped, names[dropped:])
+
+    def changed_since(self, group: str, version: int) -> set[str] | None:
+        """The names changed in the group after `version`, or None when the journal does not reach
+        back that far (a relist since, or more changes than it keeps)."""
+        base, names = self.journals.get(group, (self.group_versions.get(group, 0), []))
+        if not base <= version <= base + len(names):
+            return None
+        return set(names[version - base :])
 
     def in_group(self, group: str) -> list[Any]:
         return list(self.groups.get(group, {}).values())
@@ -372,6 +395,23 @@ class ClusterView:
         with self._lock:
             pods = self._stores["pods"].in_group(namespace)
         return [p for p in pods if p["status"]["phase"] not in TERMINAL]
+
+    def pods_changed_since(self, namespace: str, version: int) -> tuple[int, dict[str, Any]] | None:
+        """(the namespace's pods version now, each pod added, changed or removed after `version` by
+        UID, as pods_in would hold it now: None where gone or finished), read at one moment; None
+        when this view does not remember that far back: then read them all (pods_in)."""
+        with self._lock:
+            store = self._stores["pods"]
+            changed = store.changed_since(namespace, version)
+            if changed is None:
+                return None
+            group = store.groups.get(namespace, {})
+            held = {uid: group.get(uid) for uid in changed}
+            now = store.group_versions.get(namespace, 0)
+        return now, {
+            uid: p if p is not None and p["status"]["phase"] not in TERMINAL else None
+            for uid, p in held.items()
+        }
 
     def quotas_in(self, namespace: str) -> list[Quota]:
         with self._lock:

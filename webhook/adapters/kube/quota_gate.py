@@ -9,7 +9,7 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~510 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~540 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
 pod's charge only while what it was worked out from is current, and reads claims made ahead again.
@@ -333,10 +333,12 @@ class QuotaGate:
         running GPU pods, from one snapshot of the view: a pod the view counts must also be the pod
         whose reservation is skipped, or a pod that lands between two reads would be counted nowhere.
         Worked out again only when the namespace's pods, its quotas or the context changed; when pods
-        were only added (a burst), only the new ones are summed onto the last result, so a burst of n
-        pods costs n additions, not n squared. A pod changed in place (an update that set its
-        activeDeadlineSeconds or its GPU-share annotations: the view holds a new record for it) may
-        have moved between quotas, so the sum is worked out again; unchanged pods come from memory."""
+        were only added (a burst), only the new ones are summed onto the last result, found in the
+        view's journal without walking the namespace's other pods, so a burst of n pods costs n
+        additions, not n squared (issue 37: one replica's latency grew with the namespace). A pod
+        changed in place (an update that set its activeDeadlineSeconds or its GPU-share annotations:
+        the view holds a new record for it) may have moved between quotas, so the sum is worked out
+        again; unchanged pods come from memory."""
         version, quotas_key = self.view.pods_version(namespace), repr(quotas)
         dra = self._dra_version()
         last = self._by_namespace.get(namespace)
@@ -346,10 +348,20 @@ class QuotaGate:
             last = None  # other rules, or other classes and slices: the last sum says nothing
         if last is not None and last.pods_version == version:
             return self._with_shared_claims(namespace, last, context, read_now), last.records, last.claims
-        snapshot = self.view.pods_in(namespace)
-        by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
-        if last is not None and all(by_uid.get(uid) is record for uid, record in last.records.items()):
-            used, new = dict(last.used), [p for uid, p in by_uid.items() if uid not in last.records]
+        added = self._added_since(namespace, last) if last is not None else None
+        if last is not None and added is not None:
+            # The view's journal names the pods changed since the last sum, and they were all added:
+            # only they are read, so a review in a burst walks none of the namespace's other pods.
+            version, arrived = added
+            by_uid, new = {**last.records, **arrived}, list(arrived.values())
+        else:
+            snapshot = self.view.pods_in(namespace)
+            by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
+            if last is not None and any(by_uid.get(uid) is not r for uid, r in last.records.items()):
+                last = None  # a pod changed or left: summed afresh, never subtracted
+            new = [p for uid, p in by_uid.items() if uid not in last.records] if last else snapshot
+        if last is not None:
+            used = dict(last.used)
             claims = {name: set(charged) for name, charged in last.claims.items()}
             as_read = dict(last.as_read)
         else:
@@ -363,12 +375,30 @@ class QuotaGate:
                 if applies(quota, other_facts):
                     used[quota.name] = used[quota.name] + other_use
                     claims[quota.name] |= other_claims.keys()  # a claim shared by pods: charged once
-        if len(self._usage) > 4 * len(snapshot) + 1000:
+        if len(self._usage) > 4 * len(by_uid) + 1000:
             self._usage.clear()  # pods come and go; keep the memo about the size of what runs
         frozen = {name: frozenset(charged) for name, charged in claims.items()}
         summed = _NamespaceSum(version, quotas_key, context, used, by_uid, frozen, dra, as_read)
         self._by_namespace[namespace] = summed
         return self._with_shared_claims(namespace, summed, context, read_now), by_uid, frozen
+
+    def _added_since(self, namespace: str, last: "_NamespaceSum") -> tuple[int, dict[str, Any]] | None:
+        """(the namespace's pods version, the pods added since `last` by UID) when the view can say
+        what changed since (its journal) and every change is a pod added; None: read them all."""
+        changed_since = getattr(self.view, "pods_changed_since", None)
+        found = changed_since(namespace, last.pods_version) if changed_since is not None else None
+        if found is None:
+            return None
+        version, changed = found
+        arrived = {}
+        for uid, record in changed.items():
+            held = last.records.get(uid)
+            if record is held:
+                continue  # the same record, or a pod that came and went between the two sums
+            if held is not None:
+                return None  # changed in place or gone: it may have moved between quotas
+            arrived[uid] = record
+        return version, arrived
 
     def _with_shared_claims(
         self,
