@@ -336,9 +336,11 @@ class QuotaGate:
         were only added (a burst), only the new ones are summed onto the last result, found in the
         view's journal without walking the namespace's other pods, so a burst of n pods costs n
         additions, not n squared (issue 37: one replica's latency grew with the namespace). A pod
-        changed in place (an update that set its activeDeadlineSeconds or its GPU-share annotations:
-        the view holds a new record for it) may have moved between quotas, so the sum is worked out
-        again; unchanged pods come from memory."""
+        changed in place (bound, started, an update that set its activeDeadlineSeconds or its
+        GPU-share annotations) or gone is taken out of each quota it was summed into, by the charge
+        and facts of its old record, and put back as it is now; one holding claims made ahead, or a
+        view that does not remember that far, makes the sum worked out again (unchanged pods come
+        from memory)."""
         version, quotas_key = self.view.pods_version(namespace), repr(quotas)
         dra = self._dra_version()
         last = self._by_namespace.get(namespace)
@@ -348,12 +350,13 @@ class QuotaGate:
             last = None  # other rules, or other classes and slices: the last sum says nothing
         if last is not None and last.pods_version == version:
             return self._with_shared_claims(namespace, last, context, read_now), last.records, last.claims
-        added = self._added_since(namespace, last) if last is not None else None
+        added = self._added_since(namespace, last, context) if last is not None else None
         if last is not None and added is not None:
-            # The view's journal names the pods changed since the last sum, and they were all added:
-            # only they are read, so a review in a burst walks none of the namespace's other pods.
-            version, arrived = added
-            by_uid, new = {**last.records, **arrived}, list(arrived.values())
+            # The view's journal names the pods changed since the last sum: only they are read, so a
+            # review in a burst walks none of the namespace's other pods.
+            version, arrived, gone = added
+            by_uid = {uid: r for uid, r in last.records.items() if uid not in gone} | arrived
+            new = list(arrived.values())
         else:
             snapshot = self.view.pods_in(namespace)
             by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot}
@@ -364,6 +367,10 @@ class QuotaGate:
             used = dict(last.used)
             claims = {name: set(charged) for name, charged in last.claims.items()}
             as_read = dict(last.as_read)
+            for old_use, old_facts in gone.values() if added is not None else ():
+                for quota in quotas:  # exactly what was added for it: the old record's charge
+                    if applies(quota, old_facts):
+                        used[quota.name] = used[quota.name].above(old_use)
         else:
             used, new = {q.name: NO_GPU for q in quotas}, snapshot
             claims = {q.name: set() for q in quotas}
@@ -382,23 +389,34 @@ class QuotaGate:
         self._by_namespace[namespace] = summed
         return self._with_shared_claims(namespace, summed, context, read_now), by_uid, frozen
 
-    def _added_since(self, namespace: str, last: "_NamespaceSum") -> tuple[int, dict[str, Any]] | None:
-        """(the namespace's pods version, the pods added since `last` by UID) when the view can say
-        what changed since (its journal) and every change is a pod added; None: read them all."""
+    def _added_since(
+        self, namespace: str, last: "_NamespaceSum", context: Context
+    ) -> tuple[int, dict[str, Any], dict[str, tuple[GpuUse, Any]]] | None:
+        """(the namespace's pods version, the pods added or changed since `last` by UID, and the
+        charge and facts each changed or departed pod was summed with) when the view can say what
+        changed since (its journal); None: read them all. A pod bound, started or finished in a burst
+        is taken out by its old charge and put back by its new one, never by walking the namespace;
+        one with claims made ahead is not (a claim shared by pods is charged once: only a walk can
+        say whether another pod still holds it)."""
         changed_since = getattr(self.view, "pods_changed_since", None)
         found = changed_since(namespace, last.pods_version) if changed_since is not None else None
         if found is None:
             return None
         version, changed = found
-        arrived = {}
+        arrived: dict[str, Any] = {}
+        gone: dict[str, tuple[GpuUse, Any]] = {}
         for uid, record in changed.items():
             held = last.records.get(uid)
             if record is held:
                 continue  # the same record, or a pod that came and went between the two sums
             if held is not None:
-                return None  # changed in place or gone: it may have moved between quotas
-            arrived[uid] = record
-        return version, arrived
+                old_use, old_facts, old_claims = self.running_pod_use(held, context)
+                if old_claims:
+                    return None
+                gone[uid] = (old_use, old_facts)
+            if record is not None:
+                arrived[uid] = record
+        return version, arrived, gone
 
     def _with_shared_claims(
         self,
