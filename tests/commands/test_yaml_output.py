@@ -645,3 +645,16 @@ def test_tolerations_gained_are_added_after_the_authors_own_which_keep_their_com
         f"  {dash}- key: sku\n  {dash}  operator: Equal\n  {dash}  value: gpu\n  {dash}  effect: NoSchedule\n"
     )
     assert authors + "\n" + added + "\n  # the app\n  containers:" in out
+
+
+def test_a_crlf_manifest_comes_out_in_crlf_from_the_command(tmp_path, capsys):
+    # Read from a file as written: universal newlines would turn every line of it into LF.
+    path = tmp_path / "pod.yaml"
+    from webhook.commands.cli import main
+
+    path.write_bytes((Path(__file__).parents[1] / "manifests" / "indent-4-crlf.yaml").read_bytes())
+    assert main(["translate", "--to", "eks", str(path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines(keepends=True)
+    assert lines and all(line.endswith("\r\n") for line in lines)
+    assert "nvidia.com/gpu" in out

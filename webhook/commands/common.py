@@ -3,7 +3,6 @@ problem (prefixed with its name, on stderr, exit 2), so no command re-implements
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from webhook.core.vocabulary import dra_api
@@ -20,8 +19,13 @@ def positive(text: str) -> int:
 
 
 def read_input(name: str) -> str:
-    """A file's text, or standard input for '-'."""
-    return sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    """A file's text, or standard input for '-', with its line endings as written: a CRLF manifest
+    comes back out of `translate` in CRLF, not rewritten on every line."""
+    if name == "-":
+        raw = getattr(sys.stdin, "buffer", None)  # a replaced stdin (tests, embedding) may be text only
+        return raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+    with open(name, encoding="utf-8", newline="") as file:
+        return file.read()
 
 
 def read_yaml_documents(names: list[str]) -> list[Any]:
