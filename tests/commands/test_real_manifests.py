@@ -264,8 +264,20 @@ def test_gke_spot_becomes_eks_spot_and_every_gke_label_goes(capsys):
     assert code == 0
     [spec] = specs(deployment)
     assert not [k for k in every_key(spec) if k.startswith("cloud.google.com/")]
-    assert spec["nodeSelector"] == {"eks.amazonaws.com/capacityType": "SPOT"}
-    assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT" in err
+    assert "nodeSelector" not in spec
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    [term] = terms["nodeSelectorTerms"]
+    assert {
+        "key": "eks.amazonaws.com/capacityType",
+        "operator": "NotIn",
+        "values": ["ON_DEMAND", "CAPACITY_BLOCK"],
+    } in (term["matchExpressions"])
+    assert {
+        "key": "karpenter.sh/capacity-type",
+        "operator": "NotIn",
+        "values": ["on-demand", "reserved"],
+    } in (term["matchExpressions"])
+    assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType not in ON_DEMAND|" in err
 
 
 def test_spot_moves_between_karpenter_gke_and_aks(capsys):

@@ -42,19 +42,52 @@ def test_managed_node_group_on_demand_on_aks_is_no_spot_scale_set():
 
 
 @pytest.mark.parametrize(
-    ("constraint", "label"),
+    ("constraint", "excluded"),
     [
-        (("kubernetes.azure.com/scalesetpriority", "NotIn", ("spot",)), "ON_DEMAND"),
-        (("kubernetes.azure.com/scalesetpriority", "DoesNotExist", ()), "ON_DEMAND"),
-        (("cloud.google.com/gke-spot", "In", ("true",)), "SPOT"),
+        (("kubernetes.azure.com/scalesetpriority", "NotIn", ("spot",)), {"spot"}),
+        (("kubernetes.azure.com/scalesetpriority", "DoesNotExist", ()), {"spot"}),
+        (("cloud.google.com/gke-spot", "In", ("true",)), {"on-demand", "reserved"}),
     ],
 )
-def test_aks_and_gke_capacity_becomes_the_eks_label(constraint, label):
-    # Not spot on AKS admits on-demand and reserved; EKS's first label names both in one.
+def test_aks_and_gke_capacity_is_said_on_both_eks_provisioners_labels(constraint, excluded):
+    # An EKS cluster's nodes come from managed node groups, Karpenter or both, each with its own key;
+    # an In on one would leave the pod Pending on the other's nodes (Karpenter refuses an In on a key
+    # it does not set), so what is not admitted is excluded on both.
     found = plan("eks", constraint)
-    assert found.problems == []
-    values = found.labels["eks.amazonaws.com/capacityType"]
-    assert label in values and ("SPOT" in values) == (label == "SPOT")
+    assert found.problems == [] and found.labels == {}
+    words = {
+        "eks.amazonaws.com/capacityType": {
+            "on-demand": "ON_DEMAND",
+            "reserved": "CAPACITY_BLOCK",
+            "spot": "SPOT",
+        },
+        "karpenter.sh/capacity-type": {"on-demand": "on-demand", "reserved": "reserved", "spot": "spot"},
+    }
+    assert expressions(found) == [
+        {"key": key, "operator": "NotIn", "values": [said[c] for c in sorted(excluded)]}
+        for key, said in words.items()
+    ]
+    assert tolerations(found) == []
+
+
+def test_spot_on_eks_is_admitted_by_each_provisioner_s_spot_nodes_and_no_other():
+    found = plan("eks", ("cloud.google.com/gke-spot", "In", ("true",)))
+
+    def admits(node_labels):
+        return all(node_labels.get(e["key"]) not in e["values"] for e in expressions(found))
+
+    assert admits({"karpenter.sh/capacity-type": "spot"})
+    assert admits({"eks.amazonaws.com/capacityType": "SPOT"})
+    for on_demand in (
+        {"karpenter.sh/capacity-type": "on-demand"},
+        {"eks.amazonaws.com/capacityType": "ON_DEMAND"},
+    ):
+        assert not admits(on_demand)
+    for reserved in (
+        {"karpenter.sh/capacity-type": "reserved"},
+        {"eks.amazonaws.com/capacityType": "CAPACITY_BLOCK"},
+    ):
+        assert not admits(reserved)
 
 
 def test_spot_on_aks_brings_the_spot_taint_s_toleration():

@@ -56,5 +56,6 @@ def test_an_aks_on_demand_pod_stays_off_spot_capacity_on_eks(apiserver, gpuport_
     expressions = [
         (e.key, e.operator, e.values) for t in terms.node_selector_terms for e in t.match_expressions
     ]
-    assert ("eks.amazonaws.com/capacityType", "In", ["ON_DEMAND", "CAPACITY_BLOCK"]) in expressions
+    assert ("eks.amazonaws.com/capacityType", "NotIn", ["SPOT"]) in expressions
+    assert ("karpenter.sh/capacity-type", "NotIn", ["spot"]) in expressions
     assert not any(key == "kubernetes.azure.com/scalesetpriority" for key, _, _ in expressions)

@@ -68,8 +68,14 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     admin("create", "namespace", namespace)
     applied = admin("apply", "-n", namespace, "-f", manifest_file(tmp_path, DEPLOYMENT))
     assert "deployment.apps/l4-server created" in applied.stdout
-    spot = "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT"
+    # Spot on EKS: neither provisioner's other capacity types (managed node groups' and Karpenter's keys).
+    spot = "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType not in ON_DEMAND|"
+    spot += "CAPACITY_BLOCK"
     assert f"Warning: gpuport: pods: {spot}" in applied.stderr
+    karpenter = (
+        "spot capacity cloud.google.com/gke-spot → karpenter.sh/capacity-type not in on-demand|reserved"
+    )
+    assert f"Warning: gpuport: pods: {karpenter}" in applied.stderr
     # kubectl cuts each warning at 120 characters: the change is said in brief, in full on the pod.
     assert "Warning: gpuport: pods: node selector cloud.google.com/gke-accelerator" in applied.stderr
     assert "→ required affinity node.kubernetes.io/instance-type" in applied.stderr
@@ -95,7 +101,7 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
         pod = made()
     assert pod is not None, "the ReplicaSet made no pod"
     rewrites = pod.metadata.annotations["gpuport.io/rewrites"]
-    assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT" in rewrites
+    assert spot in rewrites and karpenter in rewrites
     assert replaced in rewrites
 
     def event():
@@ -112,7 +118,7 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     assert found is not None, "gpuport recorded no Event on the pod"
     assert found.involved_object.uid == pod.metadata.uid
     assert found.message.startswith("gpuport rewrote this pod's GPU asks for this cluster: ")
-    assert "spot capacity cloud.google.com/gke-spot → eks.amazonaws.com/capacityType=SPOT" in found.message
+    assert spot in found.message and karpenter in found.message
     assert replaced in found.message
     described = admin("describe", "pod", pod.metadata.name, "-n", namespace).stdout
     assert "Translated" in described and "gpuport.io/rewrites" in described

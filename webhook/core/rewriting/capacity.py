@@ -2,11 +2,12 @@
 
 Every cloud says on a node what capacity it is, each with its own label: EKS managed node groups
 eks.amazonaws.com/capacityType=ON_DEMAND, Karpenter karpenter.sh/capacity-type=on-demand, while AKS
-and GKE label only spot nodes, so on-demand there is "without the spot label". A pod that selects a
-capacity type says what it may be interrupted by and what it costs: dropping the selector would let
-an on-demand job land on spot capacity. So the capacity types a pod's requirements admit are read in
-every loaded map's words and written in the target's; a capacity type the target has no word for
-(reserved on GKE or AKS) is refused, naming what the target offers.
+and GKE label only spot nodes, so on-demand there is "without the spot label" (and on EKS, where either
+provisioner may have made the nodes, every capacity type is "none of the others", on both keys).
+A pod that selects a capacity type says what it may be interrupted by and what it costs: dropping
+the selector would let an on-demand job land on spot capacity. So the capacity types a pod's
+requirements admit are read in every loaded map's words and written in the target's; a capacity type
+the target has no word for (reserved on GKE or AKS) is refused, naming what the target offers.
 """
 
 from collections.abc import Iterable, Mapping
@@ -78,6 +79,9 @@ def _write(
     kept: frozenset[Capacity], asked: str, target: CloudMap, tolerations: list[PodEdit]
 ) -> CapacityPlan:
     labels = target.node_labels
+    keys = _keys_naming_every_type(labels) if labels.on_demand else {}
+    if len(keys) > 1:
+        return _exclude_on_every_key(kept, asked, keys, tolerations)
     # The map's first spot label is the one it writes; the other capacity labels in their order.
     for key in dict.fromkeys([k for k, _ in labels.spot] + [k for _, k, _ in labels.capacity_labels()]):
         values = tuple(
@@ -100,6 +104,35 @@ def _write(
         return CapacityPlan({}, edits, [])
     problem = f"asks for {_capacity(kept)} capacity ({asked}); {target.name} cannot say that in one label"
     return CapacityPlan({}, [], [problem])
+
+
+def _keys_naming_every_type(labels: NodeLabels) -> dict[str, dict[Capacity, list[str]]]:
+    """The keys that each name every capacity type the platform labels, with their values per type."""
+    named: dict[str, dict[Capacity, list[str]]] = {}
+    for capacity, key, value in labels.capacity_labels():
+        named.setdefault(key, {}).setdefault(capacity, []).append(value)
+    types = {c for c, _, _ in labels.capacity_labels()}
+    return {key: values for key, values in named.items() if set(values) == types}
+
+
+def _exclude_on_every_key(
+    kept: frozenset[Capacity],
+    asked: str,
+    keys: dict[str, dict[Capacity, list[str]]],
+    tolerations: list[PodEdit],
+) -> CapacityPlan:
+    """Where two provisioners label capacity each with its own key (EKS: managed node groups
+    eks.amazonaws.com/capacityType, Karpenter karpenter.sh/capacity-type), an In on one key leaves
+    the pod Pending on the other's nodes, and Karpenter will not even provision for it ("label ...
+    does not have known values"). A NotIn of the types not kept, on every key, says the same on
+    either: a node without the key passes it, and Karpenter accepts NotIn on a key it does not set."""
+    edits: list[PodEdit] = []
+    for key, values in keys.items():
+        excluded = [v for c in sorted(values) if c not in kept for v in values[c]]
+        expression = {"key": key, "operator": "NotIn", "values": excluded}
+        said = f"gpuport: {_capacity(kept)} capacity {asked} → {key} not in {'|'.join(excluded)}"
+        edits.append(RequireExpression(expression, said))
+    return CapacityPlan({}, [*edits, *tolerations], [])
 
 
 def _admitted(key: str, operator: str, values: tuple[str, ...], dialects: Dialects) -> frozenset[Capacity]:
