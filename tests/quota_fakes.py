@@ -53,9 +53,21 @@ def request_for(obj, uid, dry_run=False):
     return parsed(review_of(obj, dry_run=dry_run, uid=f"req-{uid}"))
 
 
+# The API server refuses (422) an object whose annotations' keys and values add up to more than this
+# (apimachinery's TotalAnnotationSizeLimitB).
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def _refuse_long_annotations(annotations):
+    from kubernetes.client.exceptions import ApiException
+
+    if sum(len(k) + len(v) for k, v in annotations.items()) > ANNOTATIONS_LIMIT:
+        raise ApiException(status=422, reason="Unprocessable Entity")
+
+
 class FakeCoordination:
-    """Leases with resourceVersion checks, as the API server does them; answers raw JSON, as the client
-    does when asked not to build its models (`_preload_content=False`)."""
+    """Leases with resourceVersion checks and the annotations' size limit, as the API server does them;
+    answers raw JSON, as the client does when asked not to build its models (`_preload_content=False`)."""
 
     def __init__(self, conflicts=0):
         self.leases = {}
@@ -96,6 +108,7 @@ class FakeCoordination:
         self.calls.append(("create", body["metadata"]["name"]))
         if body["metadata"]["name"] in self.leases:
             raise ApiException(status=409)
+        _refuse_long_annotations(body["metadata"]["annotations"])
         self.leases[body["metadata"]["name"]] = (1, body["metadata"]["annotations"])
         return self._answer(body["metadata"]["name"])
 
@@ -117,5 +130,6 @@ class FakeCoordination:
             raise ApiException(status=409)
         if body["metadata"]["resourceVersion"] != str(version):
             raise ApiException(status=409)
+        _refuse_long_annotations(body["metadata"]["annotations"])
         self.leases[name] = (version + 1, body["metadata"]["annotations"])
         return self._answer(name)

@@ -198,6 +198,50 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u198", "u199"]
 
 
+def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_in_words():
+    """A view that reads nothing settles nothing: reservations then stay their whole TTL. However many
+    arrive, the record stays under its limit (the fake API server refuses annotations past 256 KiB, as
+    the real one does) and an admission past it is refused saying why, not with the server's 422."""
+    from webhook.adapters.kube.ledger import RECORD_LIMIT, LedgerUnavailable
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    quota = "gpus-for-the-training-team"  # a longer name than most: fewer fit
+
+    def reserve(key, now):
+        reservation = Reservation(key, GpuUse(Fraction(1, 7), 10240), (quota,), now + 30)
+        return ledger.reserve("team-a", reservation, lambda current: None, now, lambda uid: False)
+
+    def uid(n):
+        return f"{n:08d}-7c1e-4a53-9f0b-3d2e6a8b1c4d"
+
+    # The burst so far, as the ledger itself wrote it (building it one admission at a time costs a
+    # full record's read and write per admission: the test would take half a minute).
+    earlier = [Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0) for n in range(1550)]
+    api.leases["gpuport-quota-team-a"] = (1, {"gpuport.io/reservations": encode(earlier)})
+    admitted, refused = len(earlier), []
+    for n in range(1550, 1700):
+        try:
+            assert reserve(uid(n), 1000.0) is None
+            admitted += 1
+        except LedgerUnavailable as exc:
+            refused.append(str(exc))
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    record = annotations["gpuport.io/reservations"]
+    assert len(record) <= RECORD_LIMIT < len(record) + 200  # filled to the limit, not past it
+    assert len(decode(record)) == admitted > 1600
+    assert len(refused) == 1700 - admitted > 0
+    assert refused[0] == (
+        f"reservation store: {admitted} GPU admissions to team-a in the last 30 s are not yet counted as "
+        "pods, the most its record holds (192 KiB); they leave as gpuport's view reads their pods or "
+        "their reservations expire"
+    )
+    # Once their TTL passes they leave, and admissions pass again.
+    assert reserve("later", 1031.0) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["later"]
+
+
 def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")

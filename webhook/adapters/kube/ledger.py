@@ -30,11 +30,23 @@ TTL_SECONDS = 30.0
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
 DEADLINE_SECONDS = 3.0
 SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is in the writer's view
+# The API server refuses an object whose annotations add up to more than 256 KiB (422). The record is
+# kept under 192 KiB, about 1,900 reservations, leaving room for kubectl's and other tools' annotations:
+# an admission that would push it past is refused in words, never answered by a failing write.
+RECORD_LIMIT = 192 * 1024
 
 
 class LedgerUnavailable(RuntimeError):
     """The store could not be read or written: the API server unreachable or refusing, or the
     admission's deadline passed first. Contention alone never raises it: a conflict is retried."""
+
+
+def record_full(namespace: str, held: int) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"reservation store: {held} GPU admissions to {namespace} in the last {TTL_SECONDS:.0f} s are not "
+        f"yet counted as pods, the most its record holds ({RECORD_LIMIT // 1024} KiB); they leave as "
+        "gpuport's view reads their pods or their reservations expire"
+    )
 
 
 DEADLINE_PASSED = (
@@ -114,6 +126,11 @@ def decode(text: str | None) -> list[Reservation]:
         Reservation(key, from_wire(v), tuple(v["quotas"]), float(v["expires"]))
         for key, v in json.loads(text).items()
     ]
+
+
+def _entry_size(reservation: Reservation) -> int:
+    """What one reservation adds to the encoded record: its entry and a comma."""
+    return len(encode([reservation])) - 1
 
 
 def unexpired(reservations: list[Reservation], now: float) -> list[Reservation]:
@@ -219,7 +236,9 @@ class LeaseLedger:
     whose TTL passed and those SETTLE_AFTER old whose pods the writer's view holds. So it holds the
     admissions of the last SETTLE_AFTER seconds (longer only while a deciding view lags) plus those
     whose pods never appeared (refused later, answer lost) for their TTL: about 105 bytes each, some
-    10 KiB at 46 admissions a second (bench/burst_bench.py).
+    10 KiB at 46 admissions a second (bench/burst_bench.py). Whatever the burst, it never passes
+    RECORD_LIMIT: an admission that would push it past is refused saying so (at about 1,900 live
+    reservations: some 900 a second with views keeping up, 65 a second with a view that reads nothing).
 
     The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
     compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
@@ -309,16 +328,30 @@ class LeaseLedger:
                 group = [a for a in group if not a.done.is_set()]
                 if not group:
                     return
+                kept, settled_through = _settle(current, group[0], through, now)
+                # The record as read holds `kept`: its length bounds their size, made exact only near
+                # the limit (encoding a full record costs milliseconds on every group).
+                size, exact = len(annotations.get(RESERVATIONS_ANNOTATION) or ""), False
                 accepted: list[Reservation] = []
                 decided: list[tuple[_Ask, str | None]] = []
+                full = False
                 for ask in group:
                     denial = ask.decide(uncounted(current + accepted, ask.settled))
-                    decided.append((ask, denial))
                     if denial is None and ask.write:
+                        if size + _entry_size(ask.reservation) > RECORD_LIMIT and not exact:
+                            size, exact = len(encode(kept + accepted)), True
+                        if size + _entry_size(ask.reservation) > RECORD_LIMIT:
+                            full = True
+                            if fresh:  # a kept copy may hold what others have settled since
+                                ask.finish(error=record_full(namespace, len(kept) + len(accepted)))
+                            continue
+                        size += _entry_size(ask.reservation)
                         accepted.append(ask.reservation)
+                    decided.append((ask, denial))
+                if full and not fresh:
+                    continue  # decide again on a fresh read
                 if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
                     continue  # too late for some: decide again without them, write nothing for them
-                kept, settled_through = _settle(current, group[0], through, now)
                 # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
                 tidy = fresh and all(a.write for a in group) and _worth_writing(current, kept)
                 if accepted or tidy:
