@@ -69,6 +69,34 @@ def test_a_comment_goes_only_with_an_ask_that_became_a_claim(capsys, tmp_path, t
         assert out == COMMENTED_POD.read_text()
 
 
+@pytest.mark.parametrize("target", ["eks", "gke", "generic", "volcano"])
+@pytest.mark.parametrize(
+    "manifest", ["nvidia-gpu-per-pod.yaml", "nvidia-first-available.yaml", "nvidia-two-gpus-v1beta1.yaml"]
+)
+def test_the_file_s_head_comment_stays_on_top_when_its_first_document_is_left_out(
+    capsys, tmp_path, manifest, target
+):
+    # The claim template opens these files; on a map without DRA the pods ask for GPUs by name and
+    # the template is left out, but the comment above it speaks of the whole file.
+    text = (MANIFESTS / "dra" / manifest).read_text()
+    head = [line for line in text.splitlines() if line.startswith("#")][:1]
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0 and "ResourceClaimTemplate" in err and "left out" in err
+    assert "kind: ResourceClaimTemplate" not in out
+    assert out.splitlines()[: len(head)] == head
+
+
+@pytest.mark.parametrize("target", ["eks", "aks", "generic", "kai"])
+def test_two_asks_said_as_one_slice_keep_both_comments_on_its_line(capsys, tmp_path, target):
+    # HAMi's count and memory (each with its note) become one MIG slice ask: both notes stay with it.
+    text = (MANIFESTS / "hami-dynamic-mig.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, target)
+    assert code == 0
+    [line] = [line for line in out.splitlines() if "/mig-" in line and ":" in line and "#" in line]
+    assert line.rstrip().endswith("# two MIG instances  # each with at least 8000 MiB"), line
+    assert "gpumem" not in line
+
+
 def _author_quotes_counts(text: str) -> bool:
     return any(QUOTED_COUNT.match(line) for line in text.splitlines())
 

@@ -28,10 +28,12 @@ from webhook.adapters.files.yamlstyle import (
     plain,
     render_entry,
     rewrite_entry,
+    trailing_comment,
 )
 
 # Mappings whose removed entries are said again by added ones (an ask or a node label in the target's words).
 SAID_AGAIN = ("limits", "requests", "nodeSelector")
+ASKS = ("limits", "requests")
 
 
 def _in_place(node: Any) -> bool:
@@ -48,7 +50,8 @@ def entry_edits(lines: list[str], parent: CommentedMap, key: Any, value: Any, ne
     if plain(old) == plain(value):
         return []
     if _in_place(old) and isinstance(value, dict) and value:
-        return map_edit(lines, old, value, newline, pair=key in SAID_AGAIN)
+        edits = map_edit(lines, old, value, newline, pair=key in SAID_AGAIN)
+        return _gather_comments(lines, old, value, edits, newline) if key in ASKS else edits
     if _appended_to(old, value):
         return [_append_items(lines, parent, key, value[len(old) :], newline)]
     items = _item_edits(lines, old, value, newline)
@@ -125,6 +128,32 @@ def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, pa
         at, column = entry_span(lines, old, after)[1], old.lc.key(after)[1]
         edits.append((at, at, [r for k in keys for r in render_entry(k, new[k], column, style, newline)]))
     return edits
+
+
+def _gather_comments(
+    lines: list[str], old: CommentedMap, new: dict, edits: list[Edit], newline: str
+) -> list[Edit]:
+    """Two asks said as one (a memory share and a count become one MIG slice, whose size says the
+    memory): the trailing comment of an ask that went without a line of its own joins the slice's
+    line, so the author's note on the amount is not lost with the line. Only into a slice: where a
+    share becomes a whole or time-shared GPU its memory is not said again, and its note would mislead."""
+    removed = [k for k in old if k not in new]
+    takes = pairs(old, new, removed, [k for k in new if k not in old and "/mig-" in str(k)])
+    if not takes:
+        return edits
+    notes = [trailing_comment(old, k, old.lc.key(k)[0]) for k in removed if k not in takes]
+    extra = "".join("  " + note[1] for note in notes if note is not None)
+    if not extra:
+        return edits
+    first = min(takes, key=lambda k: old.lc.key(k)[0])
+    at = entry_span(lines, old, first)[0]
+    gathered = []
+    for start, end, written in edits:
+        if start == at and end == at + 1 and len(written) == 1:
+            written = [written[0].rstrip("\r\n") + extra + newline]
+            extra = ""
+        gathered.append((start, end, written))
+    return gathered
 
 
 def _places(old: CommentedMap, new: dict, rest: list, last: Any, pair: bool) -> dict[Any, list]:

@@ -27,6 +27,7 @@ from webhook.adapters.files.yamledit import (
     set_units,
     split_documents,
 )
+from webhook.adapters.files.yamlstyle import MARKER
 from webhook.core.asks.claims import DEVICE_CLASS
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.deciding.admission import decide_template
@@ -94,10 +95,16 @@ def load_documents(text: str, source: str) -> Manifest:
 def dump_documents(manifest: Manifest) -> str:
     """Every document as written, but for the entries translation changed; then the claim
     templates the translated pods refer to."""
-    text = "".join(
-        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text
-        for d in manifest.documents
-        if not d.left_out
+    kept = [d for d in manifest.documents if not d.left_out]
+    # The file's head comment sits above its first document; when that one is left out (a claim
+    # template the workloads no longer need), the comment still speaks of the file: it stays on top.
+    head = (
+        "".join(_leading_comments(d.text) for d in manifest.documents[: manifest.documents.index(kept[0])])
+        if kept
+        else ""
+    )
+    text = head + "".join(
+        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text for d in kept
     )
     if manifest.claim_templates:
         newline = newline_of(text)
@@ -109,6 +116,19 @@ def dump_documents(manifest: Manifest) -> str:
             )
             text += "---" + newline + dumped.replace("\n", newline)
     return manifest.bom + text
+
+
+def _leading_comments(text: str) -> str:
+    """The full-line comments a document's text opens with (after its `---`), as written."""
+    lines = text.splitlines(keepends=True)
+    if lines and MARKER.match(lines[0]):
+        lines = lines[1:]
+    comments = []
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#"):
+            break
+        comments.append(line)
+    return "".join(comments) if any(line.strip() for line in comments) else ""
 
 
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
