@@ -406,6 +406,17 @@ def namespace(apiserver):
     return name
 
 
+def new_namespace(cluster) -> str:
+    """A namespace of its own on `cluster`, named team-<random>, for one test."""
+    import uuid
+
+    from kubernetes import client
+
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(cluster.client()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
 DRA_GATES = "DynamicResourceAllocation=true"
 
 

@@ -8,12 +8,16 @@ would not provision for it), and a GKE on-demand pod must stay off it although t
 scoring prefers it. No kubelet runs: "lands" means the real scheduler bound the pod there.
 """
 
-import uuid
-
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import ApiServer, Scheduling, serve_with_cluster_access, unregister_webhooks
+from tests.integration.conftest import (
+    ApiServer,
+    Scheduling,
+    new_namespace,
+    serve_with_cluster_access,
+    unregister_webhooks,
+)
 from tests.integration.test_dra import add_node, scheduled_node
 
 L4_NODE = {"node.kubernetes.io/instance-type": "g6.xlarge"}
@@ -68,9 +72,7 @@ def eks(tmp_path_factory):
 
 @pytest.fixture
 def team(eks):
-    name = f"team-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(eks.client()).create_namespace({"metadata": {"name": name}})
-    return name
+    return new_namespace(eks)
 
 
 def test_a_gke_spot_pod_lands_on_karpenter_s_spot_node(eks, team):

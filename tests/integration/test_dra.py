@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import serve_with_cluster_access, unregister_webhooks
+from tests.integration.conftest import new_namespace, serve_with_cluster_access, unregister_webhooks
 from tests.translation_cases import pod as _pod
 
 GROUP, VERSION = "resource.k8s.io", "v1beta1"
@@ -93,9 +93,7 @@ def dra(dra_cluster, tmp_path_factory):
 @pytest.fixture
 def team(dra):
     """A namespace of its own (the controller manager makes its default ServiceAccount)."""
-    name = f"team-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(dra.client()).create_namespace({"metadata": {"name": name}})
-    return name
+    return new_namespace(dra)
 
 
 def add_node(cluster, name, devices, allocatable=None, labels=None, driver=DRIVER):

@@ -5,12 +5,10 @@ gke map, with its view of the nodes) keeps it off the partitioned node. No kubel
 the real scheduler bound it there.
 """
 
-import uuid
-
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import serve_with_cluster_access, unregister_webhooks
+from tests.integration.conftest import new_namespace, serve_with_cluster_access, unregister_webhooks
 from tests.integration.test_dra import add_node, gke_pod, scheduled_node, wait_for
 
 ACCELERATOR = "cloud.google.com/gke-accelerator"
@@ -52,9 +50,7 @@ def gke(dra_cluster, tmp_path_factory):
 
 @pytest.fixture
 def team(gke):
-    name = f"team-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(gke.client()).create_namespace({"metadata": {"name": name}})
-    return name
+    return new_namespace(gke)
 
 
 def test_a_pod_asking_one_gpu_lands_on_the_whole_gpu_node_not_the_partitioned_one(gke, team):

@@ -338,14 +338,15 @@ class LeaseLedger:
                 for ask in group:
                     denial = ask.decide(uncounted(current + accepted, ask.settled))
                     if denial is None and ask.write:
-                        if size + _entry_size(ask.reservation) > RECORD_LIMIT and not exact:
+                        entry = _entry_size(ask.reservation)
+                        if size + entry > RECORD_LIMIT and not exact:
                             size, exact = len(encode(kept + accepted)), True
-                        if size + _entry_size(ask.reservation) > RECORD_LIMIT:
+                        if size + entry > RECORD_LIMIT:
                             full = True
                             if fresh:  # a kept copy may hold what others have settled since
                                 ask.finish(error=record_full(namespace, len(kept) + len(accepted)))
                             continue
-                        size += _entry_size(ask.reservation)
+                        size += entry
                         accepted.append(ask.reservation)
                     decided.append((ask, denial))
                 if full and not fresh:
