@@ -109,6 +109,27 @@ def _bucket(bucket: Any) -> bool:
     )
 
 
+def node_peaks(documents: Iterable[Any], annotation: str) -> dict[str, Any]:
+    """Node name → its agent's peaks record (parsed JSON; the text itself where it is not JSON, which
+    from_agent_peaks then reports), from Node documents as `kubectl get nodes -o yaml` prints them."""
+    import json
+
+    found: dict[str, Any] = {}
+    for doc in documents:
+        items = doc.get("items") if isinstance(doc, Mapping) and doc.get("kind") == "List" else [doc]
+        for item in items or ():
+            if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
+                continue
+            metadata = item.get("metadata") or {}
+            text = (metadata.get("annotations") or {}).get(annotation)
+            if isinstance(text, str):
+                try:
+                    found[str(metadata.get("name", "?"))] = json.loads(text)
+                except ValueError:
+                    found[str(metadata.get("name", "?"))] = text
+    return found
+
+
 def joined(usages: Iterable[PodUsage]) -> PodUsage | None:
     """A workload's usage from its pods': the largest peak and percentile (every pod must fit the ask
     they share) and the longest coverage (the pod measured longest). A figure one pod lacks is unknown

@@ -56,6 +56,7 @@ class Sizing:
     model: str | None
     container: str
     today: str  # the GPU container's ask as written
+    written: tuple[str, ...]  # the resource names it is written with (what a resized manifest replaces)
     today_gpus: Fraction  # per pod
     usage: PodUsage | None
     window_s: int
@@ -98,19 +99,23 @@ def size_workload(
     containers = sorted({a.name for a in asks})
     ask = asks[0] if asks else demand.asks[0]
 
-    def said(reason: str) -> Sizing:
+    def sizing(proposal: Proposal | None, reason: str) -> Sizing:
         return Sizing(
             workload,
             pods,
             model.id if model else None,
             ask.name,
             ask.describe(),
+            tuple(ask.written),
             today_gpus,
             usage,
             options.window_s,
-            None,
+            proposal,
             reason,
         )
+
+    def said(reason: str) -> Sizing:
+        return sizing(None, reason)
 
     why_not = _unsized(demand, asks, containers, models, other_models, pod, usage, options)
     if why_not:
@@ -129,15 +134,7 @@ def size_workload(
         if all(p.compute < need_compute for p in cheaper):
             return said(f"compute-bound: needs {float(need_compute):.2f} GPUs of compute with headroom")
         return said(f"memory-bound: needs {need_memory} MiB with headroom; nothing smaller holds it")
-    return Sizing(
-        workload,
-        pods,
-        model.id,
-        ask.name,
-        ask.describe(),
-        today_gpus,
-        usage,
-        options.window_s,
+    return sizing(
         best,
         f"holds {need_memory} MiB and {float(need_compute):.2f} GPUs of compute "
         f"({_percent(options.headroom)} headroom)",
