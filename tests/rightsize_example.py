@@ -90,8 +90,8 @@ def example_cluster() -> str:
             }
         )
     head = (
-        "# `kubectl get nodes,pods -A -o yaml` of a small cluster after a week: the node agent's peaks for\n"
-        "# two Triton pods, sampled from a public nvidia-smi capture (tests/rightsize_example.py makes this).\n"
+        "# `kubectl get nodes,pods -A -o yaml` of a small cluster after a week: the node agent's peaks\n"
+        "# for two Triton pods, from a public nvidia-smi capture (made by tests/rightsize_example.py).\n"
     )
     return head + yaml.safe_dump(
         {"apiVersion": "v1", "kind": "List", "items": [node, *pods]}, sort_keys=False

@@ -79,7 +79,7 @@ def register(commands: Subcommands) -> None:
     parser.add_argument(
         "--at",
         type=instant,
-        help="the window's end, as 2026-12-01T00:00:00Z (default now): a report made again later says the same",
+        help="the window's end, as 2026-12-01T00:00:00Z (default now), so a report made later says the same",
     )
     parser.add_argument("--plan", action="store_true", help="add the MIG layout for the right-sized fleet")
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
