@@ -89,7 +89,7 @@ def register(commands: Subcommands) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from webhook.commands.rightsize_report import as_json, as_table, plan_lines
+    from webhook.commands.rightsize_report import fleet_plan, sizing_json, sizing_table
     from webhook.config.cloudmap import default_directory
     from webhook.config.loading import StartupError, build_context
     from webhook.core.sizing.fleet import size_fleet
@@ -116,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuport rightsize: {problem}", file=sys.stderr)
     if args.output == "yaml":
         return _print_manifests(args.files, fleet)
-    sys.stdout.write(as_json(fleet) if args.output == "json" else as_table(fleet, args.quantile))
+    sys.stdout.write(sizing_json(fleet) if args.output == "json" else sizing_table(fleet, args.quantile))
     if args.plan:
-        sys.stdout.write(plan_lines(inventory, fleet, context))
+        sys.stdout.write(fleet_plan(inventory, fleet, context))
     return 0
 
 

@@ -58,7 +58,7 @@ def rows(fleet: FleetSizing) -> list[tuple[str, ...]]:
     return found
 
 
-def as_table(fleet: FleetSizing, quantile: Fraction) -> str:
+def sizing_table(fleet: FleetSizing, quantile: Fraction) -> str:
     table = rows(fleet)
     table[0] = (*table[0][:5], f"COMPUTE p{float(quantile) * 100:g}", *table[0][6:])
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
@@ -75,7 +75,7 @@ def as_table(fleet: FleetSizing, quantile: Fraction) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(fleet: FleetSizing) -> str:
+def sizing_json(fleet: FleetSizing) -> str:
     def number(value: Fraction | None) -> float | None:
         return None if value is None else float(value)
 
@@ -113,7 +113,7 @@ def as_json(fleet: FleetSizing) -> str:
     return json.dumps({"workloads": items, "freed_gpus": float(fleet.freed)}, indent=2) + "\n"
 
 
-def plan_lines(inventory: Inventory, fleet: FleetSizing, context: Context) -> str:
+def fleet_plan(inventory: Inventory, fleet: FleetSizing, context: Context) -> str:
     """The `plan mig` table for the right-sized fleet's slices on these nodes."""
     from webhook.commands.plan_report import as_table, shortfalls
     from webhook.config.mig_geometry import load_geometry

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-DAY_S = 86400
+_DAY_S = 86400
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def from_agent_peaks(
             problems.append(f"node {node}: its usage peaks are not in the node agent's format; not read")
             continue
         for uid, days in pods.items():
-            inside = [b for b in days if b["t"] + DAY_S > start and b["t"] <= now]
+            inside = [b for b in days if b["t"] + _DAY_S > start and b["t"] <= now]
             if inside:
                 usage[uid] = _join(uid, inside, quantile, window_s)
     return usage, problems
@@ -82,7 +82,7 @@ def percentile(bins: Mapping[int, int], quantile: Fraction) -> Fraction | None:
 
 
 def _pods(record: Any) -> Mapping[str, list[Mapping[str, Any]]] | None:
-    if not isinstance(record, Mapping) or record.get("v") != 1 or record.get("day_s") != DAY_S:
+    if not isinstance(record, Mapping) or record.get("v") != 1 or record.get("day_s") != _DAY_S:
         return None
     pods = record.get("pods")
     if not isinstance(pods, Mapping):

@@ -194,7 +194,7 @@ def _candidates(model: GpuModel, context: Context, memory_mib: int, compute: Fra
                 continue  # media and graphics engines only when asked for, which a measure cannot say
             found.append(_slice(profile, model, context))
     form = target.shared
-    if form.form == "memory" and form.memory_resource:
+    if form.traits.caps_memory and form.memory_resource:  # a share whose memory is enforced
         found += _share(model, context, memory_mib, compute)
     whole = target.whole_for(model.vendor)
     for count in range(1, 9):
