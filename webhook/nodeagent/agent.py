@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from webhook.core.vocabulary.catalogue import Catalogue
-from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION
+from webhook.core.vocabulary.topology import CAPABILITY_ANNOTATION, USAGE_PEAKS_ANNOTATION
 from webhook.nodeagent.cgroup import pod_uid_reader
 from webhook.nodeagent.gather import gather, nvml_text
 from webhook.nodeagent.labels import desired_metadata
 from webhook.nodeagent.measure import measure_devices
 from webhook.nodeagent.metrics import DEFAULT_METRICS_PORT, serve_metrics, usage_registry
+from webhook.nodeagent.peaks import add_sample, empty, merge, pod_samples, read_back
 from webhook.nodeagent.util_eff import DEFAULT_MEMORY_FILL, parse_memory_fill, usage_summary
 
 log = logging.getLogger("gpuport.node-agent")
@@ -49,6 +50,7 @@ class NodeAgent:
         memory_fill: float = DEFAULT_MEMORY_FILL,
         pod_of: Callable[[int], str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ):
         self.nvml = nvml
         self.catalogue = catalogue
@@ -63,6 +65,12 @@ class NodeAgent:
         self.last_record: dict[str, Any] | None = None  # what /metrics shows
         self.clock = clock
         self._written_at: float | None = None  # when the Node was last patched
+        # Each pod's rolling peaks (peaks.py), joined at the first publish with what the Node kept from
+        # this agent's previous run; days are calendar days, so this clock is the wall clock.
+        self.wall_clock = wall_clock
+        self.peaks: dict[str, Any] = empty()
+        self._peaks_read_back = False
+        self._sampled_at: float | None = None
 
     def record(self) -> dict[str, Any]:
         record = gather(self.nvml, self.catalogue, read_cpulist, self.unhealthy)
@@ -73,8 +81,17 @@ class NodeAgent:
                 log.exception("GPU usage not measured this period; publishing the rest")
             else:
                 record["usage"] = usage_summary(devices, self.memory_fill)
+                self._sample_peaks(devices)
         self.last_record = record
         return record
+
+    def _sample_peaks(self, devices: list[dict[str, Any]]) -> None:
+        now = self.wall_clock()
+        # A sample stands for the time since the previous one, at most a period: an early wake-up
+        # (a critical XID) never counts a period twice.
+        since = self.interval if self._sampled_at is None else min(now - self._sampled_at, self.interval)
+        self._sampled_at = now
+        self.peaks = add_sample(self.peaks, now, since, pod_samples(devices))
 
     def configure(self, environ: Mapping[str, str] = os.environ, metrics: bool = True) -> None:
         """The usage options from the environment: GPUPORT_SHARED_MEMORY_FILL (κ, default 0.9),
@@ -103,9 +120,13 @@ class NodeAgent:
         record = record if record is not None else self.record()
         node = self.core_api.read_node(self.node_name)
         labels, annotations = node.metadata.labels or {}, node.metadata.annotations or {}
+        if not self._peaks_read_back:
+            self.peaks = merge(read_back(annotations.get(USAGE_PEAKS_ANNOTATION)), self.peaks)
+            self._peaks_read_back = True
         patch = desired_metadata(record, labels, annotations)
         if patch and self._figures_only(record, labels, annotations, patch) and not self._figures_due():
             return {}  # /metrics has the live figures; the Node gets them at most every USAGE_EVERY
+        patch = self._with_peaks(patch, annotations)
         if patch:
             self.core_api.patch_node(self.node_name, patch)
             self._written_at = self.clock()
@@ -135,6 +156,18 @@ class NodeAgent:
         if "usage" in published:
             same["usage"] = published["usage"]
         return not desired_metadata(same, labels, annotations)
+
+    def _with_peaks(self, patch: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+        """The patch with the peaks annotation added when it changed, and the Node is written anyway or
+        the figures are due (peaks change every sample: they go at the figures' pace)."""
+        text = json.dumps(self.peaks, sort_keys=True, separators=(",", ":"))
+        if not self.peaks["pods"] or annotations.get(USAGE_PEAKS_ANNOTATION) == text:
+            return patch
+        if not patch and not self._figures_due():
+            return patch
+        metadata = dict(patch.get("metadata", {}))
+        metadata["annotations"] = {**metadata.get("annotations", {}), USAGE_PEAKS_ANNOTATION: text}
+        return {"metadata": metadata}
 
     def _figures_due(self) -> bool:
         return self._written_at is None or self.clock() - self._written_at >= USAGE_EVERY

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from webhook.nodeagent.peaks import pod_samples
 from webhook.nodeagent.util_eff import gpu_util_eff, pod_memory_mib
 
 DEFAULT_METRICS_PORT = 9410
@@ -92,6 +93,19 @@ class UsageCollector(Collector):
         for uid, mib in sorted(pod_memory_mib(devices).items()):
             pods.add_metric([node, uid], mib * _MIB)
         yield pods
+
+        # What `gpuport rightsize --prometheus` takes a percentile of: a pod's compute in GPUs (Σ the
+        # utilisation of each device its processes run on; a shared device's whole figure for each of
+        # its pods, an upper bound). No sample where a device did not answer (MIG): unknown, not 0.
+        pod_compute = gauge(
+            "gpuport_pod_gpu_compute_ratio",
+            "compute of a pod's processes on this node, in GPUs (1 = one GPU fully busy)",
+            ["node", "pod_uid"],
+        )
+        for uid, (_memory, percent) in pod_samples(devices).items():
+            if percent is not None:
+                pod_compute.add_metric([node, uid], percent / 100)
+        yield pod_compute
 
         if usage:
             full = gauge(

@@ -10,6 +10,9 @@ CAPABILITY_ANNOTATION = "gpuport.io/capability"
 # The node label the agent keeps: "true" while every GPU a share could land on is filled past the
 # cloud map's policy.sharing.memory_fill (the webhook steers new shared-GPU pods off such nodes).
 SHARED_MEMORY_FULL = "gpuport.io/shared-memory-full"
+# Where the node agent keeps each pod's rolling usage peaks (nodeagent/peaks.py), apart from the
+# capability record: the webhook reads that record on every node change, and never needs these.
+USAGE_PEAKS_ANNOTATION = "gpuport.io/usage-peaks"
 
 # Hop cost of a GPU pair, by the closest link between them (lower is faster).
 HOPS = {"NVLINK": 1, "PCIE_SWITCH": 2, "HOST_BRIDGE": 3, "NUMA": 3, "SYSTEM": 4}

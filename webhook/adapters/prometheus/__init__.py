@@ -1,0 +1,1 @@
+"""Reading measured GPU use from a Prometheus server's HTTP API (`gpuport rightsize --prometheus`)."""
