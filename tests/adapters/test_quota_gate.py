@@ -18,7 +18,9 @@ from webhook.core.vocabulary.gpu_use import GpuUse
 
 def test_gate_admits_up_to_the_limit_counting_running_pods_and_reservations():
     running = dict(
-        pod({"nvidia.com/mig-3g.40gb": "7"}), metadata={"name": "r", "namespace": "team-a", "uid": "r"}
+        # Six 3g.40gb slices hold 3 GPUs: each takes half its GPU's memory slices (4 of 8).
+        pod({"nvidia.com/mig-3g.40gb": "6"}),
+        metadata={"name": "r", "namespace": "team-a", "uid": "r"},
     )
     gate = QuotaGate(FakeView([QUOTA], [running]), MemoryLedger(), clock=lambda: 1000.0)
     ctx = context("generic")
@@ -86,7 +88,7 @@ def test_every_gpu_form_draws_from_one_budget():
         FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})]), MemoryLedger(), clock=lambda: 0.0
     )
     ctx = context("generic")
-    assert admit(gate, request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a"), ctx) is None  # 3/7
+    assert admit(gate, request_for(pod({"nvidia.com/mig-2g.20gb": "1"}), "a"), ctx) is None  # 2/7
     assert admit(gate, request_for(SOURCES["hami-shared"][1], "b"), ctx) is None  # 8 GiB of the smallest GPU
     denied = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx)
     assert denied is not None

@@ -672,8 +672,13 @@ MIG_1G_10GB = device_class(
 @pytest.mark.parametrize(
     ("device_class_found", "expected"),
     [
-        (LOOSE, 7),  # the scheduler may give 7 GPUs for it: charged 7, not 7 slices (1 GPU)
-        (MIG_1G_10GB, 1),  # the class gives what the name means: counted once, as the name
+        # The scheduler may give 7 GPUs for it: charged 7 GPUs, not 7 slices. No model is pinned, so the
+        # name is charged as an A100 40GB's 1g.10gb (1/4 each, 2 of 8 memory slices) and what the class
+        # adds beyond the name as its least (an H100's 1/7 each): 7/4 + (7 - 1) never falls below 7.
+        (LOOSE, 7 + Fraction(3, 4)),
+        # The class gives what the name means, its devices charged as the name unpinned (7/4); the part
+        # beyond the name's least meaning (7 × 1/7) is added, never less than either reader gives.
+        (MIG_1G_10GB, Fraction(5, 2)),
     ],
 )
 def test_a_class_standing_for_a_name_a_map_reads_is_charged_by_the_devices_it_allows(

@@ -153,7 +153,8 @@ def test_a_container_limit_adds_up_the_kinds_one_container_asks():
     at_most_one = {"gpuport.io/gpu-limits": json.dumps([{"type": "Container", "max": 1}])}
     denied = gate_says(View(at_most_one), pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}))
     assert denied is not None and denied.reason == "gpu-limit"
-    assert "but limit is 4.143 " in denied.message, denied.message
+    # 4 × 7g.80gb and a 1g.10gb, charged as on an A100 40GB (2 of 8 memory slices: 1/4).
+    assert "but limit is 4.25 " in denied.message, denied.message
 
 
 def test_a_gpu_name_no_map_reads_is_refused_where_gpu_limits_hold():

@@ -29,7 +29,14 @@ def use(obj, cloud="generic"):
             {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
             Fraction(1, 7),
         ),
-        ({"nvidia.com/mig-3g.40gb": "2"}, None, Fraction(6, 7)),
+        # A 3g.40gb takes 3 of 7 compute slices but 4 of 8 memory slices: two fill a GPU (was 6/7).
+        ({"nvidia.com/mig-3g.40gb": "2"}, None, Fraction(1)),
+        # A 1g.20gb on an H100 takes 2 of 8 memory slices: 4 fit, so each is 1/4, not its compute's 1/7.
+        (
+            {"nvidia.com/mig-1g.20gb": "1"},
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            Fraction(1, 4),
+        ),
         ({"nvidia.com/mig-1g.6gb": "1"}, None, Fraction(1, 4)),  # an A30 slice: 4 slices per GPU
         ({"nvidia.com/mig-2g.48gb": "1"}, None, Fraction(1, 2)),  # RTX PRO 6000: 4 slices
         (
@@ -62,8 +69,14 @@ def test_shared_slot_counts_one_over_the_maps_replicas():
 
 
 def test_seven_slices_make_exactly_one_gpu():
-    total = sum((use(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents for _ in range(7)), Fraction(0))
+    h100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    total = sum((use(pod({"nvidia.com/mig-1g.10gb": "1"}, h100)).equivalents for _ in range(7)), Fraction(0))
     assert total == 1
+
+
+def test_a_slice_no_model_is_pinned_for_is_charged_where_it_holds_the_most():
+    # nvidia.com/mig-1g.10gb is also the A100 40GB's double-memory 1g: 2 of its 8 memory slices, 4 per GPU.
+    assert use(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents == Fraction(1, 4)
 
 
 def test_pod_total_follows_the_effective_request_rule():
@@ -111,7 +124,7 @@ def test_quota_message_mirrors_the_builtin_format():
         "exceeded quota: gpus, requested: requests.nvidia.com/gpu=3, "
         "used: requests.nvidia.com/gpu=6, limited: requests.nvidia.com/gpu=8 "
     )
-    assert "MIG slices their share of the GPU's compute" in message
+    assert "MIG slices the larger of their share of the GPU's compute and memory" in message
 
 
 def test_gpu_memory_budget():
@@ -166,7 +179,8 @@ def test_two_kinds_of_gpu_in_one_container_are_both_counted():
     obj = pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"})
     demand = read_demand(obj, context().dialects)
     assert "2 kinds of GPU at once" in demand.problems[0]  # translation still refuses it
-    assert use(obj).equivalents == 4 + Fraction(1, 7)
+    # No model pinned: the 1g.10gb is charged as on an A100 40GB, where it takes 2 of 8 memory slices.
+    assert use(obj).equivalents == 4 + Fraction(1, 4)
 
 
 def test_two_kinds_in_a_sidecar_are_counted_beside_the_app_containers():
@@ -178,7 +192,7 @@ def test_two_kinds_in_a_sidecar_are_counted_beside_the_app_containers():
             "resources": {"limits": {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}},
         }
     ]
-    assert use(obj).equivalents == 1 + 4 + Fraction(1, 7)
+    assert use(obj).equivalents == 1 + 4 + Fraction(1, 4)  # the 1g.10gb as on an A100 40GB (1/4)
 
 
 def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
@@ -190,7 +204,8 @@ def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
 
 def test_a_time_sliced_mig_replica_is_counted_as_its_slice():
     # renameByDefault appends .shared to every name the device plugin advertises, MIG ones included.
-    assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(3, 7)
+    # A 3g.40gb holds half its GPU's memory slices (4 of 8): 1/2, not its compute's 3/7.
+    assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(1, 2)
 
 
 def _required(obj, *terms):
@@ -228,8 +243,9 @@ def test_ored_node_selector_terms_are_read_at_their_widest():
     # A term that asks for no slice at all lets the pod have whole GPUs.
     whole = [{"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-h100-80gb"]}]
     assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, whole), "gke").equivalents == 7
-    # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it.
-    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == 1
+    # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it, each charged where it
+    # holds the most (an A100 40GB's 1g.10gb takes 2 of 8 memory slices: 1/4).
+    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == Fraction(7, 4)
 
 
 def test_a_kai_share_on_several_devices_is_counted_on_each():

@@ -1,7 +1,8 @@
 """GPU-equivalents: one number for every way of asking for a GPU, so one quota covers them all.
 
 - A whole GPU of any vendor counts 1.
-- A MIG slice counts its compute slices over the GPU's total: 1g on a 7-slice GPU is 1/7, on an A30 1/4.
+- A MIG slice counts the larger of its compute slices over the GPU's and its memory slices over the
+  GPU's: 1g.10gb on an H100 is 1/7, 1g.20gb there 1/4 (2 of 8 memory slices: 4 fit), 1g on an A30 1/4.
   The GPU is the model the pod pins; if it pins none, the model with that profile that makes the slice
   count most (never undercount).
 - A shared GPU counts its share: memory over the GPU's memory, or a memory or compute percentage
