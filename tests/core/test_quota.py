@@ -104,12 +104,51 @@ def test_an_init_container_after_a_sidecar_runs_beside_it():
 
 
 def test_a_pods_compute_peak_and_memory_peak_are_each_kept():
-    # The init container holds all of a GPU's compute with 1000 MiB of its memory; the app a 1g.10gb
-    # slice: the pod's peak is the init's compute and the app's memory, neither undercounted.
+    # Init and app containers asking the same names: the pod's peak is the init's compute and the
+    # app's memory, neither undercounted.
+    hami_share = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100", "nvidia.com/gpumem": "1000"}
+    obj = pod({**hami_share, "nvidia.com/gpucores": "10", "nvidia.com/gpumem": "8000"})
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": hami_share}}]
+    assert use(obj) == GpuUse(Fraction(1), 8000)
+
+
+def test_an_init_container_s_gpus_of_a_name_no_later_container_asks_are_added():
+    # The device manager keeps an init container's devices for the pod, reusing them only for later
+    # containers asking the same name: the share the init took and the app's 1g.10gb are both held.
     obj = pod({"nvidia.com/mig-1g.10gb": "1"})
     hami_share = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100", "nvidia.com/gpumem": "1000"}
     obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": hami_share}}]
-    assert use(obj) == GpuUse(Fraction(1), 10240)
+    # The 1g.10gb pins no model: as an A100 40GB's (1/4, 10 GiB); the share: a whole GPU's compute.
+    assert use(obj) == GpuUse(1 + Fraction(1, 4), 1000 + 10240)
+
+
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+
+
+def split_names_pod():
+    """Issue 45's pod: init containers asking 1 whole GPU, 2 × 3g.40gb, 3 × 2g.20gb and 7 × 1g.10gb
+    beside an app asking 1 × 7g.80gb, on H100s. The scheduler reserves, and the kubelet's device
+    manager gives, each name's peak: every one of them."""
+    obj = pod({"nvidia.com/mig-7g.80gb": "1"}, H100)
+    asks = [("nvidia.com/gpu", "1"), ("nvidia.com/mig-3g.40gb", "2"), ("nvidia.com/mig-2g.20gb", "3")]
+    asks.append(("nvidia.com/mig-1g.10gb", "7"))
+    obj["spec"]["initContainers"] = [
+        {"name": f"init-{n}", "resources": {"limits": {name: count}}} for n, (name, count) in enumerate(asks)
+    ]
+    return obj
+
+
+def test_gpu_names_split_across_init_and_app_containers_add_up_per_name():
+    # 1 + 2 × 1/2 (4 of 8 memory slices) + 3 × 2/7 + 7 × 1/7 + 1: it was the larger total, 1.
+    assert use(split_names_pod()).equivalents == 4 + Fraction(6, 7)
+
+
+def test_two_kinds_in_one_init_container_are_both_counted():
+    obj = pod({"nvidia.com/gpu": "1"})
+    both = {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": both}}]
+    # Per name: gpu 1 (app), 7g.80gb 4 and 1g.10gb 1 (as an A100 40GB's, 1/4) held from the init.
+    assert use(obj).equivalents == 1 + 4 + Fraction(1, 4)
 
 
 def test_show_prints_whole_numbers_plainly():

@@ -9,9 +9,13 @@
   over 100, whichever is larger; the GPU is the pinned model, else the smallest the cluster offers.
   A shared slot that names neither (time-slicing) counts 1/replicas of the platform map
   (`shared.replicas_per_gpu`), else 1.
-- A pod counts like Kubernetes counts requests: the larger of its largest init container and the sum of
-  its app containers plus restartable init containers ("sidecars"); its DRA claims are added whole,
-  each once (a claim's devices are held for the pod's life whichever containers use them).
+- A pod counts like the scheduler and the kubelet's device manager count requests, per resource name:
+  for each name the larger of its init peak (each init container beside the sidecars started before it)
+  and the sum of its app containers plus restartable init containers ("sidecars"), and the names added
+  up. An init container's devices of a name no later container asks for stay the pod's: the larger of
+  two GPU-equivalent totals would count 1 for inits asking 1 GPU and 7 × 1g.10gb beside an app's 7g.80gb,
+  which hold 3. Its DRA claims are added whole, each once (a claim's devices are held for the pod's
+  life whichever containers use them).
 Exact fractions throughout: seven 1g slices sum to exactly one GPU.
 """
 
@@ -66,8 +70,14 @@ def pod_use(demand: PodDemand, target: CloudMap, catalogue: Catalogue, shared_cl
     claim it names (held for the pod's life, whichever containers use it). `shared_claims` off leaves
     out the claims made ahead, which the caller counts once for all the pods that share them."""
     models = demand.selection.models
-    asked = ((a, ask_equivalents(a, models, target, catalogue)) for a in demand.asks if not a.claim)
-    use = held_at_once(asked, NO_GPU, GpuUse.most) + demand.claims.own()
+    by_name: dict[object, list[tuple[ContainerAsk, GpuUse]]] = {}
+    for a in demand.asks:
+        if not a.claim:
+            # An ask read from annotations (a KAI share) has no resource name: its own, by kind.
+            name = a.resources or (a.kind, a.vendor, a.profile)
+            by_name.setdefault(name, []).append((a, ask_equivalents(a, models, target, catalogue)))
+    use = sum((held_at_once(asked, NO_GPU, GpuUse.most) for asked in by_name.values()), NO_GPU)
+    use += demand.claims.own()
     if shared_claims:
         use = sum(demand.claims.shared().values(), use)
     return use
