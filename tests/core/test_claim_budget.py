@@ -53,6 +53,8 @@ MIG_1G_12GB = device_class(
 )
 # A class of another driver's devices (a network card): no GPU.
 NIC = device_class("nic.example.com", "device.driver == 'nic.example.com'")
+# Intel's DRA driver's class (intel/intel-resource-drivers-for-kubernetes): no map describes it.
+INTEL = device_class("gpu.intel.com", "device.driver == 'gpu.intel.com'")
 
 
 def pod(*entries, containers=(("main", ("gpus",)),)):
@@ -147,6 +149,19 @@ H100 = f"{ATTR}.productName == 'NVIDIA H100 80GB HBM3'"
         ),
         # Another driver's devices are no GPU: nothing to charge, and nothing refused.
         (claim_spec(request("nic.example.com", count=4)), {class_key("nic.example.com"): NIC}, 0),
+        # NVIDIA's IMEX channels (its compute-domain driver): no GPU either.
+        (
+            claim_spec(request("compute-domain-default-channel.nvidia.com", count=1)),
+            {
+                class_key("compute-domain-default-channel.nvidia.com"): device_class(
+                    "compute-domain-default-channel.nvidia.com",
+                    "device.driver == 'compute-domain.nvidia.com'",
+                )
+            },
+            0,
+        ),
+        # A GPU driver no map describes (Intel's DRA driver, class gpu.intel.com): whole GPUs each.
+        (claim_spec(request("gpu.intel.com", count=8)), {class_key("gpu.intel.com"): INTEL}, 8),
     ],
 )
 def test_every_shape_a_driver_publishes_is_charged_in_gpu_equivalents(spec, objects, expected):
