@@ -53,8 +53,8 @@ def unread_gpu_names(
             and not n.startswith(CLASS_RESOURCE_PREFIX)
             and not read(n)
             and not stands_for_class(n)
-            and not declared(n)
             and (names_a_gpu(n) or under_a_gpu_vendor(n, vendor_domains))
+            and not declared(n)  # after the cheap tests: it asks every map
         )
     )
 
