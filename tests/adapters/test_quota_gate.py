@@ -18,7 +18,9 @@ from webhook.core.vocabulary.gpu_use import GpuUse
 
 def test_gate_admits_up_to_the_limit_counting_running_pods_and_reservations():
     running = dict(
-        pod({"nvidia.com/mig-3g.40gb": "7"}), metadata={"name": "r", "namespace": "team-a", "uid": "r"}
+        # Six 3g.40gb slices hold 3 GPUs: each takes half its GPU's memory slices (4 of 8).
+        pod({"nvidia.com/mig-3g.40gb": "6"}),
+        metadata={"name": "r", "namespace": "team-a", "uid": "r"},
     )
     gate = QuotaGate(FakeView([QUOTA], [running]), MemoryLedger(), clock=lambda: 1000.0)
     ctx = context("generic")
@@ -86,7 +88,7 @@ def test_every_gpu_form_draws_from_one_budget():
         FakeView([Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})]), MemoryLedger(), clock=lambda: 0.0
     )
     ctx = context("generic")
-    assert admit(gate, request_for(pod({"nvidia.com/mig-3g.40gb": "1"}), "a"), ctx) is None  # 3/7
+    assert admit(gate, request_for(pod({"nvidia.com/mig-2g.20gb": "1"}), "a"), ctx) is None  # 2/7
     assert admit(gate, request_for(SOURCES["hami-shared"][1], "b"), ctx) is None  # 8 GiB of the smallest GPU
     denied = admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx)
     assert denied is not None
@@ -355,7 +357,19 @@ def test_every_wait_of_a_quota_check_ends_inside_one_admission_budget(monkeypatc
     assert clock[0] <= budget + 0.011  # the catch-up looks every 10 ms
 
 
-@pytest.mark.parametrize("name", ["gpu.intel.com/i915", "gpu.intel.com/xe", "example.com/vgpu-slot"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+        "example.com/vgpu-slot",
+        # No GPU word, under a GPU vendor's domain: NVIDIA's KubeVirt passthrough names a GPU by its PCI
+        # device; a device plugin config may rename nvidia.com/gpu to anything; AMD's likewise.
+        "nvidia.com/GA100_A100_PCIE_40GB",
+        "nvidia.com/h100",
+        "amd.com/mi300x",
+    ],
+)
 def test_a_gpu_name_no_map_reads_is_refused_in_a_budget_namespace_naming_it(name):
     ctx = context("generic")
     one = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})
@@ -374,6 +388,34 @@ def test_devices_that_are_not_gpus_pass_a_budget_namespace_as_they_did():
             admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(pod({name: "4"}), name), ctx)
             is None
         )
+
+
+def test_a_name_under_a_gpu_vendor_s_domain_that_a_map_declares_no_gpu_stays_as_declared():
+    from dataclasses import replace
+
+    from webhook.core.vocabulary.platform import CloudDevice
+
+    generic = context("generic")
+    one = Quota("gpus", {"requests.nvidia.com/gpu": Decimal(1)})
+    nic = pod({"nvidia.com/hostdev": "2"})  # the Network Operator's SR-IOV NICs, as some admins name them
+    denied = admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(nic, "a"), generic)
+    assert denied is not None and denied.reason == "quota-gpu-name-unread"
+    assert "if it gives no GPU, under devices" in denied.message
+    declared = CloudDevice("nvidia.com/hostdev", "rdma-network", "ConnectX NICs by SR-IOV")
+    maps = tuple(replace(m, devices=(declared,)) if m.name == "generic" else m for m in generic.dialects.maps)
+    ctx = replace(
+        generic,
+        target=next(m for m in maps if m.name == "generic"),
+        dialects=replace(generic.dialects, maps=maps),
+    )
+    assert admit(QuotaGate(FakeView([one]), MemoryLedger()), request_for(nic, "b"), ctx) is None
+    # Intel's other device plugins give no GPUs: their domains are not a GPU vendor's.
+    assert (
+        admit(
+            QuotaGate(FakeView([one]), MemoryLedger()), request_for(pod({"sgx.intel.com/epc": "1"}), "c"), ctx
+        )
+        is None
+    )
 
 
 def test_kai_shares_of_running_pods_are_counted_from_the_view_not_only_while_reserved():

@@ -166,9 +166,10 @@ def test_gpu_rows_modes_pods_and_per_gpu_util_eff(report):
 
 def test_node_rows_allocate_gpu_equivalents_as_the_quota_counts_them(report):
     nodes = by_name(report)
-    # gpu-a: train 1 + infer-1 3/7 + infer-2 3/7 (Pending but bound) = 13/7; `done` has Succeeded.
+    # gpu-a: train 1 + infer-1 1/2 + infer-2 1/2 (Pending but bound) = 2; `done` has Succeeded. A
+    # 3g.40gb holds 3 of 7 compute slices but 4 of 8 memory slices: the quota charges it 1/2, not 3/7.
     assert nodes["gpu-a"].pods == ("ml/infer-1", "ml/infer-2", "ml/train")
-    assert nodes["gpu-a"].allocated == Fraction(13, 7)
+    assert nodes["gpu-a"].allocated == 2
     assert nodes["gpu-a"].capacity == 2  # GPU indexes 0 and 1
     # gpu-b: two time-sliced slots, each 1 (the generic map says no replicas_per_gpu).
     assert nodes["gpu-b"].allocated == 2
@@ -185,9 +186,9 @@ def test_cluster_totals_are_sum_used_over_sum_capacity(report):
     # gpu-a 2, gpu-b 2, gpu-c 1 measured; gpu-d's 4 as its device plugin advertises them; gpu-e's
     # record is broken and the cluster gives no count for it: left out.
     assert (t.nodes, t.advertised_nodes, t.gpus) == (3, 1, 9)
-    # Allocated on the nodes counted: 13/7 + 2 + 0 + 2 = 41/7; over 9 GPUs: 41/63 = 0.651.
-    assert t.allocated == Fraction(41, 7)
-    assert t.allocation_ratio == Fraction(41, 63)
+    # Allocated on the nodes counted: 2 + 2 + 0 + 2 = 6; over 9 GPUs: 6/9 = 0.667.
+    assert t.allocated == 6
+    assert t.allocation_ratio == Fraction(2, 3)
     # Memory over every GPU with both figures (gpu-b's GPU 1 is left out):
     # used 40960 + 10240 + 20480 + 6000 + 3000 = 80680; total 81920 + 2 × 40960 + 24000 + 15000 = 202840.
     assert (t.memory_used_mib, t.memory_total_mib) == (80680, 202840)
@@ -246,7 +247,7 @@ def test_text_output_is_an_aligned_table_with_the_totals():
         "gpu-a",
         "all",
         "ml/infer-1, ml/infer-2, ml/train",
-        "1.857",
+        "2",
         "71680/163840",
         "60.0%",
         "45.0%",
@@ -269,12 +270,12 @@ def test_text_output_is_an_aligned_table_with_the_totals():
         "9 GPUs",
         "3 node(s) measured, 1 advertised",
         "6",
-        "5.857",
+        "6",
         "80680/202840",
         "44.2%",
         "39.8%",
     ]
-    assert "Allocation ratio (allocated ÷ GPU capacity): 5.857 ÷ 9 = 0.651" in lines
+    assert "Allocation ratio (allocated ÷ GPU capacity): 6 ÷ 9 = 0.667" in lines
     assert any(
         line.startswith("Note: gpu-e: gpuport.io/capability: usage.devices[0].memory_used_mib")
         for line in lines
@@ -287,8 +288,8 @@ def test_json_output_carries_the_same_figures():
     assert document["totals"] == {
         "nodes": 3,
         "gpus": 9,
-        "allocated": 5.8571,
-        "allocation_ratio": 0.6508,
+        "allocated": 6.0,
+        "allocation_ratio": 0.6667,
         "memory_used_mib": 80680,
         "memory_total_mib": 202840,
         "util_eff": {"compute": 0.4417, "memory": 0.3978},
@@ -296,7 +297,7 @@ def test_json_output_carries_the_same_figures():
         "advertised_nodes": 1,
     }
     a = document["nodes"][0]
-    assert (a["node"], a["state"], a["allocated"], a["gpu_count"]) == ("gpu-a", "measured", 1.8571, 2)
+    assert (a["node"], a["state"], a["allocated"], a["gpu_count"]) == ("gpu-a", "measured", 2.0, 2)
     assert a["gpus"][1] == {
         "index": 1,
         "uuid": "GPU-1-3g.40gb-10240",
@@ -325,11 +326,11 @@ def test_markdown_output_is_a_pipe_table_with_a_bold_total():
     assert table[1] == "|---|---|---|---|---|---:|---:|---:|---:|"
     assert all(line.count(" | ") == 8 for line in table[2:])
     assert table[-1] == (
-        "| **TOTAL** | **9 GPUs** |  | **3 node(s) measured, 1 advertised** | **6** | **5.857** "
+        "| **TOTAL** | **9 GPUs** |  | **3 node(s) measured, 1 advertised** | **6** | **6** "
         "| **80680/202840** "
         "| **44.2%** | **39.8%** |"
     )
-    assert "Allocation ratio (allocated ÷ GPU capacity): 5.857 ÷ 9 = 0.651." in lines
+    assert "Allocation ratio (allocated ÷ GPU capacity): 6 ÷ 9 = 0.667." in lines
     assert "- 1 GPU process(es) carry no pod UID (not a pod's, or the agent could not tell)" in lines
 
 
@@ -350,7 +351,7 @@ def test_the_cli_prints_the_other_nodes_whatever_one_node_s_annotation_holds(mon
     monkeypatch.setattr(kubeclient, "read_cluster", lambda kubeconfig, read: (nodes, pods))
     assert main(["usage", "--kubeconfig", "unused"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^gpu-a +all +- +bad agent data +ml/infer-1, ml/infer-2, ml/train +1\.857 ", out, re.M)
+    assert re.search(r"^gpu-a +all +- +bad agent data +ml/infer-1, ml/infer-2, ml/train +2 ", out, re.M)
     assert re.search(r"^gpu-b +0 +L4 +shared ", out, re.M)
     assert "Note: gpu-a: gpuport.io/capability: " in out
 

@@ -1,9 +1,12 @@
 """The shipped MIG geometry loads against the catalogue; a broken one is refused at its line."""
 
+from fractions import Fraction
+
 import pytest
 
 from webhook.config.cloudmap import CloudMapError, default_directory, load_directory
 from webhook.config.mig_geometry import load_geometry, parse_geometry_text, shipped_geometry_path
+from webhook.core.vocabulary.catalogue import MigProfile
 
 CATALOGUE = load_directory(default_directory()).catalogue
 
@@ -62,3 +65,22 @@ def test_not_yaml_is_refused_at_its_line():
     with pytest.raises(CloudMapError) as info:
         parse_geometry_text("models:\n  A30: [\n", "mig.yaml", CATALOGUE)
     assert info.value.line == 3 and info.value.problem.startswith("not valid YAML")
+
+
+def test_the_budget_s_memory_slices_are_the_geometry_s_for_every_model_and_profile():
+    # The admission server never reads geometry/mig.yaml; the budget charges a MIG slice the larger of
+    # its compute and memory share (GpuModel.slice_share) from the catalogue alone. Every figure it
+    # works out must be the placements' own.
+    catalogue = CATALOGUE
+    geometries = load_geometry(catalogue)
+    assert geometries
+    for model_id, geometry in geometries.items():
+        model = catalogue.models[model_id]
+        assert model.memory_slices == geometry.memory_slices, model_id
+        for name, placement in geometry.placements.items():
+            profile = MigProfile.parse(name)
+            assert model.memory_slots(profile) == placement.size, (model_id, name)
+            assert model.slice_share(profile) == max(
+                Fraction(profile.compute, geometry.compute_slices),
+                Fraction(placement.size, geometry.memory_slices),
+            )

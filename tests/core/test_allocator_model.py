@@ -525,11 +525,32 @@ CLASS_BY_ITS_DEVICES = (
 )
 
 
+# A GPU driver no map describes (Intel's DRA driver, its class gpu.intel.com): its devices are GPUs,
+# never another driver's devices charged nothing (issue 45).
+INTEL = "gpu.intel.com"
+UNKNOWN_GPU_DRIVER = (
+    Cluster(
+        {
+            "intel": [
+                Device(f"card-{g}", INTEL, {"model": "Data Center GPU Max 1550"}, None, Fraction(1))
+                for g in range(8)
+            ]
+        },
+        {**_driver_classes(), INTEL: DeviceClass(INTEL, (("driver", "==", INTEL),), "", CREATED[0])},
+    ),
+    [[Request(INTEL, count=8)]],
+    [False],
+    [],
+    "dra-nvidia",
+)
+
+
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 @example(AMD_ALL_OVER_PARTITIONS)
 @example(NEWEST_CLASS_WINS)
 @example(CLASS_BY_ITS_DEVICES)
+@example(UNKNOWN_GPU_DRIVER)
 def test_the_budget_charges_at_least_what_any_node_could_give_the_pod(case):
     cluster, claims, ahead, extended, target = case
     most, node = most_on_a_node(cluster, claims, extended)

@@ -53,6 +53,8 @@ MIG_1G_12GB = device_class(
 )
 # A class of another driver's devices (a network card): no GPU.
 NIC = device_class("nic.example.com", "device.driver == 'nic.example.com'")
+# Intel's DRA driver's class (intel/intel-resource-drivers-for-kubernetes): no map describes it.
+INTEL = device_class("gpu.intel.com", "device.driver == 'gpu.intel.com'")
 
 
 def pod(*entries, containers=(("main", ("gpus",)),)):
@@ -147,6 +149,19 @@ H100 = f"{ATTR}.productName == 'NVIDIA H100 80GB HBM3'"
         ),
         # Another driver's devices are no GPU: nothing to charge, and nothing refused.
         (claim_spec(request("nic.example.com", count=4)), {class_key("nic.example.com"): NIC}, 0),
+        # NVIDIA's IMEX channels (its compute-domain driver): no GPU either.
+        (
+            claim_spec(request("compute-domain-default-channel.nvidia.com", count=1)),
+            {
+                class_key("compute-domain-default-channel.nvidia.com"): device_class(
+                    "compute-domain-default-channel.nvidia.com",
+                    "device.driver == 'compute-domain.nvidia.com'",
+                )
+            },
+            0,
+        ),
+        # A GPU driver no map describes (Intel's DRA driver, class gpu.intel.com): whole GPUs each.
+        (claim_spec(request("gpu.intel.com", count=8)), {class_key("gpu.intel.com"): INTEL}, 8),
     ],
 )
 def test_every_shape_a_driver_publishes_is_charged_in_gpu_equivalents(spec, objects, expected):
@@ -672,8 +687,13 @@ MIG_1G_10GB = device_class(
 @pytest.mark.parametrize(
     ("device_class_found", "expected"),
     [
-        (LOOSE, 7),  # the scheduler may give 7 GPUs for it: charged 7, not 7 slices (1 GPU)
-        (MIG_1G_10GB, 1),  # the class gives what the name means: counted once, as the name
+        # The scheduler may give 7 GPUs for it: charged 7 GPUs, not 7 slices. No model is pinned, so the
+        # name is charged as an A100 40GB's 1g.10gb (1/4 each, 2 of 8 memory slices) and what the class
+        # adds beyond the name as its least (an H100's 1/7 each): 7/4 + (7 - 1) never falls below 7.
+        (LOOSE, 7 + Fraction(3, 4)),
+        # The class gives what the name means, its devices charged as the name unpinned (7/4); the part
+        # beyond the name's least meaning (7 × 1/7) is added, never less than either reader gives.
+        (MIG_1G_10GB, Fraction(5, 2)),
     ],
 )
 def test_a_class_standing_for_a_name_a_map_reads_is_charged_by_the_devices_it_allows(

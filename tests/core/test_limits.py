@@ -48,7 +48,7 @@ def test_every_gpu_pod_asks_at_least_4_gpus_in_any_form_and_cpu_pods_pass():
 
 def test_container_max_applies_to_gpu_containers_only():
     limits = from_annotation(json.dumps([{"type": "Container", "max": "0.5"}]))
-    obj = pod({"nvidia.com/mig-3g.40gb": "1"})  # 3/7
+    obj = pod({"nvidia.com/mig-3g.40gb": "1"})  # 1/2: 4 of 8 memory slices
     obj["spec"]["containers"].append({"name": "sidecar", "resources": {"limits": {"cpu": "1"}}})
     demand = read_demand(obj, CTX.dialects)
     assert violations(obj, demand, limits, CTX.target, CTX.dialects.catalogue) == []
@@ -57,6 +57,18 @@ def test_container_max_applies_to_gpu_containers_only():
         "maximum nvidia.com/gpu usage per Container is 0.5, but limit is 0.571 "
         "(namespace annotation gpuport.io/gpu-limits, in GPU-equivalents)"
     ]
+
+
+def test_a_per_pod_max_counts_each_name_s_peak_as_the_kubelet_does():
+    from tests.core.test_quota import split_names_pod
+
+    real = {
+        "metadata": {"name": "one"},
+        "spec": {"limits": [{"type": "Pod", "max": {"nvidia.com/gpu": "1"}}]},
+    }
+    denied = gate_says(View(limitranges=[real]), split_names_pod())
+    assert denied is not None and denied.reason == "gpu-limit"
+    assert "maximum nvidia.com/gpu usage per Pod is 1, but limit is 4.857 (LimitRange one" in denied.message
 
 
 def test_real_limitrange_is_read_across_gpu_names():
@@ -153,7 +165,8 @@ def test_a_container_limit_adds_up_the_kinds_one_container_asks():
     at_most_one = {"gpuport.io/gpu-limits": json.dumps([{"type": "Container", "max": 1}])}
     denied = gate_says(View(at_most_one), pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}))
     assert denied is not None and denied.reason == "gpu-limit"
-    assert "but limit is 4.143 " in denied.message, denied.message
+    # 4 × 7g.80gb and a 1g.10gb, charged as on an A100 40GB (2 of 8 memory slices: 1/4).
+    assert "but limit is 4.25 " in denied.message, denied.message
 
 
 def test_a_gpu_name_no_map_reads_is_refused_where_gpu_limits_hold():
@@ -162,3 +175,6 @@ def test_a_gpu_name_no_map_reads_is_refused_where_gpu_limits_hold():
     assert denied is not None and denied.reason == "gpu-limit-name-unread"
     assert "gpu.intel.com/i915" in denied.message
     assert gate_says(View(), pod({"gpu.intel.com/i915": "8"})) is None  # no limits: no budget to guard
+    # A GPU under a vendor's domain with no GPU word (KubeVirt passthrough naming) likewise.
+    denied = gate_says(View(at_most_one), pod({"nvidia.com/GA100_A100_PCIE_40GB": "8"}))
+    assert denied is not None and denied.reason == "gpu-limit-name-unread"

@@ -517,7 +517,9 @@ def test_running_pods_are_charged_to_their_namespace_s_quota_in_gpu_equivalents(
     inventory = parse_inventory(
         [
             p5_node("a"),
-            running_pod("slices", "a", {"nvidia.com/mig-1g.10gb": "7"}, namespace="ml"),  # one GPU's worth
+            # 7/4 GPU's worth: the pod pins no model, so each 1g.10gb is charged as on an A100 40GB (2 of
+            # 8 memory slices), where the webhook would charge it so too.
+            running_pod("slices", "a", {"nvidia.com/mig-1g.10gb": "7"}, namespace="ml"),
             {
                 "kind": "ResourceQuota",
                 "metadata": {"name": "q", "namespace": "ml"},
@@ -526,7 +528,10 @@ def test_running_pods_are_charged_to_their_namespace_s_quota_in_gpu_equivalents(
         ]
     )
     compat, why = checks(run([deployment("serve", spec, replicas=2)], inventory=inventory))["quota"]
-    assert (compat, why) == (0.0, "ml would need 3 GPU-equivalents (1 held by running pods); quota allows 2")
+    assert (compat, why) == (
+        0.0,
+        "ml would need 3.75 GPU-equivalents (1.75 held by running pods); quota allows 2",
+    )
 
 
 def test_a_workload_translation_refuses_never_fits_and_the_summary_says_so():
@@ -554,10 +559,11 @@ def test_preflight_quota_counts_mig_slices_like_the_webhook():
     spec = pod({"nvidia.com/mig-1g.10gb": "1"})["spec"]
     nodes = (gpu_node("n", {}, {"nvidia.com/mig-1g.10gb": "56"}),)
     quota = NamespaceQuota("ml", "gpus", {"requests.nvidia.com/gpu": Decimal(1)})
-    seven = run([deployment("a", spec, replicas=7)], "generic", "generic", Inventory(nodes, (quota,)))
-    assert checks(seven)["quota"] == (1.0, "1 of 1 GPU-equivalents in ml")  # 7 × 1/7, exactly
-    eight = run([deployment("a", spec, replicas=8)], "generic", "generic", Inventory(nodes, (quota,)))
-    assert checks(eight)["quota"][0] == 0.0
+    # No model pinned: each 1g.10gb is charged as on an A100 40GB, where it takes 2 of 8 memory slices.
+    four = run([deployment("a", spec, replicas=4)], "generic", "generic", Inventory(nodes, (quota,)))
+    assert checks(four)["quota"] == (1.0, "1 of 1 GPU-equivalents in ml")  # 4 × 1/4, exactly
+    five = run([deployment("a", spec, replicas=5)], "generic", "generic", Inventory(nodes, (quota,)))
+    assert checks(five)["quota"][0] == 0.0
 
 
 def test_packing_counts_gpus_asked_in_limits_when_requests_name_only_cpu():

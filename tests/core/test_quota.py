@@ -29,7 +29,14 @@ def use(obj, cloud="generic"):
             {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
             Fraction(1, 7),
         ),
-        ({"nvidia.com/mig-3g.40gb": "2"}, None, Fraction(6, 7)),
+        # A 3g.40gb takes 3 of 7 compute slices but 4 of 8 memory slices: two fill a GPU (was 6/7).
+        ({"nvidia.com/mig-3g.40gb": "2"}, None, Fraction(1)),
+        # A 1g.20gb on an H100 takes 2 of 8 memory slices: 4 fit, so each is 1/4, not its compute's 1/7.
+        (
+            {"nvidia.com/mig-1g.20gb": "1"},
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            Fraction(1, 4),
+        ),
         ({"nvidia.com/mig-1g.6gb": "1"}, None, Fraction(1, 4)),  # an A30 slice: 4 slices per GPU
         ({"nvidia.com/mig-2g.48gb": "1"}, None, Fraction(1, 2)),  # RTX PRO 6000: 4 slices
         (
@@ -62,8 +69,14 @@ def test_shared_slot_counts_one_over_the_maps_replicas():
 
 
 def test_seven_slices_make_exactly_one_gpu():
-    total = sum((use(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents for _ in range(7)), Fraction(0))
+    h100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    total = sum((use(pod({"nvidia.com/mig-1g.10gb": "1"}, h100)).equivalents for _ in range(7)), Fraction(0))
     assert total == 1
+
+
+def test_a_slice_no_model_is_pinned_for_is_charged_where_it_holds_the_most():
+    # nvidia.com/mig-1g.10gb is also the A100 40GB's double-memory 1g: 2 of its 8 memory slices, 4 per GPU.
+    assert use(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents == Fraction(1, 4)
 
 
 def test_pod_total_follows_the_effective_request_rule():
@@ -91,12 +104,51 @@ def test_an_init_container_after_a_sidecar_runs_beside_it():
 
 
 def test_a_pods_compute_peak_and_memory_peak_are_each_kept():
-    # The init container holds all of a GPU's compute with 1000 MiB of its memory; the app a 1g.10gb
-    # slice: the pod's peak is the init's compute and the app's memory, neither undercounted.
+    # Init and app containers asking the same names: the pod's peak is the init's compute and the
+    # app's memory, neither undercounted.
+    hami_share = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100", "nvidia.com/gpumem": "1000"}
+    obj = pod({**hami_share, "nvidia.com/gpucores": "10", "nvidia.com/gpumem": "8000"})
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": hami_share}}]
+    assert use(obj) == GpuUse(Fraction(1), 8000)
+
+
+def test_an_init_container_s_gpus_of_a_name_no_later_container_asks_are_added():
+    # The device manager keeps an init container's devices for the pod, reusing them only for later
+    # containers asking the same name: the share the init took and the app's 1g.10gb are both held.
     obj = pod({"nvidia.com/mig-1g.10gb": "1"})
     hami_share = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100", "nvidia.com/gpumem": "1000"}
     obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": hami_share}}]
-    assert use(obj) == GpuUse(Fraction(1), 10240)
+    # The 1g.10gb pins no model: as an A100 40GB's (1/4, 10 GiB); the share: a whole GPU's compute.
+    assert use(obj) == GpuUse(1 + Fraction(1, 4), 1000 + 10240)
+
+
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+
+
+def split_names_pod():
+    """Issue 45's pod: init containers asking 1 whole GPU, 2 × 3g.40gb, 3 × 2g.20gb and 7 × 1g.10gb
+    beside an app asking 1 × 7g.80gb, on H100s. The scheduler reserves, and the kubelet's device
+    manager gives, each name's peak: every one of them."""
+    obj = pod({"nvidia.com/mig-7g.80gb": "1"}, H100)
+    asks = [("nvidia.com/gpu", "1"), ("nvidia.com/mig-3g.40gb", "2"), ("nvidia.com/mig-2g.20gb", "3")]
+    asks.append(("nvidia.com/mig-1g.10gb", "7"))
+    obj["spec"]["initContainers"] = [
+        {"name": f"init-{n}", "resources": {"limits": {name: count}}} for n, (name, count) in enumerate(asks)
+    ]
+    return obj
+
+
+def test_gpu_names_split_across_init_and_app_containers_add_up_per_name():
+    # 1 + 2 × 1/2 (4 of 8 memory slices) + 3 × 2/7 + 7 × 1/7 + 1: it was the larger total, 1.
+    assert use(split_names_pod()).equivalents == 4 + Fraction(6, 7)
+
+
+def test_two_kinds_in_one_init_container_are_both_counted():
+    obj = pod({"nvidia.com/gpu": "1"})
+    both = {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}
+    obj["spec"]["initContainers"] = [{"name": "setup", "resources": {"limits": both}}]
+    # Per name: gpu 1 (app), 7g.80gb 4 and 1g.10gb 1 (as an A100 40GB's, 1/4) held from the init.
+    assert use(obj).equivalents == 1 + 4 + Fraction(1, 4)
 
 
 def test_show_prints_whole_numbers_plainly():
@@ -111,7 +163,7 @@ def test_quota_message_mirrors_the_builtin_format():
         "exceeded quota: gpus, requested: requests.nvidia.com/gpu=3, "
         "used: requests.nvidia.com/gpu=6, limited: requests.nvidia.com/gpu=8 "
     )
-    assert "MIG slices their share of the GPU's compute" in message
+    assert "MIG slices the larger of their share of the GPU's compute and memory" in message
 
 
 def test_gpu_memory_budget():
@@ -166,7 +218,8 @@ def test_two_kinds_of_gpu_in_one_container_are_both_counted():
     obj = pod({"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"})
     demand = read_demand(obj, context().dialects)
     assert "2 kinds of GPU at once" in demand.problems[0]  # translation still refuses it
-    assert use(obj).equivalents == 4 + Fraction(1, 7)
+    # No model pinned: the 1g.10gb is charged as on an A100 40GB, where it takes 2 of 8 memory slices.
+    assert use(obj).equivalents == 4 + Fraction(1, 4)
 
 
 def test_two_kinds_in_a_sidecar_are_counted_beside_the_app_containers():
@@ -178,7 +231,7 @@ def test_two_kinds_in_a_sidecar_are_counted_beside_the_app_containers():
             "resources": {"limits": {"nvidia.com/mig-7g.80gb": "4", "nvidia.com/mig-1g.10gb": "1"}},
         }
     ]
-    assert use(obj).equivalents == 1 + 4 + Fraction(1, 7)
+    assert use(obj).equivalents == 1 + 4 + Fraction(1, 4)  # the 1g.10gb as on an A100 40GB (1/4)
 
 
 def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
@@ -190,7 +243,8 @@ def test_gpu_names_beside_a_memory_share_are_not_dropped_with_it():
 
 def test_a_time_sliced_mig_replica_is_counted_as_its_slice():
     # renameByDefault appends .shared to every name the device plugin advertises, MIG ones included.
-    assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(3, 7)
+    # A 3g.40gb holds half its GPU's memory slices (4 of 8): 1/2, not its compute's 3/7.
+    assert use(pod({"nvidia.com/mig-3g.40gb.shared": "8"})).equivalents == 8 * Fraction(1, 2)
 
 
 def _required(obj, *terms):
@@ -228,8 +282,9 @@ def test_ored_node_selector_terms_are_read_at_their_widest():
     # A term that asks for no slice at all lets the pod have whole GPUs.
     whole = [{"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-h100-80gb"]}]
     assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, whole), "gke").equivalents == 7
-    # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it.
-    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == 1
+    # Both terms ask for 1g slices: the pod holds 1g slices whichever admits it, each charged where it
+    # holds the most (an A100 40GB's 1g.10gb takes 2 of 8 memory slices: 1/4).
+    assert use(_required(pod({"nvidia.com/gpu": "7"}), one_g, one_g), "gke").equivalents == Fraction(7, 4)
 
 
 def test_a_kai_share_on_several_devices_is_counted_on_each():

@@ -204,7 +204,8 @@ def test_two_gpu_kinds_in_one_container_or_a_sidecar_are_counted(apiserver, gpup
     message = eventually_refused(
         lambda: core.create_namespaced_pod(namespace, _with_resources(gpu_pod(1), mixed)), "exceeded quota"
     )
-    assert "requested: requests.nvidia.com/gpu=4.143," in message, message
+    # No model pinned: the 1g.10gb as an A100 40GB's, 2 of 8 memory slices (1/4).
+    assert "requested: requests.nvidia.com/gpu=4.25," in message, message
     sidecar = gpu_pod(1)
     sidecar["spec"]["containers"][0]["resources"] = {}
     sidecar["spec"]["initContainers"] = [

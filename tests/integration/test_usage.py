@@ -99,8 +99,8 @@ def test_the_table_shows_each_gpu_its_pods_and_the_cluster_totals(measured, tmp_
     lines = text.splitlines()
     rows = [re.split(r"\s{2,}", line) for line in lines[1 : lines.index("")]]
     assert rows == [
-        # usage-a: train 1 + two 3g.40gb slices of 3/7 = 13/7 = 1.857 GPU-equivalents
-        ["usage-a", "all", "ml/infer-1, ml/infer-2, ml/train", "1.857", "71680/163840", "60.0%", "45.0%"],
+        # usage-a: train 1 + two 3g.40gb slices of 1/2 (4 of 8 memory slices each) = 2 GPU-equivalents
+        ["usage-a", "all", "ml/infer-1, ml/infer-2, ml/train", "2", "71680/163840", "60.0%", "45.0%"],
         ["usage-a", "0", "A100-80GB", "whole", "ml/train", "40960/81920", "80.0%", "50.0%"],
         ["usage-a", "1", "A100-80GB", "MIG 3g.40gb", "ml/infer-1", "10240/40960", "-", "25.0%"],
         ["usage-a", "1", "A100-80GB", "MIG 3g.40gb", "ml/infer-2", "20480/40960", "50.0%", "50.0%"],
@@ -108,12 +108,11 @@ def test_the_table_shows_each_gpu_its_pods_and_the_cluster_totals(measured, tmp_
         ["usage-b", "all", "ml/web-1, ml/web-2", "2", "6000/24000", "40.0%", "25.0%"],
         ["usage-b", "0", "L4", "shared", "ml/web-1, ml/web-2", "6000/24000", "40.0%", "25.0%"],
         ["usage-b", "1", "L4", "shared", "-", "-", "-", "-"],
-        # 4 GPUs; allocated 13/7 + 2 = 27/7 = 3.857; memory (71680 + 6000) / (163840 + 24000) = 41.4%;
+        # 4 GPUs; allocated 2 + 2 = 4; memory (71680 + 6000) / (163840 + 24000) = 41.4%;
         # compute (0.8 + 0.5 × 3/7 + 0.4) ÷ (1 + 3/7 + 1) = (99/70) ÷ (17/7) = 99/170 = 58.2%
-        ["TOTAL", "4 GPUs", "2 node(s) measured", "5", "3.857", "77680/187840", "58.2%", "41.4%"],
+        ["TOTAL", "4 GPUs", "2 node(s) measured", "5", "4", "77680/187840", "58.2%", "41.4%"],
     ]
-    # 27/7 ÷ 4 = 27/28
-    assert "Allocation ratio (allocated ÷ GPU capacity): 3.857 ÷ 4 = 0.964" in lines
+    assert "Allocation ratio (allocated ÷ GPU capacity): 4 ÷ 4 = 1.000" in lines
 
 
 def test_json_totals_from_the_real_cluster(measured, tmp_path, capsys):
@@ -121,8 +120,8 @@ def test_json_totals_from_the_real_cluster(measured, tmp_path, capsys):
     assert document["totals"] == {
         "nodes": 2,
         "gpus": 4,
-        "allocated": round(27 / 7, 4),
-        "allocation_ratio": round(27 / 28, 4),
+        "allocated": 4.0,
+        "allocation_ratio": 1.0,
         "memory_used_mib": 77680,
         "memory_total_mib": 187840,
         "util_eff": {"compute": round(99 / 170, 4), "memory": round(77680 / 187840, 4)},

@@ -16,6 +16,7 @@ Why one module of ~330 lines: the class reading and the two readings of a reques
 request (what the class and the selectors narrowed, and whether the grammar held throughout).
 """
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -136,6 +137,11 @@ class DeviceClassMeaning:
     extended_resource: str = ""  # KEP-5004: pods asking for this resource get these devices
 
 
+# A DRA driver whose name says GPU (gpu.nvidia.com, gpu.amd.com, gpu.intel.com, any *gpu* driver) gives
+# GPUs; another (compute-domain.nvidia.com, a NIC's) does not.
+GPU_DRIVER = re.compile("gpu", re.IGNORECASE)
+
+
 def dra_map_for(device_class: str, maps: tuple[CloudMap, ...]) -> tuple[CloudMap, bool] | None:
     """The loaded map whose DRA form names this device class, and whether it is its MIG class."""
     for cloud_map in maps:
@@ -189,7 +195,15 @@ def read_device_class(
     pinned = len(drivers) == 1 and _grammar_holds(next(iter(drivers)), selectors, catalogue)
     gpu_maps = [m for m in maps if m.dra is not None and (not pinned or m.dra.driver in drivers)]
     if pinned and not gpu_maps:
-        return DeviceClassMeaning(name, False, extended_resource=extended)
+        driver = next(iter(drivers))
+        if not GPU_DRIVER.search(driver):
+            return DeviceClassMeaning(name, False, extended_resource=extended)
+        # A GPU driver no map describes (Intel's gpu.intel.com): its devices are GPUs of a kind gpuport
+        # cannot say, each counted as a whole GPU, never charged as another driver's NICs.
+        why = f"device class {name} gives devices of {driver}, a GPU driver no loaded map describes"
+        return DeviceClassMeaning(
+            name, True, kind="", parsed=False, inexact=(why,), extended_resource=extended
+        )
     if not pinned or len({m.dra.driver for m in gpu_maps if m.dra}) != 1:
         # Any driver's devices, GPUs among them: counted as whole GPUs, never translated.
         why = f"device class {name} does not say plainly which driver's devices it gives"

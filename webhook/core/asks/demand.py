@@ -71,6 +71,9 @@ class ContainerAsk(NamedTuple):
     # Asked by DRA claim: the pod's name for the claim (written is {"resourceClaims <name>": template}).
     claim: str = ""
     sidecar: bool = False  # a restartable init container: it runs beside the app containers
+    # The extended resources this ask was read from (one name, or a share's count and memory names):
+    # the scheduler and the kubelet add a pod's containers up per name (equivalents.pod_use).
+    resources: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -116,6 +119,7 @@ class _Site:
         profile: MigProfile | None = None,
         share: SharedAsk | None = None,
         fraction: Fraction | None = None,
+        resources: tuple[str, ...] = (),
     ) -> ContainerAsk:
         where = self.container
         return ContainerAsk(
@@ -130,6 +134,7 @@ class _Site:
             fraction,
             self.written,
             sidecar=where.sidecar,
+            resources=resources,
         )
 
 
@@ -203,7 +208,13 @@ def read_demand(
             problems.append(problem)
     claims = NO_CLAIMS
     unread: tuple[str, ...] = ()
-    unread = unread_gpu_names(names, dialects.__contains__, class_standing(templates))
+    unread = unread_gpu_names(
+        names,
+        dialects.__contains__,
+        class_standing(templates),
+        dialects.declares_device,
+        dialects.gpu_vendor_domains,
+    )
     if templates is not None and (reads_claims(read, dialects) or stood_for(read, templates)):
         # Claims, or extended resources no map reads, which a DeviceClass may stand for (KEP-5004).
         claims = read_pod_claims(read, templates, dialects.maps, dialects.catalogue, dialects.__contains__)
@@ -492,20 +503,26 @@ def _read_container(
         for form, vendor, share_names in dialects.memory_forms:
             if not share_names.isdisjoint(amounts):
                 share, problem = _read_share(form, vendor, amounts, site)
-                kinds += [share] if share is not None else []
+                taken = share_names | {form.count_resource}
+                if share is not None:
+                    kinds.append(share._replace(resources=tuple(sorted(n for n in amounts if n in taken))))
                 # The names beside the share are asks of their own (a MIG slice next to a memory
                 # share): read below, never dropped with it.
-                amounts = {n: a for n, a in amounts.items() if n not in share_names | {form.count_resource}}
+                amounts = {n: a for n, a in amounts.items() if n not in taken}
                 break
 
     for name, amount in amounts.items():
         meaning = dialects.resource_meaning(name)
         if meaning.kind == "mig":
-            kinds.append(site.ask("mig", int(amount), meaning.vendor, profile=meaning.profile))
+            kinds.append(
+                site.ask("mig", int(amount), meaning.vendor, profile=meaning.profile, resources=(name,))
+            )
         elif meaning.kind == "shared":
-            kinds.append(site.ask("shared", int(amount), meaning.vendor, share=SharedAsk()))
+            kinds.append(
+                site.ask("shared", int(amount), meaning.vendor, share=SharedAsk(), resources=(name,))
+            )
         elif meaning.kind == "whole":
-            kinds.append(_whole(amount, meaning.vendor, selection, site))
+            kinds.append(_whole(amount, meaning.vendor, selection, site)._replace(resources=(name,)))
     if len(kinds) > 1:
         problem = (
             f"{container.label} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); "

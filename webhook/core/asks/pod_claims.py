@@ -309,13 +309,16 @@ def _extended_charges(
 
 def _name_equivalents(resource: str, maps: tuple[CloudMap, ...], catalogue: Catalogue) -> Fraction:
     """The least GPU-equivalents one unit of a name a map reads is charged as a container's ask: a
-    MIG profile's share of the largest GPU that has it, a whole GPU for a whole-GPU name, and nothing
-    for a share (which may be charged far less than a GPU)."""
+    MIG profile's share of the GPU that has it where that share is least (a 1g.10gb: 1/7 of an H100,
+    where an A100 40GB's is 1/4), a whole GPU for a whole-GPU name, and nothing for a share (which may
+    be charged far less than a GPU)."""
     for cloud_map in maps:
         profile = cloud_map.mig.profile_of(resource)
         if profile is not None:
-            holders = [m.compute_slices for m in catalogue.models.values() if profile.name in m.profiles]
-            return Fraction(profile.compute, max(holders, default=7))
+            holders = [
+                m.slice_share(profile) for m in catalogue.models.values() if profile.name in m.profiles
+            ]
+            return min(holders, default=Fraction(profile.compute, 7))
     return Fraction(1) if any(resource == m.whole_gpu for m in maps) else Fraction(0)
 
 

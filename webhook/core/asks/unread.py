@@ -4,7 +4,13 @@ A quota in GPU-equivalents counts what the loaded maps read. A device plugin the
 (Intel's gpu.intel.com/i915) still gives GPUs, so in a namespace with a GPU budget a pod asking for
 one would hold GPUs the budget never sees. Which names give GPUs cannot be known for certain; these
 words are what every GPU device plugin and sharing layer in the maps' sources uses in its names, and a
-name that carries none of them (vpc.amazonaws.com/efa, rdma/…) is not taken for a GPU.
+name that carries none of them (vpc.amazonaws.com/efa, rdma/…) is not taken for a GPU, unless it is under
+a GPU vendor's domain: NVIDIA's KubeVirt passthrough names a GPU by its PCI device
+(nvidia.com/GA100_A100_PCIE_40GB), and a device plugin's config may rename nvidia.com/gpu to anything
+(nvidia.com/h100). Such a name is refused in a budget namespace rather than counted whole: one unit may
+be a whole GPU, a vGPU slice (nvidia.com/GRID_T4-1Q) or no GPU at all (the Network Operator's NICs
+under nvidia.com), and the map entry that says which is one line. A name a map declares as a device
+beside the GPUs (`devices`) is what the map says it is.
 """
 
 import re
@@ -12,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
+from webhook.core.vocabulary.dialects import GPU_VENDOR_DOMAINS
 
 # gpu (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/…, nvidia.com/gpumem, volcano.sh/vgpu-number), a MIG
 # slice (nvidia.com/mig-…), a CUDA share (tencent.com/vcuda-core).
@@ -22,11 +29,22 @@ def names_a_gpu(name: str) -> bool:
     return bool(_GPU_WORDS.search(name))
 
 
+def under_a_gpu_vendor(name: str, domains: frozenset[str]) -> bool:
+    """Whether the extended resource is under one of `domains` or a subdomain of one."""
+    domain = name.partition("/")[0]
+    return domain in domains or any(domain.endswith("." + d) for d in domains)
+
+
 def unread_gpu_names(
-    names: Iterable[str], read: Callable[[str], bool], stands_for_class: Callable[[str], bool]
+    names: Iterable[str],
+    read: Callable[[str], bool],
+    stands_for_class: Callable[[str], bool],
+    declared: Callable[[str], bool] = lambda name: False,
+    vendor_domains: frozenset[str] = GPU_VENDOR_DOMAINS,
 ) -> tuple[str, ...]:
-    """The extended resources among `names` that name a GPU, that no loaded map reads (`read`) and
-    that no DeviceClass stands for (KEP-5004: the scheduler gives a claim of that class, counted as one)."""
+    """The extended resources among `names` that name a GPU or are under a GPU vendor's domain, that
+    no loaded map reads (`read`) or declares a device beside the GPUs (`declared`), and that no
+    DeviceClass stands for (KEP-5004: the scheduler gives a claim of that class, counted as one)."""
     return tuple(
         sorted(
             n
@@ -35,7 +53,8 @@ def unread_gpu_names(
             and not n.startswith(CLASS_RESOURCE_PREFIX)
             and not read(n)
             and not stands_for_class(n)
-            and names_a_gpu(n)
+            and (names_a_gpu(n) or under_a_gpu_vendor(n, vendor_domains))
+            and not declared(n)  # after the cheap tests: it asks every map
         )
     )
 
@@ -48,8 +67,11 @@ def unread_refusal(names: Iterable[str], namespace: str, whole_gpu: str) -> str:
             entry = "resources.mig (form: mixed, resource_prefix)"
         elif name.endswith(".shared"):
             entry = "resources.shared (form: resource, resource)"
-        else:
+        elif names_a_gpu(name):
             entry = "resources.whole, or a map of its own for this device plugin"
+        else:
+            # Under a GPU vendor's domain with no GPU word: it may be no GPU at all.
+            entry = "resources.whole, or, if it gives no GPU, under devices"
         said.append(f"{name} (a map would count it as {entry})")
     return (
         f"gpuport cannot count {', '.join(said)} against the GPU budget of {namespace}: no cloud map "

@@ -1,16 +1,21 @@
 """GPU-equivalents: one number for every way of asking for a GPU, so one quota covers them all.
 
 - A whole GPU of any vendor counts 1.
-- A MIG slice counts its compute slices over the GPU's total: 1g on a 7-slice GPU is 1/7, on an A30 1/4.
+- A MIG slice counts the larger of its compute slices over the GPU's and its memory slices over the
+  GPU's: 1g.10gb on an H100 is 1/7, 1g.20gb there 1/4 (2 of 8 memory slices: 4 fit), 1g on an A30 1/4.
   The GPU is the model the pod pins; if it pins none, the model with that profile that makes the slice
   count most (never undercount).
 - A shared GPU counts its share: memory over the GPU's memory, or a memory or compute percentage
   over 100, whichever is larger; the GPU is the pinned model, else the smallest the cluster offers.
   A shared slot that names neither (time-slicing) counts 1/replicas of the platform map
   (`shared.replicas_per_gpu`), else 1.
-- A pod counts like Kubernetes counts requests: the larger of its largest init container and the sum of
-  its app containers plus restartable init containers ("sidecars"); its DRA claims are added whole,
-  each once (a claim's devices are held for the pod's life whichever containers use them).
+- A pod counts like the scheduler and the kubelet's device manager count requests, per resource name:
+  for each name the larger of its init peak (each init container beside the sidecars started before it)
+  and the sum of its app containers plus restartable init containers ("sidecars"), and the names added
+  up. An init container's devices of a name no later container asks for stay the pod's: the larger of
+  two GPU-equivalent totals would count 1 for inits asking 1 GPU and 7 × 1g.10gb beside an app's 7g.80gb,
+  which hold 3. Its DRA claims are added whole, each once (a claim's devices are held for the pod's
+  life whichever containers use them).
 Exact fractions throughout: seven 1g slices sum to exactly one GPU.
 """
 
@@ -65,8 +70,14 @@ def pod_use(demand: PodDemand, target: CloudMap, catalogue: Catalogue, shared_cl
     claim it names (held for the pod's life, whichever containers use it). `shared_claims` off leaves
     out the claims made ahead, which the caller counts once for all the pods that share them."""
     models = demand.selection.models
-    asked = ((a, ask_equivalents(a, models, target, catalogue)) for a in demand.asks if not a.claim)
-    use = held_at_once(asked, NO_GPU, GpuUse.most) + demand.claims.own()
+    by_name: dict[object, list[tuple[ContainerAsk, GpuUse]]] = {}
+    for a in demand.asks:
+        if not a.claim:
+            # An ask read from annotations (a KAI share) has no resource name: its own, by kind.
+            name = a.resources or (a.kind, a.vendor, a.profile)
+            by_name.setdefault(name, []).append((a, ask_equivalents(a, models, target, catalogue)))
+    use = sum((held_at_once(asked, NO_GPU, GpuUse.most) for asked in by_name.values()), NO_GPU)
+    use += demand.claims.own()
     if shared_claims:
         use = sum(demand.claims.shared().values(), use)
     return use

@@ -15,7 +15,10 @@ from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.gpu_use import MEASURES, GpuUse
 from webhook.core.vocabulary.workloads import containers, mapping_at
 
-FORMS = "whole GPUs count 1, MIG slices their share of the GPU's compute, shared GPUs their share"
+FORMS = (
+    "whole GPUs count 1, MIG slices the larger of their share of the GPU's compute and memory, "
+    "shared GPUs their share"
+)
 
 
 @dataclass(frozen=True)

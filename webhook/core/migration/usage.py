@@ -228,7 +228,7 @@ def _weight(profile: str | None, model: str | None, catalogue: Catalogue) -> Fra
         parsed = MigProfile.parse(instance)
     except ProfileError:
         return None
-    share = catalogue.slice_share(parsed, {model} if model else None)
+    share = catalogue.compute_share(parsed, {model} if model else None)
     return share * Fraction(int(compute), parsed.compute) if compute else share
 
 

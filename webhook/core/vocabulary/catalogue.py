@@ -79,6 +79,28 @@ class GpuModel:
     def mig_capable(self) -> bool:
         return bool(self.profiles)
 
+    @property
+    def memory_slices(self) -> int:
+        """The MIG memory slices of the GPU: 8 where there are 7 compute slices (A100, H100, H200,
+        B200...), as many as the compute slices where there are 4 (A30, RTX PRO 6000): MIG user guide,
+        "Supported MIG Profiles"; tests/config pins it to every model of geometry/mig.yaml."""
+        return 8 if self.compute_slices == 7 else self.compute_slices
+
+    def memory_slots(self, profile: MigProfile) -> int:
+        """The memory slices one instance of `profile` takes: its memory over one slice's, to the
+        nearest (the names round the GB: a 1g.12gb on a 94 GB H100 NVL takes 1 of 8, 12 × 8 / 94 = 1.02;
+        a 1g.35gb on an H200 2 of 8, 35 × 8 / 141 = 1.99). Pinned to geometry/mig.yaml's placements."""
+        return max(1, round(Fraction(profile.memory_gb * self.memory_slices, self.memory_gb or 1)))
+
+    def slice_share(self, profile: MigProfile) -> Fraction:
+        """What one instance of `profile` takes of this GPU: the larger of its share of the compute
+        slices and of the memory slices (a 1g.20gb on an H100 takes 1 of 7 compute slices but 2 of 8
+        memory slices: 4 fit, so each holds 1/4 of the GPU)."""
+        compute = Fraction(profile.compute, self.compute_slices or 7)
+        if not self.memory_slices:
+            return compute
+        return max(compute, Fraction(self.memory_slots(profile), self.memory_slices))
+
     def mig_profiles(self) -> list[MigProfile]:
         return sorted(MigProfile.parse(name) for name in self.profiles)
 
@@ -129,15 +151,24 @@ class Catalogue:
         )
 
     def slice_share(self, profile: MigProfile, models: Iterable[str] | None) -> Fraction:
-        """A MIG slice's share of its GPU: its compute slices over the GPU's. The GPU is one of
-        `models` that has the profile, else any model that has it; of several, the one that makes the
-        share largest (never undercount)."""
+        """A MIG slice's share of its GPU: the larger of its compute and its memory share there
+        (GpuModel.slice_share). The GPU is one of `models` that has the profile, else any model that
+        has it; of several, the one that makes the share largest (never undercount). A profile no
+        model has counts its compute slices over 7."""
         pinned = [self.models[m] for m in sorted(models or ()) if m in self.models]
         holders = [m for m in pinned if profile.name in m.profiles] or [
             m for m in self.models.values() if profile.name in m.profiles
         ]
-        slices = min((m.compute_slices for m in holders), default=7)
-        return Fraction(profile.compute, slices)
+        return max((m.slice_share(profile) for m in holders), default=Fraction(profile.compute, 7))
+
+    def compute_share(self, profile: MigProfile, models: Iterable[str] | None) -> Fraction:
+        """A MIG slice's compute slices over its GPU's (the largest, as slice_share picks the GPU): the
+        weight of its SMs in a utilisation figure, which is no charge (that is slice_share)."""
+        pinned = [self.models[m] for m in sorted(models or ()) if m in self.models]
+        holders = [m for m in pinned if profile.name in m.profiles] or [
+            m for m in self.models.values() if profile.name in m.profiles
+        ]
+        return Fraction(profile.compute, min((m.compute_slices for m in holders), default=7))
 
     def ids(self) -> tuple[str, ...]:
         return tuple(self.models)

@@ -39,6 +39,11 @@ class ResourceMeaning:
     profile: MigProfile | None = None  # kind mig: the slice
 
 
+# The domains of GPU device plugins: NVIDIA's, AMD's ROCm plugin's and Intel's GPU plugin's (Intel's
+# other plugins, sgx.intel.com, qat.intel.com, fpga.intel.com, give no GPUs). The maps add the domain
+# of every whole-GPU name they read (Dialects.gpu_vendor_domains).
+GPU_VENDOR_DOMAINS = frozenset({"nvidia.com", "amd.com", "gpu.intel.com"})
+
 # Enough for every label value and resource name the loaded maps know, many times over; past it,
 # meanings are worked out afresh rather than remembered, so pods naming endless made-up values cannot
 # grow the memory.
@@ -159,6 +164,17 @@ class Dialects:
 
     def __contains__(self, resource: str) -> bool:
         return self.resource_meaning(resource).accelerator
+
+    def declares_device(self, resource: str) -> bool:
+        """Whether some map declares `resource` a device beside the GPUs (its `devices`)."""
+        return any(m.device_for(resource) or m.device_same_as(resource) for m in self.maps)
+
+    @functools.cached_property
+    def gpu_vendor_domains(self) -> frozenset[str]:
+        """The domains whose extended resources may give GPUs: the GPU device plugins' own and the
+        domain of every whole-GPU name a map reads."""
+        found = {name.partition("/")[0] for m in self.maps for name in m.whole_names() if "/" in name}
+        return frozenset(found | GPU_VENDOR_DOMAINS)
 
     @functools.cached_property
     def model_annotations(self) -> tuple[tuple[str, bool], ...]:
