@@ -70,7 +70,8 @@ def sizing_table(fleet: FleetSizing, quantile: Fraction) -> str:
     resized = sum(1 for s in fleet.sizings if s.proposal)
     lines.append(
         f"{resized} of {len(fleet.sizings)} GPU workloads resized: frees {float(fleet.freed):.2f} of "
-        f"{float(asked):.2f} GPU-equivalents asked (compute in GPUs; memory and compute with no headroom)"
+        f"{float(asked):.2f} GPU-equivalents asked (PEAK MEMORY and COMPUTE as measured, compute in GPUs; "
+        "each proposal holds them with the headroom)"
     )
     return "\n".join(lines) + "\n"
 
