@@ -610,6 +610,17 @@ def test_a_kai_fraction_becomes_the_target_s_share_and_its_words_leave(capsys):
     assert "schedulerName kai-scheduler removed: generic does not run it" in err
 
 
+def test_a_kai_share_for_a_named_container_goes_to_that_container_on_every_target(capsys):
+    """Issue 46: the share went to the first container, a sidecar, and the CUDA container got no GPU."""
+    for target in ("hami", "generic", "gke", "eks"):
+        code, [pod], err = translate(capsys, "kai-fraction-named-container.yaml", target)
+        assert code == 0, (target, err)
+        sidecar, workload = pod["spec"]["containers"]
+        assert "resources" not in sidecar, (target, sidecar)
+        assert limits(pod["spec"], 1), (target, workload)
+        assert "gpu-fraction-container-name" not in pod["metadata"].get("annotations", {}), target
+
+
 def test_a_share_by_memory_becomes_a_kai_annotation(capsys):
     code, [pod], _ = translate(capsys, "volcano-gpushare-legacy.yaml", "kai")
     assert code == 0

@@ -96,44 +96,95 @@ def test_variables_no_runtime_reads_to_give_devices_pass():
     assert admitted(pod(container()))
 
 
-def test_a_container_that_asks_this_cluster_for_gpus_may_set_the_variable():
-    everything = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
-    for resource in ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"):
-        assert admitted(pod(container(everything, {resource: "1"})))
-        assert admitted(pod(container(), initContainers=[container(everything, {resource: "1"}, "i")]))
-    # Asking for none of it is not asking: `0` however written, or a resource this cluster lacks.
-    for zero in ("0", "0k", "0.0"):
-        assert not admitted(pod(container(everything, {"nvidia.com/gpu": zero})))
-    assert not admitted(pod(container(everything, {"example.com/fpga": "1"})))
+def test_a_container_that_asks_this_cluster_for_gpus_may_not_set_the_variable_either():
+    """Issue 45: the device plugin writes the variable in its allocation and the toolkit keeps the last
+    value, the pod's: a container given a 1/7 slice that also sets `all` sees every GPU of the node."""
+    for value in ("all", "0,1", "GPU-fef8089b-7b4c-4d5e-9f1a-1234567890ab"):
+        everything = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]
+        for resource in ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"):
+            assert not admitted(pod(container(everything, {resource: "1"})))
+            assert not admitted(
+                pod(container(), initContainers=[container(everything, {resource: "1"}, "i")])
+            )
     amd = programs("amd")
-    assert admitted(pod(container(everything, {"amd.com/gpu": "1"})), amd)
-    assert not admitted(pod(container(everything, {"nvidia.com/gpu": "1"})), amd)
+    amd_all = [{"name": "AMD_VISIBLE_DEVICES", "value": "all"}]
+    assert not admitted(pod(container(amd_all, {"amd.com/gpu": "1"})), amd)
+    # What grants nothing still passes beside a GPU ask.
+    void = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert admitted(pod(container(void, {"nvidia.com/gpu": "1"})))
+    # A value read from elsewhere cannot be checked, GPU ask or not.
+    from_secret = [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    ]
+    assert not admitted(pod(container(from_secret, {"nvidia.com/gpu": "1"})))
 
 
-def test_on_a_dra_cluster_a_container_with_a_claim_asks_for_gpus():
+def test_on_a_dra_cluster_a_container_with_a_claim_may_not_set_the_variable():
     dra = programs("dra-nvidia")
     env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
     claimed = container(env)
     claimed["resources"] = {"claims": [{"name": "gpu"}]}
-    assert admitted(pod(claimed, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]), dra)
+    assert not admitted(pod(claimed, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]), dra)
     assert not admitted(pod(container(env)), dra)
-    # On a device-plugin cluster a claim is not how gpuport counts GPUs.
-    assert not admitted(pod(claimed, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+    claimed["env"] = []
+    assert admitted(pod(claimed, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]), dra)
+
+
+KAI_WRITES = [
+    {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "p-shared-gpu-0", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+]
+EVERYTHING = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+
+
+def kai_share(*containers, annotations=None, init=()):
+    extra = {"initContainers": list(init)} if init else {}
+    shared = pod(*containers, schedulerName="kai-scheduler", **extra)
+    shared["metadata"]["annotations"] = dict(annotations or {"gpu-fraction": "0.5"})
+    return shared
 
 
 def test_a_share_asked_of_kai_keeps_the_variable_kai_s_webhook_writes_from_a_configmap():
-    env = [
-        {
-            "name": "NVIDIA_VISIBLE_DEVICES",
-            "valueFrom": {"configMapKeyRef": {"name": "shared-gpu", "key": "k"}},
-        }
-    ]
-    shared = pod(container(env), schedulerName="kai-scheduler")
-    shared["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    shared = kai_share(container(KAI_WRITES))
     assert admitted(shared)
     # The annotation means a share only to the scheduler that reads it.
     del shared["spec"]["schedulerName"]
     assert not admitted(shared)
+    # Only from KAI's ConfigMap, never a literal, even on the container given the share.
+    assert not admitted(kai_share(container(EVERYTHING)))
+    secret = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    assert not admitted(kai_share(container(secret)))
+
+
+def test_beside_a_kai_share_no_other_container_may_set_the_variable():
+    """Issue 45: the whole share pod was exempt, so a sidecar or an init container beside a 1 % share
+    could set NVIDIA_VISIBLE_DEVICES=all (or read it from KAI's ConfigMap)."""
+    one_percent = {"gpu-fraction": "0.01"}
+    for env in (EVERYTHING, KAI_WRITES):
+        sidecar = container(env, name="sidecar")
+        assert not admitted(kai_share(container(KAI_WRITES), sidecar, annotations=one_percent))
+        setup = container(env, name="setup")
+        assert not admitted(kai_share(container(KAI_WRITES), init=[setup], annotations=one_percent))
+
+
+def test_the_container_kai_gives_the_share_is_the_one_the_pod_names():
+    named = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "cuda"}
+    sidecar_first = kai_share(
+        container(name="busybox"), container(KAI_WRITES, name="cuda"), annotations=named
+    )
+    assert admitted(sidecar_first)
+    wrong = kai_share(container(KAI_WRITES, name="busybox"), container(name="cuda"), annotations=named)
+    assert not admitted(wrong)
+    # KAI's per-container key names it too (its NvFractions mode).
+    keyed = {"nvidia.com/container.cuda.gpu-memory.request": "4Gi"}
+    assert admitted(
+        kai_share(container(name="busybox"), container(KAI_WRITES, name="cuda"), annotations=keyed)
+    )
+    assert not admitted(
+        kai_share(container(KAI_WRITES, name="busybox"), container(name="cuda"), annotations=keyed)
+    )
 
 
 def test_an_ephemeral_container_can_never_set_the_variable():

@@ -234,5 +234,6 @@ def test_no_proposal_is_below_the_peak_with_headroom_or_outside_the_model_or_unr
         assert all(
             n in ctx.target.resource_names() or ctx.target.mig.profile_of(n) is not None for n in p.resources
         )
-        pinned = demand._replace(selection=demand.selection._replace(models=frozenset({model})))
+        only = frozenset({model})
+        pinned = demand._replace(selection=demand.selection._replace(models=only), charged_models=only)
         assert pod_use(pinned, ctx.target, ctx.dialects.catalogue).equivalents == p.gpus

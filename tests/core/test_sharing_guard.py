@@ -84,10 +84,20 @@ def test_a_map_that_requires_memory_refuses_a_share_that_does_not_say_it():
         decision.message
     )
     assert "this cluster's shares cannot say memory: ask for a MIG slice or a whole GPU" in decision.message
+    koordinator = context("koordinator")
+    koordinator = replace(koordinator, target=replace(koordinator.target, sharing_memory_required=True))
+    said = mutate(koordinator, pod_with_resources({"limits": {"koordinator.sh/gpu-core": "30"}}))
+    assert "add koordinator.sh/gpu-memory" in said.message
+
+
+def test_a_hami_share_of_cores_alone_is_guarded_at_all_of_a_cards_memory():
+    """HAMi gives a share that asks neither gpumem nor gpumem-percentage the whole of each card's memory
+    (pkg/device/nvidia/device.go, GenerateResourceRequests): the guard sees that memory (issue 45: it
+    saw none, and the share passed as 30 %)."""
     hami = context("hami")
-    hami = replace(hami, target=replace(hami.target, sharing_memory_required=True))
     said = mutate(hami, pod_with_resources({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}}))
-    assert "add nvidia.com/gpumem" in said.message
+    assert not said.allowed
+    assert "asks for 100% of a GPU's memory as a share" in said.message
 
 
 def test_whole_gpus_and_mig_slices_are_never_guarded():

@@ -118,10 +118,8 @@ def test_gpus_by_environment_variable_are_refused_only_in_a_budget_namespace(
     assert "ValidatingAdmissionPolicy 'gpuport-gpu-env'" in message
     assert "Ask for the GPUs as a resource instead (e.g. resources.limits nvidia.com/gpu: 1)" in message
 
-    # The same pod where there is no GPU budget; the variable beside a GPU the budget counts; a value
-    # that gives nothing.
+    # The same pod where there is no GPU budget; a value that gives nothing.
     core.create_namespaced_pod(_new_namespace(core), everything)
-    core.create_namespaced_pod(namespace, _with_env({"nvidia.com/gpu": "1"}, "counted", ALL_GPUS))
     core.create_namespaced_pod(
         namespace, _with_env({}, "nothing", [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])
     )
@@ -134,9 +132,57 @@ def test_gpus_by_environment_variable_are_refused_only_in_a_budget_namespace(
             [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
         ),
         ("amd", {}, [{"name": "AMD_VISIBLE_DEVICES", "value": "all"}]),
+        # Issue 45: beside a GPU the budget counts too (the toolkit keeps the pod's value, the last).
+        ("counted", {"nvidia.com/gpu": "1"}, ALL_GPUS),
+        (
+            "counted-slice",
+            {"nvidia.com/mig-1g.10gb": "1"},
+            [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0,1"}],
+        ),
     ):
         with pytest.raises(ApiException, match="gpuport-gpu-env"):
             core.create_namespaced_pod(namespace, _with_env(resources, name, env), dry_run="All")
+
+
+KAI_WRITES = [
+    {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "p-shared-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+]
+
+
+def _kai_share(name, containers, annotations, init=()):
+    body = bare({}, name)
+    body["metadata"]["annotations"] = annotations
+    body["spec"]["schedulerName"] = "kai-scheduler"
+    body["spec"]["containers"] = [{"name": n, "image": "busybox", "env": env} for n, env in containers]
+    if init:
+        body["spec"]["initContainers"] = [{"name": n, "image": "busybox", "env": env} for n, env in init]
+    return body
+
+
+def test_beside_a_kai_share_only_the_variable_kai_writes_passes(apiserver, env_policy, namespace):
+    """Issue 45: the whole share pod was exempt; now only KAI's ConfigMap value on the container it gives
+    the share (the first, or the one named) passes, as the real API server evaluates the policy."""
+    core = client.CoreV1Api(apiserver.client())
+    _refusal(lambda: core.create_namespaced_pod(namespace, _with_env({}, "probe", ALL_GPUS), dry_run="All"))
+    one_percent = {"gpu-fraction": "0.01"}
+    core.create_namespaced_pod(
+        namespace, _kai_share("shared", [("main", KAI_WRITES)], one_percent), dry_run="All"
+    )
+    named = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "cuda"}
+    core.create_namespaced_pod(
+        namespace, _kai_share("named", [("busybox", []), ("cuda", KAI_WRITES)], named), dry_run="All"
+    )
+    for body in (
+        _kai_share("sidecar", [("main", KAI_WRITES), ("sidecar", ALL_GPUS)], one_percent),
+        _kai_share("init", [("main", KAI_WRITES)], one_percent, init=[("setup", ALL_GPUS)]),
+        _kai_share("literal", [("main", ALL_GPUS)], one_percent),
+        _kai_share("elsewhere", [("busybox", KAI_WRITES), ("cuda", [])], named),
+    ):
+        with pytest.raises(ApiException, match="gpuport-gpu-env"):
+            core.create_namespaced_pod(namespace, body, dry_run="All")
 
 
 def test_an_ephemeral_container_added_with_the_variable_is_refused(apiserver, env_policy, namespace):

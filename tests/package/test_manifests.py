@@ -208,6 +208,12 @@ def test_every_pod_webhook_is_called_for_a_gpu_share_asked_by_annotation():
         assert not _matches(program, pod)
         pod["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
         assert _matches(program, pod)
+        # KAI's per-container form (issue 45: such pods never reached gpuport, 8 × 80Gi uncharged).
+        for suffix in ("request", "limit"):
+            pod["metadata"]["annotations"] = {f"nvidia.com/container.main.gpu-memory.{suffix}": "80Gi"}
+            assert _matches(program, pod)
+        pod["metadata"]["annotations"] = {"nvidia.com/container.main.gpus.devices": "0"}  # KAI's binder's
+        assert not _matches(program, pod)
         del pod["metadata"]["annotations"]
 
 

@@ -251,20 +251,48 @@ def _asks_a_gpu(target: CloudMap, container: str, claims: bool = True) -> str:
     return f"(has({container}.resources) && ({' || '.join(asked)}))"
 
 
-def _asks_a_share(maps: tuple[CloudMap, ...]) -> str:
-    """CEL: the pod asks a GPU share by annotation from the scheduler that reads it (KAI's gpu-fraction),
-    which gpuport charges; that scheduler's own webhook writes NVIDIA_VISIBLE_DEVICES into the
-    container from a ConfigMap (valueFrom), so such a pod must keep it."""
+def _kai_shared_container(maps: tuple[CloudMap, ...], container: str) -> str:
+    """CEL: `container` is the one a scheduler that shares GPUs by annotation (KAI) gives the pod's share
+    to, which its own webhook writes NVIDIA_VISIBLE_DEVICES into from a ConfigMap (valueFrom): the pod
+    is that scheduler's and asks a share, and the container is the one a per-container key or the
+    container annotation names, else the first app container (read as annotation_share.py reads it)."""
     found = []
     for cloud_map in maps:
-        keys = cloud_map.shared.annotation_names()
-        if keys and cloud_map.scheduler_name:
+        form = cloud_map.shared
+        if not form.annotation_names() or not cloud_map.scheduler_name:
+            continue
+        annotations = "object.metadata.annotations"
+        asked = [
+            f"{json.dumps(k)} in {annotations}"
+            for k in (form.fraction_annotation, form.memory_annotation)
+            if k
+        ]
+        first = f"{container}.name == object.spec.containers[0].name"
+        if form.container_annotation:
+            key = json.dumps(form.container_annotation)
+            first = f"({key} in {annotations} ? {annotations}[{key}] == {container}.name : {first})"
+        given = [f"(({' || '.join(asked)}) && {first})"] if asked else []
+        if form.container_memory_prefix:
+            prefix = json.dumps(form.container_memory_prefix)
+            given += [
+                f"({prefix} + {container}.name + {json.dumps(suffix)}) in {annotations}"
+                for suffix in (".gpu-memory.request", ".gpu-memory.limit")
+            ]
+        if given:
             found.append(
                 f"(has(object.spec.schedulerName) && object.spec.schedulerName == "
-                f"{json.dumps(cloud_map.scheduler_name)} && has(object.metadata.annotations) && "
-                f"{json.dumps(sorted(keys))}.exists(a, a in object.metadata.annotations))"
+                f"{json.dumps(cloud_map.scheduler_name)} && has({annotations}) && ({' || '.join(given)}))"
             )
     return " || ".join(dict.fromkeys(found)) or "false"
+
+
+def _written_by_the_layer(maps: tuple[CloudMap, ...], entry: str, container: str) -> str:
+    """CEL: the env entry is the one KAI's webhook writes on the container it gives the share to:
+    NVIDIA_VISIBLE_DEVICES from its ConfigMap (pkg/binder/common/gpu_access.go, AddGPUSharingEnvVars)."""
+    return (
+        f"{entry}.name == 'NVIDIA_VISIBLE_DEVICES' && has({entry}.valueFrom) && "
+        f"has({entry}.valueFrom.configMapKeyRef) && ({_kai_shared_container(maps, container)})"
+    )
 
 
 def env_policy_objects(
@@ -276,17 +304,18 @@ def env_policy_objects(
     The webhooks are called only for pods that ask for an extended resource, a share or a claim, so a
     container that sets NVIDIA_VISIBLE_DEVICES=all and asks for nothing never reaches gpuport; on a
     node whose runtime honours the variable it gets every GPU, and no budget counts them. The API
-    server checks it here instead, costing no pod a webhook call. A container that does ask this
-    cluster's GPUs may set it (issue 35 refuses only those without one): the budget counts what it
-    asked for, and the device plugin writes the variable for it too. Which of the two values the
-    runtime keeps is the node's business (the kubelet lists the pod's after the plugin's); the
-    README's node settings close that."""
-    clean = f"!has(c.env) || {_asks_a_gpu(target, 'c')} || !c.env.exists(e, {_granting_entry('e')})"
+    server checks it here instead, costing no pod a webhook call. Asking a GPU changes nothing (issue
+    45): the device plugin writes the variable itself, in its allocation, and where the runtime keeps
+    the pod's value after it a 1/7 slice would see every GPU of the node. So in these namespaces every
+    value that may grant a device is refused in every container, whatever the pod asks, but one: the
+    NVIDIA_VISIBLE_DEVICES KAI's webhook writes from its ConfigMap into the container it gives a share."""
+    kept = _written_by_the_layer(maps, "e", "c")
+    clean = f"!has(c.env) || c.env.all(e, !({_granting_entry('e')}) || ({kept}))"
     # Each list on its own: the type checker gives every path its own object type, and a list of
     # init containers cannot be joined to a list of containers.
     regular = (
-        f"({_asks_a_share(maps)}) || ((!has(object.spec.initContainers) || "
-        f"object.spec.initContainers.all(c, {clean})) && object.spec.containers.all(c, {clean}))"
+        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {clean})) && "
+        f"object.spec.containers.all(c, {clean})"
     )
     ephemeral = (
         "!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
@@ -298,12 +327,13 @@ def env_policy_objects(
         resource = f"a ResourceClaim for a GPU, or {resource}"
     why = (
         "gpuport, for this namespace's GPU budget: a container sets an environment variable that gives it "
-        f"GPUs on nodes whose container runtime reads it ({variables}), and asks for no GPU resource, so "
+        f"GPUs on nodes whose container runtime reads it ({variables}), whatever its resources ask, so "
         "no GPU quota would count what it gets."
     )
     unseen = (
-        " A value read with valueFrom cannot be checked and is refused too; `none`, `void` or empty give "
-        "no GPU and pass."
+        " Only the device plugin (in its allocation) or KAI's webhook (from its ConfigMap, on the container "
+        "given the share) may write it; a value read with valueFrom elsewhere cannot be checked and is "
+        "refused too; `none`, `void` or empty give no GPU and pass."
     )
     policy = _policy(
         ENV_POLICY_NAME,
@@ -314,7 +344,7 @@ def env_policy_objects(
                 "expression": regular,
                 "message": (
                     f"{why} Ask for the GPUs as a resource instead (e.g. {resource}), "
-                    f"or remove the variable.{unseen}"
+                    f"and remove the variable.{unseen}"
                 ),
                 "reason": "Forbidden",
             },

@@ -35,6 +35,8 @@ PAGE_SIZE = 500
 # The pod annotations that ask for a GPU share with no resource at all (the KAI scheduler's), as the
 # webhooks' matchConditions name them (webhook/config/admission/): such a pod holds a GPU and is kept.
 SHARE_ANNOTATIONS = frozenset({"gpu-fraction", "gpu-memory"})
+# and KAI's per-container ones, nvidia.com/container.<name>.gpu-memory.request / .limit
+SHARE_PREFIX, SHARE_SUFFIXES = "nvidia.com/container.", (".gpu-memory.request", ".gpu-memory.limit")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # (connect, read) seconds: a list page or a watch that stops answering is given up and resumed.
 LIST_TIMEOUT = (5, 60)
@@ -69,7 +71,9 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
     )
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    shared = not annotations.keys().isdisjoint(SHARE_ANNOTATIONS)
+    shared = not annotations.keys().isdisjoint(SHARE_ANNOTATIONS) or any(
+        k.startswith(SHARE_PREFIX) and k.endswith(SHARE_SUFFIXES) for k in annotations
+    )
     if not extended and not claims and not shared:
         return None  # asks for no GPU: quota and placement never look at it
     return {

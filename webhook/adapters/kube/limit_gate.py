@@ -40,7 +40,7 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
-        if not demand.asks and not demand.claims.any and not demand.unread:
+        if not demand.asks and not demand.claims.any and not demand.unread and not demand.unreadable:
             return None
         limits = []
         if LIMITS_ANNOTATION in namespace["annotations"]:
@@ -55,6 +55,12 @@ class LimitGate:
         if demand.unread:
             refusal = unread_refusal(demand.unread, request.namespace, context.target.whole_gpu)
             return deny("gpu-limit-name-unread", f"{subject} is forbidden: {refusal}")
+        if demand.unreadable:
+            return deny(
+                "gpu-limit-share-unreadable",
+                f"{subject} is forbidden: gpuport cannot count this pod's GPU share against the GPU limits "
+                f"of {request.namespace} as its scheduler reads it: {demand.unreadable}",
+            )
         uncountable = demand.claims.blocking(request.dry_run)
         if uncountable:
             return deny(

@@ -91,7 +91,7 @@ class QuotaGate:
         deadline = time.monotonic() + ADMISSION_SECONDS
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
-        if not demand.asks and not demand.claims.any and not demand.unread:
+        if not demand.asks and not demand.claims.any and not demand.unread and not demand.unreadable:
             return None
         # Never on a view that is still loading: an empty view would count nothing as used. Until the
         # quotas are listed every GPU pod waits; then only those a GPU quota applies to.
@@ -108,6 +108,13 @@ class QuotaGate:
         if demand.unread:
             return deny(
                 "quota-gpu-name-unread", unread_refusal(demand.unread, request.namespace, target.whole_gpu)
+            )
+        if demand.unreadable:
+            # What its scheduler gives it is unknown: counting it as nothing would let it past the budget.
+            return deny(
+                "quota-share-unreadable",
+                f"gpuport cannot count this pod's GPU share against the GPU quota of {request.namespace} "
+                f"as its scheduler reads it: {demand.unreadable}",
             )
         uncountable = demand.claims.blocking(request.dry_run)
         if uncountable:

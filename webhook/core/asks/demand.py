@@ -17,6 +17,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from webhook.core.asks.annotation_share import SharedAsk, read_annotation_share
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
 from webhook.core.asks.pod_claims import (
@@ -40,16 +41,6 @@ from webhook.core.vocabulary.workloads import (
     read_pod,
     required_terms,
 )
-
-
-class SharedAsk(NamedTuple):
-    memory_mib: int | None = None
-    core_percent: int | None = None
-    memory_percent: int | None = None  # of one card's memory, when asked that way
-    # Asked as a MIG instance cut to this memory (HAMi's dynamic MIG, by the map's mig annotations):
-    # isolated memory, which a target offering MIG keeps by giving a MIG slice.
-    isolated: bool = False
-
 
 AskKind = Literal["whole", "mig", "shared", "fraction"]
 
@@ -174,6 +165,14 @@ class PodDemand(NamedTuple):
     # Extended resources that name a GPU but that no map reads and no DeviceClass stands for: a GPU
     # budget cannot count them, so it refuses them (unread.py).
     unread: tuple[str, ...] = ()
+    # Why a share its scheduler reads cannot be counted as that scheduler reads it (a KAI gpu-fraction
+    # Go parses and gpuport does not, a container name no container has): "" when none. A budget
+    # refuses such a pod rather than charge it nothing.
+    unreadable: str = ""
+    # The models the pod may be given here, which its charge reads: `selection.models` less what model
+    # annotations no scheduler of this pod honours narrowed (HAMi's use-gputype on a pod HAMi does not
+    # schedule); None: any.
+    charged_models: frozenset[str] | None = None
 
     @property
     def gpus_on_one_node(self) -> int:
@@ -198,7 +197,13 @@ def read_demand(
     read = pod if isinstance(pod, PodRead) else read_pod(pod)
     spec, annotations, names = read.spec, read.annotations, read.resource_names
     constraints = tuple(node_constraints(spec))
-    selection = with_model_annotations(read_selection(spec, dialects, constraints), annotations, dialects)
+    labels = read_selection(spec, dialects, constraints)
+    selection = with_model_annotations(labels, annotations, dialects)
+    # What the pod meant on its platform (translation reads every model annotation) and what it is given
+    # here (the charge reads only those the pod's scheduler honours).
+    charged = selection
+    if selection.annotations:
+        charged = with_model_annotations(labels, annotations, dialects, spec.get("schedulerName"))
     asks: list[ContainerAsk] = []
     problems: list[str] = []
     for container in read.containers:
@@ -222,24 +227,41 @@ def read_demand(
         if any(a.list_name == c.list_name and a.index == c.index for a in asks for c in claimed):
             problems.append("a container asks for GPUs by resource and by DRA claim at once; ask one way")
         asks += claimed
-        if models is not None:
-            narrowed = models if selection.models is None else selection.models & models
-            selection = selection._replace(models=narrowed)
-        if avoid:
-            kept = None if selection.models is None else selection.models - avoid
-            selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
+        selection = _narrowed(selection, models, avoid)
+        charged = _narrowed(charged, models, avoid)
     asks, used = _dynamic_mig(asks, annotations, dialects)
     selection = selection._replace(annotations=selection.annotations | used)
-    shared, problem = _annotation_share(read, annotations, dialects)
+    shared, problem, unreadable = _annotation_share(read, annotations, dialects)
     if shared is not None:
         if any(a.list_name == shared.list_name and a.index == shared.index for a in asks):
             problem = f"{shared.label} asks for a GPU share by annotation and GPU resources at once"
-        else:
-            asks.append(shared)
-            selection = selection._replace(annotations=selection.annotations | set(shared.written))
+        # Charged beside the resources either way: a scheduler without its own admission check gives both.
+        asks.append(shared)
+        selection = selection._replace(annotations=selection.annotations | set(shared.written))
     if problem:
         problems.append(problem)
-    return PodDemand(tuple(asks), selection, tuple(problems), constraints, names, claims, unread)
+    return PodDemand(
+        tuple(asks),
+        selection,
+        tuple(problems),
+        constraints,
+        names,
+        claims,
+        unread,
+        unreadable,
+        charged.models,
+    )
+
+
+def _narrowed(selection: Selection, models: frozenset[str] | None, avoid: frozenset[str]) -> Selection:
+    """The selection with the models the pod's claims accept and refuse."""
+    if models is not None:
+        narrowed = models if selection.models is None else selection.models & models
+        selection = selection._replace(models=narrowed)
+    if avoid:
+        kept = None if selection.models is None else selection.models - avoid
+        selection = selection._replace(models=kept, avoid=selection.avoid | avoid)
+    return selection
 
 
 def reads_claims(read: PodRead, dialects: Dialects) -> bool:
@@ -273,38 +295,25 @@ def _claim_asks(
 
 def _annotation_share(
     read: PodRead, annotations: Mapping[str, Any], dialects: Dialects
-) -> tuple[ContainerAsk | None, str]:
-    """A share of the first container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
-    gpu-memory), read only from pods that scheduler schedules: elsewhere the words mean nothing."""
+) -> tuple[ContainerAsk | None, str, str]:
+    """A share of one container's GPU asked by pod annotation (KAI scheduler's gpu-fraction or
+    gpu-memory, or its per-container nvidia.com/container.<name>.gpu-memory.request/limit), read only
+    from pods that scheduler schedules (elsewhere the words mean nothing), as KAI reads it
+    (annotation_share.py): the ask, a problem for translation, and why the budget cannot count it ("" when
+    it can)."""
     for cloud_map in dialects.annotation_shares:
-        form = cloud_map.shared
         if read.spec.get("schedulerName") != cloud_map.scheduler_name:
             continue
-        written = {k: str(annotations[k]) for k in form.annotation_names() if k in annotations}
-        first = next((c for c in read.containers if c.list_name == "containers"), None)
-        if not written or first is None:
+        reading = read_annotation_share(cloud_map.shared, annotations, read.containers)
+        if reading is None:
             continue
-        where = first.label
-        try:
-            fraction = (
-                Decimal(written[form.fraction_annotation]) if form.fraction_annotation in written else None
-            )
-            memory = int(written[form.memory_annotation]) if form.memory_annotation in written else None
-            count = int(written[form.count_annotation]) if form.count_annotation in written else 1
-        except (ArithmeticError, ValueError):
-            return None, f"{where}: GPU share annotations {written} are not numbers"
-        if fraction is not None and not 0 < fraction < 1:
-            return None, f"{where}: {form.fraction_annotation} is {fraction}; a share is between 0 and 1"
-        if count < 1:
-            return None, f"{where}: {form.count_annotation} is {count}; ask for at least one GPU"
-        if fraction is None and memory is None:
+        if reading.unreadable:
+            return None, reading.unreadable, reading.unreadable
+        if reading.container is None or reading.share is None:
             continue  # a device count alone asks for nothing (KAI reads it only beside a share)
-        share = SharedAsk(
-            memory_mib=memory, memory_percent=int(fraction * 100) if fraction is not None else None
-        )
-        site = _Site(first, written)
-        return site.ask("shared", count, cloud_map.vendor, share=share), ""
-    return None, ""
+        site = _Site(reading.container, reading.written)
+        return site.ask("shared", reading.devices, cloud_map.vendor, share=reading.share), "", ""
+    return None, "", ""
 
 
 def node_constraints(spec: Mapping[str, Any]) -> list[Constraint]:
@@ -424,20 +433,30 @@ def _selection_of(constraints: tuple[tuple[str, tuple[str, ...]], ...], dialects
     return Selection(models, profile, shared, keys, tuple(unknown), interconnect=interconnect)
 
 
+_EVERY_SCHEDULER = object()
+
+
 def with_model_annotations(
-    selection: Selection, annotations: Mapping[str, Any], dialects: Dialects
+    selection: Selection,
+    annotations: Mapping[str, Any],
+    dialects: Dialects,
+    scheduler: Any = _EVERY_SCHEDULER,
 ) -> Selection:
     """Narrow the acceptable models by annotations such as HAMi's nvidia.com/use-gputype: "A100,H100"
-    and nvidia.com/nouse-gputype: "T4" (comma-separated, matched as words of the model's names)."""
+    and nvidia.com/nouse-gputype: "T4" (comma-separated, matched as words of the model's names). With
+    `scheduler` (the pod's schedulerName), only those the layer scheduling it honours (HAMi's webhook
+    sets hami-scheduler on every pod it serves): anywhere else nothing schedules by them, and a smaller
+    model they name would lower the charge of GPUs the node gives unnarrowed."""
     if not annotations:
         return selection
     models = selection.models
     avoid: frozenset[str] = frozenset()
     used: set[str] = set()
     unknown = list(selection.unknown)
-    for key, keep in dialects.model_annotations:
+    for key, keep, honoured_by in dialects.model_annotations:
         value = annotations.get(key)
-        if not isinstance(value, str):
+        unhonoured = scheduler is not _EVERY_SCHEDULER and honoured_by and scheduler != honoured_by
+        if not isinstance(value, str) or unhonoured:
             continue
         used.add(key)
         named = _models_named(value, dialects)
@@ -539,6 +558,10 @@ def _read_share(
     core = amounts.get(form.core_resource) if form.core_resource else None
     count = amounts.get(form.count_resource, Decimal(1)) if form.count_resource else Decimal(1)
     core_percent = int(core * 100 / form.core_per_gpu) if core is not None else None
+    if form.default_memory_percent and not memory and not percent:
+        # Neither memory nor a percentage (or 0 of them): the layer's default, all of each card's
+        # memory in HAMi and Volcano, whatever the cores say.
+        memory, percent = None, Decimal(form.default_memory_percent)
     if percent is not None and memory is None and percent >= 100:
         # All of a card's memory is no share at all: an exclusive GPU (HAMi gpumem-percentage: 100
         # with gpucores 100 or unset; Koordinator gpu-memory-ratio: 200 is two whole cards).

@@ -56,7 +56,13 @@ def ask_equivalents(
         parts.append(Fraction(share.memory_percent, 100))
     if not parts:
         parts.append(Fraction(1, target.shared.replicas_per_gpu or 1))
-    memory = share.memory_mib if share and share.memory_mib else int(gpu_mib * max(parts))
+    # A share asked as a part of a card gets that part of the card it lands on: of the largest it may;
+    # one asked both ways (KAI's scheduler reads gpu-fraction over gpu-memory) the larger.
+    card = max(gpu_mib, largest)
+    if share and share.memory_mib:
+        memory = max(share.memory_mib, int(card * Fraction(share.memory_percent or 0, 100)))
+    else:
+        memory = int(card * max(parts))
     return GpuUse(min(max(parts), Fraction(1)) * ask.count, memory * ask.count)
 
 
@@ -69,7 +75,7 @@ def pod_use(demand: PodDemand, target: CloudMap, catalogue: Catalogue, shared_cl
     """What the pod holds: its containers' asks as Kubernetes counts a pod's requests, plus every DRA
     claim it names (held for the pod's life, whichever containers use it). `shared_claims` off leaves
     out the claims made ahead, which the caller counts once for all the pods that share them."""
-    models = demand.selection.models
+    models = demand.charged_models
     by_name: dict[object, list[tuple[ContainerAsk, GpuUse]]] = {}
     for a in demand.asks:
         if not a.claim:

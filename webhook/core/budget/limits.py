@@ -110,7 +110,7 @@ def violations(
             by_container: dict[tuple[str, int], Fraction] = {}
             for a in demand.asks:
                 if not a.claim:
-                    share = ask_equivalents(a, demand.selection.models, target, catalogue).equivalents
+                    share = ask_equivalents(a, demand.charged_models, target, catalogue).equivalents
                     where = (a.list_name, a.index)
                     by_container[where] = by_container.get(where, Fraction(0)) + share
             amounts = [("Container", amount) for amount in by_container.values()]

@@ -82,4 +82,9 @@ class Context:
                 return None
             labels |= label_keys
             annotations |= annotation_keys
-        return MetadataKeys(frozenset(labels), frozenset(annotations))
+        prefixes = {
+            m.shared.container_memory_prefix
+            for m in (*self.dialects.maps, self.target, self.as_declared)
+            if m.shared.container_memory_prefix
+        }
+        return MetadataKeys(frozenset(labels), frozenset(annotations), tuple(sorted(prefixes)))

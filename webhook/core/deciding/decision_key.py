@@ -29,6 +29,9 @@ class MetadataKeys(NamedTuple):
 
     labels: frozenset[str]
     annotations: frozenset[str]
+    # Annotations read by prefix (KAI's nvidia.com/container.<name>.gpu-memory.request): every key
+    # that starts with one is read too.
+    annotation_prefixes: tuple[str, ...] = ()
 
 
 def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes | None:
@@ -53,6 +56,8 @@ def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes 
         _read(metadata.get("labels"), keys.labels if keys is not None else None),
         _read(metadata.get("annotations"), keys.annotations if keys is not None else None),
     ]
+    if keys is not None and keys.annotation_prefixes and type(metadata.get("annotations")) is dict:
+        read.append(sorted(_prefixed(metadata["annotations"], keys.annotation_prefixes)))
     for list_name in CONTAINER_LISTS:
         items = spec.get(list_name)
         if isinstance(items, list):
@@ -77,3 +82,7 @@ def _read(values: Any, keys: frozenset[str] | None) -> Any:
     if keys.isdisjoint(values):
         return {}
     return {key: values[key] for key in keys if key in values}
+
+
+def _prefixed(values: dict[Any, Any], prefixes: tuple[str, ...]) -> list[tuple[str, Any]]:
+    return [(k, v) for k, v in values.items() if isinstance(k, str) and k.startswith(prefixes)]

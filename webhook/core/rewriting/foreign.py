@@ -67,7 +67,7 @@ def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Diale
 
 
 def foreign_annotations(demand: PodDemand, target: CloudMap) -> frozenset[str]:
-    return demand.selection.annotations - target.annotation_keys()
+    return frozenset(k for k in demand.selection.annotations if not target.speaks_annotation(k))
 
 
 class Foreign(NamedTuple):
@@ -124,7 +124,7 @@ def is_native(demand: PodDemand, target: CloudMap, dialects: Dialects, foreign: 
     ):
         return False  # nodes of one vendor's GPUs selected for another's: translate_ask says so
     for ask in demand.asks:
-        written_here = (target.is_accelerator(n) or n in target.annotation_keys() for n in ask.written)
+        written_here = (target.is_accelerator(n) or target.speaks_annotation(n) for n in ask.written)
         if ask.kind == "fraction" or not all(written_here):
             return False
         if ask.kind == "mig" and not any(

@@ -14,7 +14,8 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import NamedTuple
 
-from webhook.core.asks.demand import ContainerAsk, SharedAsk
+from webhook.core.asks.annotation_share import SharedAsk
+from webhook.core.asks.demand import ContainerAsk
 from webhook.core.rewriting.dra import DeviceAsk
 from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, smallest_model_fit
 from webhook.core.vocabulary.errors import CannotSay
@@ -259,15 +260,19 @@ def _place_shared(
 
 
 def _place_annotation_share(ask: ContainerAsk, share: SharedAsk, target: CloudMap) -> TargetAsk:
-    """KAI: one share of a GPU per pod, for its first container, by annotation; no GPU resource."""
+    """KAI: one share of a GPU per pod, by annotation, for the first app container or the one the
+    form's container annotation names; no GPU resource."""
     form = target.shared
-    if ask.count != 1 or ask.list_name != "containers":
+    named = ask.list_name != "containers" or ask.index != 0
+    if ask.count != 1 or (named and not form.container_annotation):
         raise Untranslatable(
             [
                 f"asks for {ask.count} shared GPUs; {target.name} gives one share per pod, "
                 "to its first container"
             ]
         )
+    # The share goes to the container that asked it, which KAI finds by name (init containers first).
+    given_to = {form.container_annotation: ask.name} if named else {}
     if share.memory_mib is not None:
         annotation = {form.memory_annotation: str(share.memory_mib)}
     elif (percent := share.memory_percent or share.core_percent) is not None:
@@ -279,7 +284,7 @@ def _place_annotation_share(ask: ContainerAsk, share: SharedAsk, target: CloudMa
                 f"{form.fraction_annotation} or {form.memory_annotation} (MiB): ask with one of them"
             ]
         )
-    return TargetAsk({}, {}, (), "", annotation)
+    return TargetAsk({}, {}, (), "", {**annotation, **given_to})
 
 
 def _share_memory_mib(share: SharedAsk, models: tuple[str, ...], catalogue: Catalogue) -> int | None:

@@ -268,7 +268,8 @@ def _charge(pod: dict[str, Any], model: GpuModel, context: Context) -> Fraction:
     demand = read_demand(pod, context.dialects)
     if demand.problems or not demand.asks:
         return Fraction(0)
-    pinned = demand._replace(selection=demand.selection._replace(models=frozenset({model.id})))
+    only = frozenset({model.id})
+    pinned = demand._replace(selection=demand.selection._replace(models=only), charged_models=only)
     return pod_use(pinned, context.target, context.dialects.catalogue).equivalents
 
 

@@ -177,17 +177,17 @@ class Dialects:
         return frozenset(found | GPU_VENDOR_DOMAINS)
 
     @functools.cached_property
-    def model_annotations(self) -> tuple[tuple[str, bool], ...]:
-        """(annotation key, True to use / False to avoid the models it names) of every map, first map
-        first, each key once: most pods carry annotations, and asking 18 maps about each was the
-        larger part of reading them."""
-        found: dict[str, bool] = {}
+    def model_annotations(self) -> tuple[tuple[str, bool, str], ...]:
+        """(annotation key, True to use / False to avoid the models it names, the schedulerName of the
+        layer that honours it) of every map, first map first, each key once: most pods carry
+        annotations, and asking 18 maps about each was the larger part of reading them."""
+        found: dict[str, tuple[bool, str]] = {}
         for cloud_map in self.maps:
             named_by = cloud_map.model_annotations
             for key, keep in ((named_by.use, True), (named_by.avoid, False)):
                 if key:
-                    found.setdefault(key, keep)
-        return tuple(found.items())
+                    found.setdefault(key, (keep, cloud_map.scheduler_name))
+        return tuple((key, keep, scheduler) for key, (keep, scheduler) in found.items())
 
     @functools.cached_property
     def annotation_shares(self) -> tuple[CloudMap, ...]:

@@ -267,8 +267,13 @@ class CloudMap:
         )
 
     def annotation_keys(self) -> frozenset[str]:
-        """Pod annotations that carry GPU meaning on this platform."""
+        """Pod annotations that carry GPU meaning on this platform (keys named per container aside:
+        `speaks_annotation`)."""
         return self._annotation_keys
+
+    def speaks_annotation(self, key: str) -> bool:
+        """Whether the pod annotation `key` carries GPU meaning on this platform."""
+        return key in self._annotation_keys or self.shared.names_container_annotation(key)
 
     def device_for(self, resource: str) -> CloudDevice | None:
         """The device of this platform that `resource` names, or None."""

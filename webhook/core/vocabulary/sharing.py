@@ -45,12 +45,18 @@ class SharedForm:
     count_resource: str = ""
     core_resource: str = ""
     core_per_gpu: int = 100
+    # memory form: the percentage of each card's memory a share gets when it asks neither memory nor a
+    # percentage (HAMi and Volcano: 100); 0: none is given
+    default_memory_percent: int = 0
     count_optional: bool = False  # the count resource may be left out for one GPU (ACK's gpu-count)
     replicas_per_gpu: int = 0  # time-slicing replicas per GPU, for GPU-equivalents; 0: unknown (counts 1)
     max_per_container: int = 0  # most shared GPUs one container may ask for; 0: no limit
     fraction_annotation: str = ""  # annotation form: part of a GPU, "0.5"
     memory_annotation: str = ""  # annotation form: GPU memory in MiB
     count_annotation: str = ""  # annotation form: how many GPUs get that share each (default 1)
+    container_annotation: str = ""  # annotation form: the container given the share (default the first)
+    # annotation form: <prefix><container>.gpu-memory.request / .limit, memory for that container
+    container_memory_prefix: str = ""
     # What must be configured for `resource` to exist at all, said whenever it is written: a name that
     # depends on the device plugin's settings is never written as if certain.
     requires: str = ""
@@ -67,8 +73,22 @@ class SharedForm:
         """The pod annotations a share is asked with (the annotation form's), else ()."""
         if self.form != "annotation":
             return ()
-        return tuple(
-            a for a in (self.fraction_annotation, self.memory_annotation, self.count_annotation) if a
+        named = (
+            self.fraction_annotation,
+            self.memory_annotation,
+            self.count_annotation,
+            self.container_annotation,
+        )
+        return tuple(a for a in named if a)
+
+    def names_container_annotation(self, key: str) -> bool:
+        """Whether `key` is one of the annotation form's per-container keys (KAI's
+        nvidia.com/container.<name>.gpu-memory.request)."""
+        prefix = self.container_memory_prefix
+        return (
+            bool(prefix)
+            and key.startswith(prefix)
+            and key.endswith((".gpu-memory.request", ".gpu-memory.limit"))
         )
 
     @functools.cached_property  # read on every pod create (the guard, the whole-GPU markers)
