@@ -249,6 +249,28 @@ def test_kai_shares_are_charged_for_as_long_as_their_pods_run(apiserver, gpuport
     assert "exceeded quota" in info.value.body
 
 
+def test_a_charge_annotation_is_kept_as_created_where_there_is_a_gpu_budget(
+    apiserver, gpuport_quota, namespace
+):
+    """Issue 45: HAMi's use-gputype added to whole-GPU pods by an update no webhook saw re-charged
+    them at a T4's memory (and a share lowered or removed after binding freed the quota while the
+    container kept its GPU). An update that adds or changes an annotation a map reads as a GPU ask is
+    refused in a namespace with a GPU budget and leaves the pod as it was; any other update passes.
+    (On this map a KAI share is translated at its create, so the removal is proven by the unit tests
+    and by the registration's conditions, tests/package/test_manifests.py.)"""
+    core = with_quota(apiserver, namespace, 1)
+    core.create_namespaced_pod(namespace, gpu_pod(1, "whole"))
+    for annotations in ({"nvidia.com/use-gputype": "Tesla-T4"}, {"gpu-fraction": "0.1"}):
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod("whole", namespace, {"metadata": {"annotations": annotations}})
+        assert info.value.status == 403
+        message = json.loads(info.value.body)["message"]
+        (key,) = annotations
+        assert f"namespace {namespace} has a GPU budget, and gpuport reads {key}" in message
+    assert not (core.read_namespaced_pod("whole", namespace).metadata.annotations or {})
+    core.patch_namespaced_pod("whole", namespace, {"metadata": {"annotations": {"team": "a"}}})
+
+
 def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
     apiserver, gpuport_quota, namespace
 ):

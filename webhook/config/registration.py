@@ -19,12 +19,24 @@ from typing import Any
 import yaml
 
 from webhook.config.policy import env_policy_objects, policy_objects
+from webhook.core.budget.frozen import charge_annotations
 from webhook.core.vocabulary.platform import CloudMap
 
 NAME = "gpuport"  # both webhook configurations
 FAIL_CLOSED = "pods.validate.gpuport.io"  # quota and limits: refuses while gpuport is down
 FAIL_OPEN = "pods.check.gpuport.io"  # the same checks where there is no budget to protect
 NAMESPACE_KEY = "kubernetes.io/metadata.name"
+# The charge annotations the packaged pod hooks name (the shipped maps'): a registration for other maps
+# names theirs instead, so that every update of one reaches gpuport (core/budget/frozen.py).
+PACKAGED_CHARGE_KEYS = (
+    "gpu-fraction",
+    "gpu-fraction-num-devices",
+    "gpu-memory",
+    "nvidia.com/nouse-gputype",
+    "nvidia.com/use-gputype",
+    "nvidia.com/vgpu-mode",
+    "volcano.sh/vgpu-mode",
+)
 
 
 @dataclass(frozen=True)
@@ -52,11 +64,28 @@ def packaged(name: str) -> dict[str, Any]:
     return found
 
 
+def _cel_list(keys: Iterable[str]) -> str:
+    return "[" + ", ".join(f"'{k}'" for k in keys) + "]"
+
+
+def with_charge_keys(hook: dict[str, Any], keys: Iterable[str]) -> None:
+    """Name `keys` (with the packaged ones) wherever the pod hook's conditions name charge annotations."""
+    packaged_list = _cel_list(PACKAGED_CHARGE_KEYS)
+    wanted = _cel_list(sorted(set(PACKAGED_CHARGE_KEYS) | set(keys)))
+    for condition in hook.get("matchConditions", ()):
+        condition["expression"] = condition["expression"].replace(packaged_list, wanted)
+
+
 def webhook_configurations(
-    endpoint: Endpoint, ca_bundle: bytes, budget_namespaces: Iterable[str] = ()
+    endpoint: Endpoint,
+    ca_bundle: bytes,
+    budget_namespaces: Iterable[str] = (),
+    charge_keys: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """The mutating and validating configurations, ready to register."""
+    """The mutating and validating configurations, ready to register; `charge_keys`: the annotations
+    the loaded maps read as GPU asks, beside the shipped maps' (an update changing one is reviewed)."""
     budget = sorted(set(budget_namespaces))
+    charge_keys = tuple(charge_keys)
     configs = []
     for name in ("mutating", "validating"):
         config = copy.deepcopy(packaged(name))
@@ -65,6 +94,7 @@ def webhook_configurations(
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = endpoint.client_config(path, ca_bundle)
             if hook["name"] in (FAIL_CLOSED, FAIL_OPEN):
+                with_charge_keys(hook, charge_keys)
                 # `In`/`NotIn` need at least one value: with no budget anywhere, only the open hook stays.
                 if not budget:
                     if hook["name"] == FAIL_CLOSED:
@@ -115,6 +145,6 @@ def registered_objects(
     budget = sorted(set(budget_namespaces))
     return [
         *policy_objects(target, maps, excluded_namespaces()),
-        *webhook_configurations(endpoint, ca_bundle, budget),
+        *webhook_configurations(endpoint, ca_bundle, budget, charge_annotations(maps)),
         *env_policy_objects(target, maps, budget_namespaces_selector(budget)),
     ]
