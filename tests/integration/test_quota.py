@@ -271,6 +271,37 @@ def test_a_charge_annotation_is_kept_as_created_where_there_is_a_gpu_budget(
     core.patch_namespaced_pod("whole", namespace, {"metadata": {"annotations": {"team": "a"}}})
 
 
+def test_a_quota_lowered_under_what_runs_is_exported_and_logged(apiserver, gpuport_quota, namespace):
+    """Issue 45: a namespace over its GPU budget (a quota made or lowered while gpuport was down, or
+    lowered under what runs) was said by nothing. Both gpuport processes export it on /metrics, used
+    beside limit, and log it once."""
+    import ssl
+    import urllib.request
+
+    core = with_quota(apiserver, namespace, 3)
+    for name in ("a", "b"):
+        core.create_namespaced_pod(namespace, gpu_pod(1, name))
+    core.patch_namespaced_resource_quota(
+        "gpus", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    labels = f'{{namespace="{namespace}",quota="gpus",resource="requests.nvidia.com/gpu"}}'
+    for server in gpuport_quota:
+        context = ssl.create_default_context(cafile=str(server.ca_file))
+        deadline = time.monotonic() + 20
+        while True:  # the view has the lowered quota and both pods within moments
+            with urllib.request.urlopen(server.url("/metrics"), context=context) as response:
+                text = response.read().decode()
+            if (
+                f"gpuport_gpu_budget_used{labels} 2.0" in text
+                and f"gpuport_gpu_budget_limit{labels} 1.0" in text
+            ):
+                break
+            assert time.monotonic() < deadline, [line for line in text.splitlines() if namespace in line]
+            time.sleep(0.3)
+        logged = server.log_path.read_text()
+        assert logged.count(f"namespace {namespace} is over its GPU budget: quota gpus allows") >= 1
+
+
 def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
     apiserver, gpuport_quota, namespace
 ):

@@ -124,6 +124,10 @@ def build_app(settings: Settings) -> Flask:
         cluster_dra=dra,
         unavailable=capabilities.summary if settings.cluster else None,
     )
+    if gate is not None:
+        from webhook.adapters.kube.budget_watch import BudgetWatch
+
+        state.budgets = BudgetWatch(gate, lambda: state.context)
     if settings.register and settings.cluster:
         state.registrar = registrar_for(settings, state, gate, capabilities)
     if settings.cluster:

@@ -4,13 +4,16 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.commands.common import Subcommands, bad_input, read_yaml_documents
+from webhook.core.vocabulary.errors import BadInput
 
 if TYPE_CHECKING:
+    from webhook.core.budget.overshoot import BudgetFigure
     from webhook.core.migration.usage import UsageReport
 
 _COLUMNS = (
@@ -34,8 +37,9 @@ def register(commands: Subcommands) -> None:
         "to them, read-only, and print per node and GPU: model, mode (whole, MIG <profile>, shared), the "
         "pods running there, the GPU-equivalents allocated (as the GPU quota counts them), memory used of "
         "total and Util_eff (compute; memory used ÷ total), then the cluster's totals: Σ used ÷ Σ capacity "
-        "and allocated ÷ GPUs. Unknown figures are shown as - and left out of the sums. Exit 0, or 2 when "
-        "the cluster or the cloud maps cannot be read.",
+        "and allocated ÷ GPUs, then each namespace's GPU quota beside what its not-finished pods hold "
+        "(OVER where a quota made or lowered later left it past its budget). Unknown figures are shown "
+        "as - and left out of the sums. Exit 0, or 2 when the cluster or the cloud maps cannot be read.",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -63,18 +67,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.inventory:
         try:
-            nodes, pods = _from_file(args.inventory)
+            nodes, pods, quotas = _from_file(args.inventory)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             return bad_input("usage", exc)
+        budget_pods = pods
     else:
         kubeconfig = (
             args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
         )
         from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
-        from webhook.adapters.kube.usage_reader import nodes_and_pods
+        from webhook.adapters.kube.usage_reader import nodes_and_pods, quotas_and_their_pods
 
         try:
             nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
+            quotas, budget_pods = read_cluster(kubeconfig, quotas_and_their_pods)
         except ClusterUnreadable as exc:
             return bad_input("usage", exc)
     try:
@@ -89,18 +95,48 @@ def run(args: argparse.Namespace) -> int:
     except StartupError as exc:
         return bad_input("usage", exc)
     report = usage_report(nodes, pods, context)
+    try:
+        budgets = _budgets(quotas, budget_pods, context)
+    except (BadInput, KeyError, TypeError) as exc:
+        return bad_input("usage", f"a ResourceQuota cannot be read: {exc}")
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
-    sys.stdout.write(render(report))
+    sys.stdout.write(render(report, budgets))
     return 0
 
 
-def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The Nodes and the Pods of a `kubectl get -o yaml` dump (Lists unwrapped), as the API serves them."""
+def _budgets(quotas: list[dict[str, Any]], pods: list[dict[str, Any]], context) -> list["BudgetFigure"]:
+    """Each namespace's GPU quota entries beside what its not-finished pods hold (DRA claims aside: the
+    server counts them, `gpuport_gpu_budget_used`)."""
+    from webhook.adapters.kube.clusterview import to_quota
+    from webhook.core.budget.overshoot import budget_figures, quota_use
+    from webhook.core.budget.quota import gpu_quotas
+
+    whole_gpu = context.target.whole_gpu
+    by_namespace: dict[str, list] = {}
+    for obj in quotas:
+        by_namespace.setdefault(str(obj["metadata"].get("namespace")), []).append(to_quota(obj))
+    figures = []
+    for namespace, held in sorted(by_namespace.items()):
+        gpu = gpu_quotas(held, whole_gpu)
+        if not gpu:
+            continue
+        theirs = [p for p in pods if (p.get("metadata") or {}).get("namespace") == namespace]
+        figures += budget_figures(
+            namespace, gpu, quota_use(theirs, gpu, context.target, context.dialects), whole_gpu
+        )
+    return figures
+
+
+def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Nodes, Pods and ResourceQuotas of a `kubectl get -o yaml` dump (Lists unwrapped), as the API
+    serves them."""
     items: list[dict[str, Any]] = []
     for doc in read_yaml_documents([str(path)]):
         listed = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
         items += [item for item in listed or () if isinstance(item, dict)]
-    return [i for i in items if i.get("kind") == "Node"], [i for i in items if i.get("kind") == "Pod"]
+    kinds = ("Node", "Pod", "ResourceQuota")
+    nodes, pods, quotas = ([i for i in items if i.get("kind") == kind] for kind in kinds)
+    return nodes, pods, quotas
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -176,16 +212,31 @@ _LEGEND = (
 )
 
 
-def usage_text(report: "UsageReport") -> str:
+def budget_lines(budgets: "Sequence[BudgetFigure]") -> list[str]:
+    """One line per GPU quota entry: namespace/quota, entry, held of allowed, OVER where past it."""
+    if not budgets:
+        return []
+    lines = ["GPU budgets (held ÷ allowed, by gpuport's count):"]
+    for f in budgets:
+        mark = "  OVER" if f.over else ""
+        lines.append(f"  {f.namespace}/{f.quota}  {f.entry}  {f.used_shown} ÷ {f.hard_shown}{mark}")
+    return lines
+
+
+def usage_text(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     rows = usage_rows(report)
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += ["", _allocation_line(report), _LEGEND]
     lines += [f"Note: {note}" for note in report.notes]
+    over = [f for f in budgets if f.over]
+    if budgets:
+        lines += ["", *budget_lines(budgets)]
+    lines += [f"Warning: {f.words()}" for f in over]
     return "\n".join(lines) + "\n"
 
 
-def usage_markdown(report: "UsageReport") -> str:
+def usage_markdown(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     rows = usage_rows(report)
     lines = ["### gpuport usage", "", _pipe(rows[0]), "|" + "---|" * 5 + "---:|" * 4]
     lines += [_pipe(row) for row in rows[1:-1]]
@@ -193,10 +244,16 @@ def usage_markdown(report: "UsageReport") -> str:
     lines += ["", _allocation_line(report) + ".", "", _LEGEND + "."]
     if report.notes:
         lines += ["", *(f"- {note}" for note in report.notes)]
+    if budgets:
+        lines += ["", "| namespace | quota | resource | held | allowed | |", "|---|---|---|---:|---:|---|"]
+        lines += [
+            _pipe((f.namespace, f.quota, f.entry, f.used_shown, f.hard_shown, "**OVER**" if f.over else ""))
+            for f in budgets
+        ]
     return "\n".join(lines) + "\n"
 
 
-def usage_json(report: "UsageReport") -> str:
+def usage_json(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     t = report.totals
     document = {
         "nodes": [
@@ -243,6 +300,17 @@ def usage_json(report: "UsageReport") -> str:
             "advertised_nodes": t.advertised_nodes,
         },
         "notes": list(report.notes),
+        "budgets": [
+            {
+                "namespace": f.namespace,
+                "quota": f.quota,
+                "resource": f.entry,
+                "used": round(f.used, 4),
+                "limit": round(f.hard, 4),
+                "over": f.over,
+            }
+            for f in budgets
+        ],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
