@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.commands.common import Subcommands, bad_input, read_yaml_documents
+from webhook.commands.usage_budgets import budget_json, budget_lines, budget_markdown, read_budgets
 from webhook.core.vocabulary.errors import BadInput
 
 if TYPE_CHECKING:
@@ -96,35 +97,12 @@ def run(args: argparse.Namespace) -> int:
         return bad_input("usage", exc)
     report = usage_report(nodes, pods, context)
     try:
-        budgets = _budgets(quotas, budget_pods, context)
+        budgets = read_budgets(quotas, budget_pods, context)
     except (BadInput, KeyError, TypeError) as exc:
         return bad_input("usage", f"a ResourceQuota cannot be read: {exc}")
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
     sys.stdout.write(render(report, budgets))
     return 0
-
-
-def _budgets(quotas: list[dict[str, Any]], pods: list[dict[str, Any]], context) -> list["BudgetFigure"]:
-    """Each namespace's GPU quota entries beside what its not-finished pods hold (DRA claims aside: the
-    server counts them, `gpuport_gpu_budget_used`)."""
-    from webhook.adapters.kube.clusterview import to_quota
-    from webhook.core.budget.overshoot import budget_figures, quota_use
-    from webhook.core.budget.quota import gpu_quotas
-
-    whole_gpu = context.target.whole_gpu
-    by_namespace: dict[str, list] = {}
-    for obj in quotas:
-        by_namespace.setdefault(str(obj["metadata"].get("namespace")), []).append(to_quota(obj))
-    figures = []
-    for namespace, held in sorted(by_namespace.items()):
-        gpu = gpu_quotas(held, whole_gpu)
-        if not gpu:
-            continue
-        theirs = [p for p in pods if (p.get("metadata") or {}).get("namespace") == namespace]
-        figures += budget_figures(
-            namespace, gpu, quota_use(theirs, gpu, context.target, context.dialects), whole_gpu
-        )
-    return figures
 
 
 def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -212,17 +190,6 @@ _LEGEND = (
 )
 
 
-def budget_lines(budgets: "Sequence[BudgetFigure]") -> list[str]:
-    """One line per GPU quota entry: namespace/quota, entry, held of allowed, OVER where past it."""
-    if not budgets:
-        return []
-    lines = ["GPU budgets (held ÷ allowed, by gpuport's count):"]
-    for f in budgets:
-        mark = "  OVER" if f.over else ""
-        lines.append(f"  {f.namespace}/{f.quota}  {f.entry}  {f.used_shown} ÷ {f.hard_shown}{mark}")
-    return lines
-
-
 def usage_text(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     rows = usage_rows(report)
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
@@ -245,11 +212,7 @@ def usage_markdown(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()
     if report.notes:
         lines += ["", *(f"- {note}" for note in report.notes)]
     if budgets:
-        lines += ["", "| namespace | quota | resource | held | allowed | |", "|---|---|---|---:|---:|---|"]
-        lines += [
-            _pipe((f.namespace, f.quota, f.entry, f.used_shown, f.hard_shown, "**OVER**" if f.over else ""))
-            for f in budgets
-        ]
+        lines += ["", *budget_markdown(budgets)]
     return "\n".join(lines) + "\n"
 
 
@@ -300,17 +263,7 @@ def usage_json(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) ->
             "advertised_nodes": t.advertised_nodes,
         },
         "notes": list(report.notes),
-        "budgets": [
-            {
-                "namespace": f.namespace,
-                "quota": f.quota,
-                "resource": f.entry,
-                "used": round(f.used, 4),
-                "limit": round(f.hard, 4),
-                "over": f.over,
-            }
-            for f in budgets
-        ],
+        "budgets": budget_json(budgets),
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
