@@ -9,6 +9,7 @@ from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.capabilities import Capabilities
 from webhook.adapters.kube.charge_freeze import ChargeFreeze
+from webhook.adapters.kube.claim_gate import ClaimCreateGate
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import ClusterDra, build_context
@@ -118,7 +119,11 @@ def build_app(settings: Settings) -> Flask:
     state = ServerState(
         context=context,
         maps_signature=signature,
-        gates=Gates(LimitGate(gate.view), gate, ChargeFreeze(gate.view)) if gate else NO_GATES,
+        gates=(
+            Gates(LimitGate(gate.view), gate, ChargeFreeze(gate.view), ClaimCreateGate(gate.view))
+            if gate
+            else NO_GATES
+        ),
         view=gate.view if gate else None,
         claim_templates=templates,
         cluster_dra=dra,

@@ -25,6 +25,10 @@ from webhook.core.vocabulary.platform import CloudMap
 NAME = "gpuport"  # both webhook configurations
 FAIL_CLOSED = "pods.validate.gpuport.io"  # quota and limits: refuses while gpuport is down
 FAIL_OPEN = "pods.check.gpuport.io"  # the same checks where there is no budget to protect
+CLAIMS_FAIL_CLOSED = "claims.validate.gpuport.io"  # claims made under names pods hold (budgets)
+CLAIMS_FAIL_OPEN = "claims.check.gpuport.io"
+CLOSED_HOOKS = (FAIL_CLOSED, CLAIMS_FAIL_CLOSED)
+BUDGET_SPLIT = (FAIL_CLOSED, FAIL_OPEN, CLAIMS_FAIL_CLOSED, CLAIMS_FAIL_OPEN)
 NAMESPACE_KEY = "kubernetes.io/metadata.name"
 # The charge annotations the packaged pod hooks name (the shipped maps'): a registration for other maps
 # names theirs instead, so that every update of one reaches gpuport (core/budget/frozen.py).
@@ -93,14 +97,14 @@ def webhook_configurations(
         for hook in config["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = endpoint.client_config(path, ca_bundle)
-            if hook["name"] in (FAIL_CLOSED, FAIL_OPEN):
+            if hook["name"] in BUDGET_SPLIT:
                 with_charge_keys(hook, charge_keys)
                 # `In`/`NotIn` need at least one value: with no budget anywhere, only the open hook stays.
                 if not budget:
-                    if hook["name"] == FAIL_CLOSED:
+                    if hook["name"] in CLOSED_HOOKS:
                         continue
                 else:
-                    operator = "In" if hook["name"] == FAIL_CLOSED else "NotIn"
+                    operator = "In" if hook["name"] in CLOSED_HOOKS else "NotIn"
                     expressions = hook["namespaceSelector"]["matchExpressions"]
                     expressions.append({"key": NAMESPACE_KEY, "operator": operator, "values": budget})
             hooks.append(hook)

@@ -39,14 +39,16 @@ class ChargeFreeze:
                 f"gpuport is still loading its view of the cluster and cannot tell whether "
                 f"{request.namespace} has a GPU budget; retry shortly",
             )
-        if not self._has_budget(request.namespace, context):
+        if not has_gpu_budget(self.view, request.namespace, context):
             return None
         subject = f'pods "{request.name}"' if request.name else "pods"
         return deny("gpu-charge-frozen", frozen_message(subject, request.namespace, changed))
 
-    def _has_budget(self, namespace: str, context: Context) -> bool:
-        if gpu_quotas(self.view.quotas_in(namespace), context.target.whole_gpu):
-            return True
-        if any(from_limitrange(lr, context.dialects) for lr in self.view.limitranges_in(namespace)):
-            return True
-        return LIMITS_ANNOTATION in self.view.namespace(namespace)["annotations"]
+
+def has_gpu_budget(view, namespace: str, context: Context) -> bool:
+    """A GPU quota, a LimitRange on a GPU resource, or gpuport's limits annotation (the fail-closed set)."""
+    if gpu_quotas(view.quotas_in(namespace), context.target.whole_gpu):
+        return True
+    if any(from_limitrange(lr, context.dialects) for lr in view.limitranges_in(namespace)):
+        return True
+    return LIMITS_ANNOTATION in view.namespace(namespace)["annotations"]

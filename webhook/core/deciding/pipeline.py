@@ -19,6 +19,7 @@ from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import CHECKED, Decision, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.workloads import PodRead, read_pod
 
 
@@ -71,6 +72,11 @@ class UpdateGate(Protocol):
         after it (`demand`) and before (`before`), each read once by the pipeline."""
 
 
+class ClaimGate(Protocol):
+    def admit_claim(self, request: AdmissionRequest, context: Context) -> Decision | None:
+        """A refusal, or None when this gate has nothing against the ResourceClaim create."""
+
+
 @dataclass(frozen=True)
 class Gates:
     """The gates a server was built with (None: not in this server), and which runs where."""
@@ -78,6 +84,7 @@ class Gates:
     limits: Gate | None = None
     quota: Gate | None = None
     charges: UpdateGate | None = None  # a pod's charge annotations kept as its create set them
+    claim_creates: ClaimGate | None = None  # a claim made under a name pods already hold
 
     # Worked out once per server, not per review: every admission asks for its route's order.
     @functools.cached_property
@@ -187,6 +194,10 @@ def validate(
     if review.is_pod_update:
         # A pod's containers cannot change once it exists: what the checks say was said at its create.
         return validate_pod_update(review, context, gates, claims) or CHECKED
+    if review.kind == "ResourceClaim" and review.group == dra_api.GROUP:
+        if review.operation != "CREATE" or gates.claim_creates is None:
+            return CHECKED
+        return gates.claim_creates.admit_claim(review, context) or CHECKED
     read = check_request(review, context)
     if isinstance(read, Decision):
         return read
