@@ -578,3 +578,33 @@ def test_usage_reads_nodes_and_pods_from_a_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["totals"]["gpus"] == 9
     assert main(["usage", "--inventory", str(tmp_path / "absent.yaml")]) == 2
     assert "gpuport usage: " in capsys.readouterr().err
+
+
+def test_usage_shows_a_namespace_over_its_gpu_budget(tmp_path, capsys):
+    """Issue 45: a quota made while gpuport was down (2.29 GPU-equivalents admitted against 1) was shown
+    by nothing; `gpuport usage` lists each GPU quota beside what its pods hold, and says OVER."""
+    path = tmp_path / "dump.yaml"
+    nodes, _ = cluster()
+    for item in nodes:
+        item["kind"] = "Node"
+    pods = [  # one not bound yet: the quota counts it all the same
+        gpu_pod("a", "uid-a", "gpu-d", amount="2"),
+        gpu_pod("b", "uid-b", "", "nvidia.com/mig-2g.20gb", phase="Pending"),
+    ]
+    for body in pods:
+        body["kind"] = "Pod"
+    quota = {
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "ml"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+    }
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*nodes, *pods, quota]}))
+    assert main(["usage", "--inventory", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "  ml/gpus  requests.nvidia.com/gpu  2.286 ÷ 1  OVER" in text
+    assert "Warning: namespace ml is over its GPU budget: quota gpus allows requests.nvidia.com/gpu=1" in text
+    assert main(["usage", "--inventory", str(path), "-o", "json"]) == 0
+    (budget,) = json.loads(capsys.readouterr().out)["budgets"]
+    assert (budget["namespace"], budget["used"], budget["limit"], budget["over"]) == ("ml", 2.2857, 1.0, True)
+    assert main(["usage", "--inventory", str(path), "-o", "markdown"]) == 0
+    assert "| ml | gpus | requests.nvidia.com/gpu | 2.286 | 1 | **OVER** |" in capsys.readouterr().out

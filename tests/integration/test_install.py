@@ -283,12 +283,13 @@ def test_once_ready_gpuport_registers_its_webhooks_and_policy_owned_by_its_names
     found = registered(admin, lambda f: True)
     files = secret_files(admin)
     bundles = ca_bundles(admin)
-    # Three webhooks mutate; three validate (checks, workloads, cronjobs), and a fourth (the quota's,
-    # failing closed) where some namespace has a GPU budget: other modules on this API server may have
-    # left one, so it is counted from the registration itself.
+    # Three webhooks mutate; four validate (pod checks, claim creates, workloads, cronjobs), and two more
+    # (the quota's and the claims', failing closed) where some namespace has a GPU budget: other modules
+    # on this API server may have left one, so they are counted from the registration itself.
     validating = admin.json("get", "validatingwebhookconfiguration", "gpuport")["webhooks"]
-    budget = any(h["name"] == "pods.validate.gpuport.io" for h in validating)
-    assert len(bundles) == 6 + budget
+    budget = sum(h["name"] in ("pods.validate.gpuport.io", "claims.validate.gpuport.io") for h in validating)
+    assert budget in (0, 2)
+    assert len(bundles) == 7 + budget
     assert all(bundle == files["ca.crt"] for bundle in bundles)
     namespace_uid = admin.json("get", "namespace", NAMESPACE)["metadata"]["uid"]
     for config in found.values():

@@ -250,6 +250,59 @@ def test_kai_shares_are_charged_for_as_long_as_their_pods_run(apiserver, gpuport
     assert "exceeded quota" in info.value.body
 
 
+def test_a_charge_annotation_is_kept_as_created_where_there_is_a_gpu_budget(
+    apiserver, gpuport_quota, namespace
+):
+    """Issue 45: HAMi's use-gputype added to whole-GPU pods by an update no webhook saw re-charged
+    them at a T4's memory (and a share lowered or removed after binding freed the quota while the
+    container kept its GPU). An update that adds or changes an annotation a map reads as a GPU ask is
+    refused in a namespace with a GPU budget and leaves the pod as it was; any other update passes.
+    (On this map a KAI share is translated at its create, so the removal is proven by the unit tests
+    and by the registration's conditions, tests/package/test_manifests.py.)"""
+    core = with_quota(apiserver, namespace, 1)
+    core.create_namespaced_pod(namespace, gpu_pod(1, "whole"))
+    for annotations in ({"nvidia.com/use-gputype": "Tesla-T4"}, {"gpu-fraction": "0.1"}):
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod("whole", namespace, {"metadata": {"annotations": annotations}})
+        assert info.value.status == 403
+        message = json.loads(info.value.body)["message"]
+        (key,) = annotations
+        assert f"namespace {namespace} has a GPU budget, and gpuport reads {key}" in message
+    assert not (core.read_namespaced_pod("whole", namespace).metadata.annotations or {})
+    core.patch_namespaced_pod("whole", namespace, {"metadata": {"annotations": {"team": "a"}}})
+
+
+def test_a_quota_lowered_under_what_runs_is_exported_and_logged(apiserver, gpuport_quota, namespace):
+    """Issue 45: a namespace over its GPU budget (a quota made or lowered while gpuport was down, or
+    lowered under what runs) was said by nothing. Both gpuport processes export it on /metrics, used
+    beside limit, and log it once."""
+    import ssl
+    import urllib.request
+
+    core = with_quota(apiserver, namespace, 3)
+    for name in ("a", "b"):
+        core.create_namespaced_pod(namespace, gpu_pod(1, name))
+    core.patch_namespaced_resource_quota(
+        "gpus", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    labels = f'{{namespace="{namespace}",quota="gpus",resource="requests.nvidia.com/gpu"}}'
+    for server in gpuport_quota:
+        context = ssl.create_default_context(cafile=str(server.ca_file))
+        deadline = time.monotonic() + 20
+        while True:  # the view has the lowered quota and both pods within moments
+            with urllib.request.urlopen(server.url("/metrics"), context=context) as response:
+                text = response.read().decode()
+            if (
+                f"gpuport_gpu_budget_used{labels} 2.0" in text
+                and f"gpuport_gpu_budget_limit{labels} 1.0" in text
+            ):
+                break
+            assert time.monotonic() < deadline, [line for line in text.splitlines() if namespace in line]
+            time.sleep(0.3)
+        logged = server.log_path.read_text()
+        assert logged.count(f"namespace {namespace} is over its GPU budget: quota gpus allows") >= 1
+
+
 def test_a_list_of_partitions_is_charged_at_its_largest_on_the_api_server(
     apiserver, gpuport_quota, namespace
 ):

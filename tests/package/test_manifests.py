@@ -13,6 +13,8 @@ from webhook.config.cloudmap_configmap import render
 MANIFESTS = REPO / "manifests"
 EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease", "gpuport-system"}
 ADMITTED_RESOURCES = {"pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs"}
+# Validated only: a claim made under a name pods already hold (issue 45).
+VALIDATED_ONLY = {"resourceclaims"}
 
 
 def documents():
@@ -106,7 +108,7 @@ def test_service_routes_443_to_the_servers_port():
     assert service["spec"]["selector"] == one("Deployment")["spec"]["selector"]["matchLabels"]
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(9))
 def test_webhooks_follow_the_good_practices(index):
     kind, hook = webhooks()[index]
     assert hook["admissionReviewVersions"] == ["v1"]
@@ -128,6 +130,9 @@ def test_webhooks_follow_the_good_practices(index):
     assert {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]} in expressions
     assert "objectSelector" not in hook  # a pod's own labels must not opt it out
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
+    if resources <= VALIDATED_ONLY:  # every claim create in a budget namespace is read: no condition
+        assert kind == "ValidatingWebhookConfiguration" and hook["rules"][0]["operations"] == ["CREATE"]
+        return
     assert resources <= ADMITTED_RESOURCES
     assert hook["matchConditions"]
 
@@ -137,7 +142,8 @@ def test_the_webhooks_cover_pods_and_every_workload_kind_on_both_paths():
         covered = {
             r for k, hook in webhooks() if k == kind for rule in hook["rules"] for r in rule["resources"]
         }
-        assert covered == ADMITTED_RESOURCES
+        validated_only = VALIDATED_ONLY if kind == "ValidatingWebhookConfiguration" else set()
+        assert covered == ADMITTED_RESOURCES | validated_only
     pod_rules = [(k, r) for k, h in webhooks() for r in h["rules"] if "pods" in r["resources"]]
     # Pods are rewritten and limited at create; their updates are reviewed for quota only.
     assert all(
@@ -500,3 +506,40 @@ def test_every_install_may_read_what_the_dra_budget_counts():
         "resources": ["deviceclasses", "resourceslices"],
         "verbs": ["list", "watch"],
     } in view["rules"]
+
+
+def test_an_update_that_adds_or_removes_any_charge_annotation_costs_a_call():
+    """Issue 45: a share removed from a pod that asks nothing else (KAI's, by annotation only) was never
+    sent, since the pod after the update asks for nothing; nor was HAMi's `nvidia.com/use-gputype`
+    added to a whole-GPU pod. Both reach gpuport now, which keeps them where there is a GPU budget."""
+    from tests.translation_cases import kai_pod
+
+    share = kai_pod({"gpu-fraction": "0.9"})
+    assert _called("UPDATE", share, _edited(share, metadata__annotations={}))
+    assert not _called("UPDATE", kai_pod({}), _edited(kai_pod({}), metadata__labels={"a": "b"}))
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    assert _called("UPDATE", pod, _edited(pod, metadata__annotations={"nvidia.com/use-gputype": "Tesla-T4"}))
+
+
+def test_the_packaged_charge_keys_are_every_shipped_maps_and_a_registration_adds_its_maps():
+    from tests.helpers import context
+    from webhook.config.registration import PACKAGED_CHARGE_KEYS, Endpoint, registered_objects
+    from webhook.core.budget.frozen import charge_annotations
+
+    loaded = context("generic")
+    assert charge_annotations(loaded.dialects.maps) <= set(PACKAGED_CHARGE_KEYS)
+    from dataclasses import replace
+
+    from webhook.core.vocabulary.platform import ModelAnnotations
+
+    other = replace(loaded.dialects.maps[0], model_annotations=ModelAnnotations(use="example.com/gpu-model"))
+    objects = registered_objects(loaded.target, (other,), Endpoint(), b"", ["ml"])
+    conditions = [
+        c["expression"]
+        for obj in objects
+        if obj["kind"] == "ValidatingWebhookConfiguration"
+        for hook in obj["webhooks"]
+        if hook["name"].startswith("pods.")
+        for c in hook["matchConditions"]
+    ]
+    assert len(conditions) == 4 and all("'example.com/gpu-model'" in c for c in conditions)

@@ -8,6 +8,8 @@ from flask import Flask
 from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.capabilities import Capabilities
+from webhook.adapters.kube.charge_freeze import ChargeFreeze
+from webhook.adapters.kube.claim_gate import ClaimCreateGate
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import ClusterDra, build_context
@@ -117,12 +119,20 @@ def build_app(settings: Settings) -> Flask:
     state = ServerState(
         context=context,
         maps_signature=signature,
-        gates=Gates(limits=LimitGate(gate.view), quota=gate) if gate else NO_GATES,
+        gates=(
+            Gates(LimitGate(gate.view), gate, ChargeFreeze(gate.view), ClaimCreateGate(gate.view))
+            if gate
+            else NO_GATES
+        ),
         view=gate.view if gate else None,
         claim_templates=templates,
         cluster_dra=dra,
         unavailable=capabilities.summary if settings.cluster else None,
     )
+    if gate is not None:
+        from webhook.adapters.kube.budget_watch import BudgetWatch
+
+        state.budgets = BudgetWatch(gate, lambda: state.context)
     if settings.register and settings.cluster:
         state.registrar = registrar_for(settings, state, gate, capabilities)
     if settings.cluster:

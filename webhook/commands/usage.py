@@ -4,13 +4,17 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.commands.common import Subcommands, bad_input, read_yaml_documents
+from webhook.commands.usage_budgets import budget_json, budget_lines, budget_markdown, read_budgets
+from webhook.core.vocabulary.errors import BadInput
 
 if TYPE_CHECKING:
+    from webhook.core.budget.overshoot import BudgetFigure
     from webhook.core.migration.usage import UsageReport
 
 _COLUMNS = (
@@ -34,8 +38,9 @@ def register(commands: Subcommands) -> None:
         "to them, read-only, and print per node and GPU: model, mode (whole, MIG <profile>, shared), the "
         "pods running there, the GPU-equivalents allocated (as the GPU quota counts them), memory used of "
         "total and Util_eff (compute; memory used ÷ total), then the cluster's totals: Σ used ÷ Σ capacity "
-        "and allocated ÷ GPUs. Unknown figures are shown as - and left out of the sums. Exit 0, or 2 when "
-        "the cluster or the cloud maps cannot be read.",
+        "and allocated ÷ GPUs, then each namespace's GPU quota beside what its not-finished pods hold "
+        "(OVER where a quota made or lowered later left it past its budget). Unknown figures are shown "
+        "as - and left out of the sums. Exit 0, or 2 when the cluster or the cloud maps cannot be read.",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -63,18 +68,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.inventory:
         try:
-            nodes, pods = _from_file(args.inventory)
+            nodes, pods, quotas = _from_file(args.inventory)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             return bad_input("usage", exc)
+        budget_pods = pods
     else:
         kubeconfig = (
             args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
         )
         from webhook.adapters.kube.kubeclient import ClusterUnreadable, read_cluster
-        from webhook.adapters.kube.usage_reader import nodes_and_pods
+        from webhook.adapters.kube.usage_reader import nodes_and_pods, quotas_and_their_pods
 
         try:
             nodes, pods = read_cluster(kubeconfig, nodes_and_pods)
+            quotas, budget_pods = read_cluster(kubeconfig, quotas_and_their_pods)
         except ClusterUnreadable as exc:
             return bad_input("usage", exc)
     try:
@@ -89,18 +96,25 @@ def run(args: argparse.Namespace) -> int:
     except StartupError as exc:
         return bad_input("usage", exc)
     report = usage_report(nodes, pods, context)
+    try:
+        budgets = read_budgets(quotas, budget_pods, context)
+    except (BadInput, KeyError, TypeError) as exc:
+        return bad_input("usage", f"a ResourceQuota cannot be read: {exc}")
     render = {"text": usage_text, "json": usage_json, "markdown": usage_markdown}[args.output]
-    sys.stdout.write(render(report))
+    sys.stdout.write(render(report, budgets))
     return 0
 
 
-def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The Nodes and the Pods of a `kubectl get -o yaml` dump (Lists unwrapped), as the API serves them."""
+def _from_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Nodes, Pods and ResourceQuotas of a `kubectl get -o yaml` dump (Lists unwrapped), as the API
+    serves them."""
     items: list[dict[str, Any]] = []
     for doc in read_yaml_documents([str(path)]):
         listed = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
         items += [item for item in listed or () if isinstance(item, dict)]
-    return [i for i in items if i.get("kind") == "Node"], [i for i in items if i.get("kind") == "Pod"]
+    kinds = ("Node", "Pod", "ResourceQuota")
+    nodes, pods, quotas = ([i for i in items if i.get("kind") == kind] for kind in kinds)
+    return nodes, pods, quotas
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -176,16 +190,20 @@ _LEGEND = (
 )
 
 
-def usage_text(report: "UsageReport") -> str:
+def usage_text(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     rows = usage_rows(report)
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += ["", _allocation_line(report), _LEGEND]
     lines += [f"Note: {note}" for note in report.notes]
+    over = [f for f in budgets if f.over]
+    if budgets:
+        lines += ["", *budget_lines(budgets)]
+    lines += [f"Warning: {f.words()}" for f in over]
     return "\n".join(lines) + "\n"
 
 
-def usage_markdown(report: "UsageReport") -> str:
+def usage_markdown(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     rows = usage_rows(report)
     lines = ["### gpuport usage", "", _pipe(rows[0]), "|" + "---|" * 5 + "---:|" * 4]
     lines += [_pipe(row) for row in rows[1:-1]]
@@ -193,10 +211,12 @@ def usage_markdown(report: "UsageReport") -> str:
     lines += ["", _allocation_line(report) + ".", "", _LEGEND + "."]
     if report.notes:
         lines += ["", *(f"- {note}" for note in report.notes)]
+    if budgets:
+        lines += ["", *budget_markdown(budgets)]
     return "\n".join(lines) + "\n"
 
 
-def usage_json(report: "UsageReport") -> str:
+def usage_json(report: "UsageReport", budgets: "Sequence[BudgetFigure]" = ()) -> str:
     t = report.totals
     document = {
         "nodes": [
@@ -243,6 +263,7 @@ def usage_json(report: "UsageReport") -> str:
             "advertised_nodes": t.advertised_nodes,
         },
         "notes": list(report.notes),
+        "budgets": budget_json(budgets),
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 

@@ -19,12 +19,29 @@ from typing import Any
 import yaml
 
 from webhook.config.policy import env_policy_objects, policy_objects
+from webhook.core.budget.frozen import charge_annotations
 from webhook.core.vocabulary.platform import CloudMap
 
 NAME = "gpuport"  # both webhook configurations
 FAIL_CLOSED = "pods.validate.gpuport.io"  # quota and limits: refuses while gpuport is down
 FAIL_OPEN = "pods.check.gpuport.io"  # the same checks where there is no budget to protect
+CLAIMS_FAIL_CLOSED = "claims.validate.gpuport.io"  # claims made under names pods hold (budgets)
+CLAIMS_FAIL_OPEN = "claims.check.gpuport.io"
+CLOSED_HOOKS = (FAIL_CLOSED, CLAIMS_FAIL_CLOSED)
+BUDGET_SPLIT = (FAIL_CLOSED, FAIL_OPEN, CLAIMS_FAIL_CLOSED, CLAIMS_FAIL_OPEN)
 NAMESPACE_KEY = "kubernetes.io/metadata.name"
+# The charge annotations the packaged pod hooks name (the shipped maps'): a registration for other maps
+# names theirs instead, so that every update of one reaches gpuport (core/budget/frozen.py).
+PACKAGED_CHARGE_KEYS = (
+    "gpu-fraction",
+    "gpu-fraction-container-name",
+    "gpu-fraction-num-devices",
+    "gpu-memory",
+    "nvidia.com/nouse-gputype",
+    "nvidia.com/use-gputype",
+    "nvidia.com/vgpu-mode",
+    "volcano.sh/vgpu-mode",
+)
 
 
 @dataclass(frozen=True)
@@ -52,11 +69,28 @@ def packaged(name: str) -> dict[str, Any]:
     return found
 
 
+def _cel_list(keys: Iterable[str]) -> str:
+    return "[" + ", ".join(f"'{k}'" for k in keys) + "]"
+
+
+def with_charge_keys(hook: dict[str, Any], keys: Iterable[str]) -> None:
+    """Name `keys` (with the packaged ones) wherever the pod hook's conditions name charge annotations."""
+    packaged_list = _cel_list(PACKAGED_CHARGE_KEYS)
+    wanted = _cel_list(sorted(set(PACKAGED_CHARGE_KEYS) | set(keys)))
+    for condition in hook.get("matchConditions", ()):
+        condition["expression"] = condition["expression"].replace(packaged_list, wanted)
+
+
 def webhook_configurations(
-    endpoint: Endpoint, ca_bundle: bytes, budget_namespaces: Iterable[str] = ()
+    endpoint: Endpoint,
+    ca_bundle: bytes,
+    budget_namespaces: Iterable[str] = (),
+    charge_keys: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """The mutating and validating configurations, ready to register."""
+    """The mutating and validating configurations, ready to register; `charge_keys`: the annotations
+    the loaded maps read as GPU asks, beside the shipped maps' (an update changing one is reviewed)."""
     budget = sorted(set(budget_namespaces))
+    charge_keys = tuple(charge_keys)
     configs = []
     for name in ("mutating", "validating"):
         config = copy.deepcopy(packaged(name))
@@ -64,13 +98,14 @@ def webhook_configurations(
         for hook in config["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = endpoint.client_config(path, ca_bundle)
-            if hook["name"] in (FAIL_CLOSED, FAIL_OPEN):
+            if hook["name"] in BUDGET_SPLIT:
+                with_charge_keys(hook, charge_keys)
                 # `In`/`NotIn` need at least one value: with no budget anywhere, only the open hook stays.
                 if not budget:
-                    if hook["name"] == FAIL_CLOSED:
+                    if hook["name"] in CLOSED_HOOKS:
                         continue
                 else:
-                    operator = "In" if hook["name"] == FAIL_CLOSED else "NotIn"
+                    operator = "In" if hook["name"] in CLOSED_HOOKS else "NotIn"
                     expressions = hook["namespaceSelector"]["matchExpressions"]
                     expressions.append({"key": NAMESPACE_KEY, "operator": operator, "values": budget})
             hooks.append(hook)
@@ -115,6 +150,6 @@ def registered_objects(
     budget = sorted(set(budget_namespaces))
     return [
         *policy_objects(target, maps, excluded_namespaces()),
-        *webhook_configurations(endpoint, ca_bundle, budget),
+        *webhook_configurations(endpoint, ca_bundle, budget, charge_annotations(maps)),
         *env_policy_objects(target, maps, budget_namespaces_selector(budget)),
     ]

@@ -79,6 +79,8 @@ def post_worker_init(worker):
     ).start()
     if state.registrar is not None:  # it waits for readiness: nothing is registered before
         state.registrar.start()
+    if state.budgets is not None:
+        state.budgets.start()
     stop = worker.handle_exit
 
     def on_sigterm(signum, frame):

@@ -3,6 +3,8 @@ in multiprocess mode (PROMETHEUS_MULTIPROC_DIR, set by `gpuport serve` before wo
 /metrics on any worker reports the sum over all of them."""
 
 import os
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -13,6 +15,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 REQUESTS = Counter(
     "gpuport_admission_requests_total",
@@ -43,14 +46,49 @@ CERT_RELOADS = Counter(
 )
 
 
-def exposition() -> tuple[bytes, str]:
-    """Every worker's metrics in the Prometheus text format, and its content type."""
+BUDGET_USED = "gpuport_gpu_budget_used"
+BUDGET_LIMIT = "gpuport_gpu_budget_limit"
+
+
+class _Budgets:
+    """The GPU budgets as the answering worker's view holds them, read at the scrape: live figures,
+    not samples kept in the multiprocess files (every worker's view holds the same cluster)."""
+
+    def __init__(self, figures: Callable[[], Iterable[Any]]):
+        self.figures = figures
+
+    def collect(self):
+        labels = ["namespace", "quota", "resource"]
+        used = GaugeMetricFamily(
+            BUDGET_USED,
+            "What a namespace's not-finished pods hold of a GPU quota entry (GPU-equivalents; MiB for "
+            "requests.gpuport.io/gpu-memory), as gpuport's quota counts them. Above "
+            f"{BUDGET_LIMIT}: the namespace is over its budget (a quota made or lowered while gpuport "
+            "was down).",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            BUDGET_LIMIT, "The GPU quota entry's limit, in the same unit.", labels=labels
+        )
+        for figure in self.figures():
+            key = [figure.namespace, figure.quota, figure.entry]
+            used.add_metric(key, figure.used)
+            limit.add_metric(key, figure.hard)
+        yield used
+        yield limit
+
+
+def exposition(budgets: Callable[[], Iterable[Any]] | None = None) -> tuple[bytes, str]:
+    """Every worker's metrics in the Prometheus text format, and its content type; with `budgets`
+    (BudgetFigure values, read now), each namespace's GPU budget beside what it holds."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:
         registry = REGISTRY
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    live = CollectorRegistry()  # listed without samples where there is no cluster: the alerts name them
+    live.register(_Budgets(budgets or (lambda: ())))
+    return generate_latest(registry) + generate_latest(live), CONTENT_TYPE_LATEST
 
 
 def worker_exited(pid: int) -> None:

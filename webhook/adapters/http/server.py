@@ -55,6 +55,9 @@ class ServerState:
     cluster_dra: Callable[[], ClusterDra] | None = None
     # Registers gpuport's webhook configurations and policy once ready (adapters.kube); started per worker.
     registrar: Any = None
+    # Each GPU-quota namespace's budget beside what it holds, for /metrics and the overshoot log
+    # (adapters.kube.budget_watch; started per worker).
+    budgets: Any = None
     # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
     events: Any = None
     # What gpuport goes without because the RBAC or the cluster refuses it, in words ("" when nothing):
@@ -151,7 +154,8 @@ def create_app(state: ServerState) -> Flask:
 
     @app.get("/metrics")
     def metrics_route() -> Response:
-        payload, content_type = metrics.exposition()
+        budgets = state.budgets.figures if state.budgets is not None else None
+        payload, content_type = metrics.exposition(budgets)
         return Response(payload, status=200, content_type=content_type)
 
     @app.errorhandler(HTTPException)

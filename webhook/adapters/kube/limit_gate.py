@@ -1,8 +1,11 @@
 """GPU limits on the admission path: gpuport's namespace limits, real LimitRanges read in
 GPU-equivalents, and the LimitRanger default-injection trap. Runs on /mutate (so users see this
-message before the built-in one) and again on /validate (which fails closed)."""
+message before the built-in one) and again on /validate (which fails closed), and on the pod updates
+gpuport reviews (a share annotation raised on a scheduling-gated pod is read again before it binds)."""
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core.asks.demand import PodDemand
 from webhook.core.asks.unread import unread_refusal
@@ -40,6 +43,33 @@ class LimitGate:
                 if from_limitrange(lr, context.dialects)
             ]
             return deny("limitrange-injected-gpu", f"{subject} is forbidden: {trap_message(pairs, names)}")
+        return self._check(request, context, demand, subject)
+
+    def admit_update(
+        self, request: AdmissionRequest, context: Context, demand: PodDemand, before: PodDemand
+    ) -> Decision | None:
+        """A denial of an update that takes the pod past a GPU limit it was within (its charge
+        annotations changed: the pod is read after the update as a create is), or None. What the pod
+        broke already, worded the same (a LimitRange made after it), is not the update's doing: the
+        built-in LimitRanger does not look at pod updates either, and the pod's next create is checked."""
+        subject = f'pods "{request.name}"' if request.name else "pods"
+        refused = self._check(request, context, demand, subject)
+        if refused is None:
+            return None
+        was = self._check(request, context, before, subject, request.old_object or {})
+        return None if was is not None and was.message == refused.message else refused
+
+    def _check(
+        self,
+        request: AdmissionRequest,
+        context: Context,
+        demand: PodDemand,
+        subject: str,
+        pod: Mapping[str, Any] | None = None,
+    ) -> Decision | None:
+        """The limits against `demand`, read from `pod` (the request's object when None)."""
+        pod = request.object or {} if pod is None else pod
+        namespace = self.view.namespace(request.namespace)
         if not demand.asks and not demand.claims.any and not demand.unread and not demand.unreadable:
             return None
         limits = []

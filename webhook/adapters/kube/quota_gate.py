@@ -327,6 +327,11 @@ class QuotaGate:
         use, facts, _ = self.running_pod_use(dict(record), context)
         return use if applies(quota, facts) else NO_GPU
 
+    def namespace_use(self, namespace: str, quotas: list, context: Context) -> dict[str, GpuUse]:
+        """What the namespace's pods hold per quota, as an admission's sum counts them (claims made
+        ahead once each): the budget figures the server exports (adapters/kube/budget_watch.py)."""
+        return self._namespace_usage(namespace, quotas, context)[0]
+
     def _mark(self, namespace: str) -> ViewMark | None:
         read_through = self.view.pods_read_through()
         if not read_through:

@@ -2,6 +2,7 @@
 node agent's annotation) and the Pods bound to a node and not finished, in pages, as plain dicts in
 the API server's own field names."""
 
+import functools
 from typing import Any
 
 _PAGE = 500
@@ -14,6 +15,20 @@ def nodes_and_pods(core_api: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
     nodes = _listed(core_api, core_api.list_node)
     pods = _listed(core_api, core_api.list_pod_for_all_namespaces, field_selector=_BOUND_AND_LIVE)
     return nodes, pods
+
+
+_LIVE = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def quotas_and_their_pods(core_api: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every ResourceQuota, and the not-finished pods (bound or not) of the namespaces that have one:
+    what a namespace's budget holds."""
+    quotas = _listed(core_api, core_api.list_resource_quota_for_all_namespaces)
+    pods: list[dict[str, Any]] = []
+    for namespace in sorted({str((q.get("metadata") or {}).get("namespace") or "") for q in quotas} - {""}):
+        in_namespace = functools.partial(core_api.list_namespaced_pod, namespace)
+        pods += _listed(core_api, in_namespace, field_selector=_LIVE)
+    return quotas, pods
 
 
 def pending_pods(core_api: Any) -> list[dict[str, Any]]:

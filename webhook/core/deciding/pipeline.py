@@ -19,6 +19,7 @@ from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import CHECKED, Decision, deny
 from webhook.core.deciding.decision_key import decision_key
 from webhook.core.deciding.review import AdmissionRequest
+from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.workloads import PodRead, read_pod
 
 
@@ -71,12 +72,19 @@ class UpdateGate(Protocol):
         after it (`demand`) and before (`before`), each read once by the pipeline."""
 
 
+class ClaimGate(Protocol):
+    def admit_claim(self, request: AdmissionRequest, context: Context) -> Decision | None:
+        """A refusal, or None when this gate has nothing against the ResourceClaim create."""
+
+
 @dataclass(frozen=True)
 class Gates:
     """The gates a server was built with (None: not in this server), and which runs where."""
 
     limits: Gate | None = None
     quota: Gate | None = None
+    charges: UpdateGate | None = None  # a pod's charge annotations kept as its create set them
+    claim_creates: ClaimGate | None = None  # a claim made under a name pods already hold
 
     # Worked out once per server, not per review: every admission asks for its route's order.
     @functools.cached_property
@@ -91,11 +99,13 @@ class Gates:
 
     @functools.cached_property
     def on_pod_update(self) -> tuple[UpdateGate, ...]:
-        # Quota only: an update can move a running pod into a scoped quota or change its GPU share
-        # (pods.go's podMatchesScopeFunc reads activeDeadlineSeconds; KAI reads annotations), and the
-        # built-in evaluator does not look at pod updates, so nothing else would count the move.
-        quota = self.quota
-        return (quota,) if isinstance(quota, UpdateGate) else ()
+        # An update can move a running pod into a scoped quota or change its GPU share (pods.go's
+        # podMatchesScopeFunc reads activeDeadlineSeconds; KAI and HAMi read annotations), and neither
+        # the built-in evaluator nor LimitRanger looks at pod updates, so nothing else would count the
+        # move. Limits first (the refusal names the limit), then the charge annotations kept where
+        # there is a budget, then quota (a pod refused before it holds no reservation).
+        found = (self.limits, self.charges, self.quota)
+        return tuple(gate for gate in found if isinstance(gate, UpdateGate))
 
 
 NO_GATES = Gates()
@@ -184,6 +194,10 @@ def validate(
     if review.is_pod_update:
         # A pod's containers cannot change once it exists: what the checks say was said at its create.
         return validate_pod_update(review, context, gates, claims) or CHECKED
+    if review.kind == "ResourceClaim" and review.group == dra_api.GROUP:
+        if review.operation != "CREATE" or gates.claim_creates is None:
+            return CHECKED
+        return gates.claim_creates.admit_claim(review, context) or CHECKED
     read = check_request(review, context)
     if isinstance(read, Decision):
         return read
@@ -205,9 +219,10 @@ def validate_pod_update(
     gates: Gates = NO_GATES,
     claims: ClaimTemplates | None = None,
 ) -> Decision | None:
-    """A refusal of a pod update that would take the pod past a quota it newly falls under or past
-    one whose charge it raises (the webhook sends only updates that set activeDeadlineSeconds or change
-    a GPU-share annotation); None otherwise. Both versions are read the same way a create is."""
+    """A refusal of a pod update that would take the pod past a GPU limit, change an annotation its
+    charge is read from in a namespace with a GPU budget, or take it past a quota it newly falls under
+    or past one whose charge it raises (the webhook sends only updates that set activeDeadlineSeconds
+    or change a GPU annotation); None otherwise. Both versions are read the same way a create is."""
     if not gates.on_pod_update or review.old_object is None:
         return None
     namespace = review.namespace
