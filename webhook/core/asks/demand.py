@@ -541,7 +541,7 @@ def _read_container(
                 site.ask("shared", int(amount), meaning.vendor, share=SharedAsk(), resources=(name,))
             )
         elif meaning.kind == "whole":
-            kinds.append(_whole(amount, meaning.vendor, selection, site)._replace(resources=(name,)))
+            kinds.append(_whole(amount, meaning.vendor, selection, site, (name,)))
     if len(kinds) > 1:
         problem = (
             f"{container.label} asks for {len(kinds)} kinds of GPU at once ({', '.join(sorted(written))}); "
@@ -601,11 +601,13 @@ def _dynamic_mig(
     return asks, frozenset(used)
 
 
-def _whole(amount: Decimal, vendor: str, selection: Selection, site: _Site) -> ContainerAsk:
+def _whole(
+    amount: Decimal, vendor: str, selection: Selection, site: _Site, resources: tuple[str, ...]
+) -> ContainerAsk:
     if not quantity.is_whole(amount):
-        return site.ask("fraction", 0, vendor, fraction=Fraction(amount))
+        return site.ask("fraction", 0, vendor, fraction=Fraction(amount), resources=resources)
     if selection.profile is not None:
-        return site.ask("mig", int(amount), vendor, profile=selection.profile)
+        return site.ask("mig", int(amount), vendor, profile=selection.profile, resources=resources)
     if selection.shared:
-        return site.ask("shared", int(amount), vendor, share=SharedAsk())
-    return site.ask("whole", int(amount), vendor)
+        return site.ask("shared", int(amount), vendor, share=SharedAsk(), resources=resources)
+    return site.ask("whole", int(amount), vendor, resources=resources)
