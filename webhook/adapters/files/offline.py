@@ -200,16 +200,17 @@ def _exclusive_topology(
     replicated job's template, the LeaderWorkerSet), which their controllers copy to the pods: its
     topology key translated as the webhook translates it on those pods (topology_keys.py)."""
     doc = document.edited
-    places = [("/metadata", doc.get("metadata"))]
-    jobs = (doc.get("spec") or {}).get("replicatedJobs") if kind == "JobSet" else None
+    places: list[tuple[str, Any]] = [("/metadata", doc.get("metadata"))]
+    spec = doc.get("spec")
+    jobs = spec.get("replicatedJobs") if kind == "JobSet" and isinstance(spec, dict) else None
     for index, job in enumerate(jobs if isinstance(jobs, list) else ()):
-        template = job.get("template") if hasattr(job, "get") else None
-        if hasattr(template, "get"):
+        template = job.get("template") if isinstance(job, dict) else None
+        if isinstance(template, dict):
             places.append((f"/spec/replicatedJobs/{index}/template/metadata", template.get("metadata")))
     results = []
     for path, metadata in places:
-        annotations = metadata.get("annotations") if hasattr(metadata, "get") else None
-        if not hasattr(annotations, "get") or all(a not in annotations for a in EXCLUSIVE_ANNOTATIONS):
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS):
             continue
         plain = {k: str(v) for k, v in annotations.items() if k in EXCLUSIVE_ANNOTATIONS}
         plan = plan_topology({}, plain, context.target, context.dialects, translated=True)
