@@ -96,3 +96,31 @@ def test_hami_s_gpu_pin_is_said_elsewhere(capsys, tmp_path):
     )
     code, _, err = translate(capsys, tmp_path, text, "hami")
     assert "use-gpuuuid" not in err
+
+
+def test_a_leaderworkerset_s_exclusive_node_pool_becomes_the_target_s(capsys, tmp_path):
+    # LeaderWorkerSet's exclusive placement (its docs: the annotation on the LeaderWorkerSet, one group per
+    # domain), on the corpus's GKE H100 LeaderWorkerSet.
+    text = (TOPOLOGY.parent / "lws-gke-h100.yaml").read_text()
+    annotation = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+    annotated = text.replace(
+        "  name: vllm\n",
+        f"  name: vllm\n  annotations:\n    {annotation}: cloud.google.com/gke-nodepool\n",
+        1,
+    )
+    assert annotated != text
+    code, out, err = translate(capsys, tmp_path, annotated, "aks")
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"][annotation] == "kubernetes.azure.com/agentpool"
+
+
+def test_the_annotation_on_a_kind_no_controller_reads_it_from_is_left_alone(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-affinity-nodepool.yaml").read_text()
+    annotated = text.replace(
+        "  name: embedder\n",
+        f"  name: embedder\n  annotations:\n    {EXCLUSIVE}: cloud.google.com/gke-nodepool\n",
+        1,
+    )
+    code, out, err = translate(capsys, tmp_path, annotated, "eks")
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == "cloud.google.com/gke-nodepool"

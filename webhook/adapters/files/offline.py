@@ -199,6 +199,8 @@ def _exclusive_topology(
     """JobSet's and LeaderWorkerSet's exclusive placement written on the workload (the JobSet, a
     replicated job's template, the LeaderWorkerSet), which their controllers copy to the pods: its
     topology key translated as the webhook translates it on those pods (topology_keys.py)."""
+    if kind not in ("JobSet", "LeaderWorkerSet"):
+        return []  # another kind's annotation is read by no controller that places pods
     doc = document.edited
     places: list[tuple[str, Any]] = [("/metadata", doc.get("metadata"))]
     spec = doc.get("spec")
