@@ -41,6 +41,12 @@ def test_a_device_beside_the_gpus_is_accounted_for_on_every_map(capsys, tmp_path
         assert code == 0, err
         assert _limits(out) == _limits(text)  # native: untouched, and nothing to say
         assert device not in err
+    elif _fabric_elsewhere(SHIPPED[home].device_for(device), cloud_map):
+        # A device any cluster may run (rdma/), on a cloud whose map lists its own fabric between
+        # nodes (EKS's EFA, GKE's multi-network NICs): no node there has it.
+        assert code == 1
+        refusal = next(line for line in err.splitlines() if f"denied: asks for {device} (on {home}:" in line)
+        assert f"no {target} node has it: {target}'s fabric between nodes is" in refusal
     elif cloud_map.devices is not None and not SHIPPED[home].device_for(device).portable:
         # The target lists its devices and has no equivalent: refused, naming the device, what it
         # is, where it comes from and what the target offers.
@@ -58,6 +64,13 @@ def test_a_device_beside_the_gpus_is_accounted_for_on_every_map(capsys, tmp_path
             assert _limits(out)[device] == _limits(text)[device]
         else:
             assert "denied" in err  # refused for its GPUs (an NVIDIA job on an AMD map)
+
+
+def _fabric_elsewhere(device, cloud_map):
+    fabrics = ("rdma-network", "gpudirect-network")
+    return (
+        device.portable and device.kind in fabrics and any(d.kind in fabrics for d in cloud_map.devices or ())
+    )
 
 
 def test_an_efa_job_sent_to_gke_is_refused_with_what_gke_offers(capsys, tmp_path):
@@ -98,15 +111,40 @@ def test_a_device_no_map_describes_on_a_pod_already_in_the_target_s_words_is_not
     assert "smarter-devices/fuse" not in err
 
 
-def test_an_infiniband_job_from_aks_keeps_its_rdma_ask_elsewhere_and_says_so(capsys, tmp_path):
-    # The RDMA shared device plugin runs on any cluster: rdma/shared_ib is no sign of AKS, never refused.
-    code, out, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), "eks")
+def test_an_infiniband_job_from_aks_keeps_its_rdma_ask_where_the_map_names_no_fabric_and_says_so(
+    capsys, tmp_path
+):
+    # The RDMA shared device plugin runs on any cluster: rdma/shared_ib is no sign of AKS. OKE's map
+    # does not say which fabric its nodes have: kept, and said.
+    code, out, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), "oke")
     assert code == 0, err
     assert _limits(out)["rdma/shared_ib"] == 1
     assert any(
-        w.startswith("rdma/shared_ib (on aks: InfiniBand RDMA") and w.endswith("the eks map does not list it")
+        w.startswith("rdma/shared_ib (on aks: InfiniBand RDMA")
+        and w.endswith("the oke map does not say whether its nodes have it")
         for w in warnings(err)
     )
+
+
+@pytest.mark.parametrize(
+    "target, fabric",
+    [
+        ("eks", "vpc.amazonaws.com/efa: AWS Elastic Fabric Adapter"),
+        ("gke", "networking.gke.io.networks/<name>"),
+    ],
+)
+def test_an_infiniband_job_from_aks_is_refused_where_the_cloud_s_only_fabric_is_another(
+    capsys, tmp_path, target, fabric
+):
+    # EFA is the only RDMA fabric on AWS; GKE gives its RDMA NICs through multi-networking. Kept, the
+    # rdma/shared_ib ask would wait forever for a device no node there advertises (exit 0 before).
+    code, _, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), target)
+    assert code == 1
+    assert (
+        "denied: asks for rdma/shared_ib (on aks: InfiniBand RDMA, a device shared by the node's pods "
+        f"(NVIDIA RDMA shared device plugin)); no {target} node has it: {target}'s fabric between nodes is "
+        f"{fabric}"
+    ) in err
 
 
 def _spec(out):

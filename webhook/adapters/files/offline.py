@@ -33,7 +33,10 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
+from webhook.core.rewriting.topology_keys import plan_topology
+from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
@@ -175,6 +178,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                         entries.append((path, annotations[TRANSLATED_FROM]))
             results.append(result)
         _merge_records(recorded)
+        results += _exclusive_topology(number, document, kind, name, context)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         key = claim_object_key(document.edited)
@@ -186,6 +190,44 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
+    return results
+
+
+def _exclusive_topology(
+    number: int, document: Document, kind: str, name: str, context: Context
+) -> list[TemplateResult]:
+    """JobSet's and LeaderWorkerSet's exclusive placement written on the workload (the JobSet, a
+    replicated job's template, the LeaderWorkerSet), which their controllers copy to the pods: its
+    topology key translated as the webhook translates it on those pods (topology_keys.py)."""
+    if kind not in ("JobSet", "LeaderWorkerSet"):
+        return []  # another kind's annotation is read by no controller that places pods
+    doc = document.edited
+    places: list[tuple[str, Any]] = [("/metadata", doc.get("metadata"))]
+    spec = doc.get("spec")
+    jobs = spec.get("replicatedJobs") if kind == "JobSet" and isinstance(spec, dict) else None
+    for index, job in enumerate(jobs if isinstance(jobs, list) else ()):
+        template = job.get("template") if isinstance(job, dict) else None
+        if isinstance(template, dict):
+            places.append((f"/spec/replicatedJobs/{index}/template/metadata", template.get("metadata")))
+    results = []
+    for path, metadata in places:
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS):
+            continue
+        plain = {k: str(v) for k, v in annotations.items() if k in EXCLUSIVE_ANNOTATIONS}
+        plan = plan_topology({}, plain, context.target, context.dialects, translated=True)
+        where = f"{path}/annotations"
+        if plan.refusals:
+            results.append(TemplateResult(number, kind, name, where, allowed=False, messages=plan.refusals))
+            continue
+        view: dict[str, Any] = {"metadata": {"annotations": dict(plain)}, "spec": {}}
+        said = apply_edits(view, plan.edits)
+        if not said:
+            continue
+        for key, value in view["metadata"]["annotations"].items():
+            annotations[key] = value
+        document.changed.append(path)
+        results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results
 
 

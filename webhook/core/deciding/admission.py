@@ -15,16 +15,19 @@ from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.devices import plan_devices
 from webhook.core.rewriting.foreign import is_native, read_foreign
+from webhook.core.rewriting.inert_annotations import inert_warnings
 from webhook.core.rewriting.patch import diff_mutation
 from webhook.core.rewriting.podedits import (
     AddTolerations,
     MalformedField,
     PodEdit,
+    RecordOriginal,
     apply_edits,
     editable,
     missing_tolerations,
 )
 from webhook.core.rewriting.sharing_guard import sharing_refusals
+from webhook.core.rewriting.topology_keys import plan_topology
 from webhook.core.rewriting.translate import TRANSLATED_FROM, Untranslatable, translate_pod
 from webhook.core.rewriting.unmet import absent, too_small
 from webhook.core.rewriting.whole_gpus import keep_whole, slices_only, whole_only
@@ -99,8 +102,9 @@ def rewrite_pod(
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
     native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
     devices = plan_devices(demand.resource_names, target, context.dialects, translated=not native)
-    if refused or devices.refusals:
-        raise Untranslatable(refused + devices.refusals)
+    topology = plan_topology(spec, read.annotations, target, context.dialects, translated=not native)
+    if refused or devices.refusals or topology.refusals:
+        raise Untranslatable(refused + devices.refusals + topology.refusals)
     # A mutation that cannot say whether it may change this pod is asked nothing and runs.
     wanted = [m for m in context.mutations if (w := getattr(m, "wants", None)) is None or w(pod, demand)]
     if native and not hints:
@@ -110,6 +114,8 @@ def rewrite_pod(
         for why in demand.claims.uncountable
     ]
     warnings += devices.warnings
+    if demand.asks:
+        warnings += inert_warnings(read.annotations, target)
     # Every step decides first, as a plan of edits with their words; the edits are made in one place.
     edits: list[PodEdit] = []
     needed: list[dict[str, Any]] = []
@@ -133,6 +139,9 @@ def rewrite_pod(
         )
     elif not native:
         edits, needed = translate_pod(spec, demand, target, context.dialects, context.as_declared, foreign)
+    # Before the record of the original, which then holds the keys as written too.
+    last = len(edits) - 1 if edits and isinstance(edits[-1], RecordOriginal) else len(edits)
+    edits[last:last] = topology.edits
     edits += devices.edits
     # gpuport's record of what it changed comes with its record of the original ask; one a pod brings
     # without that is removed, never passed on as gpuport's word (an Event is recorded from it). A pod

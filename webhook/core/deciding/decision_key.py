@@ -3,13 +3,13 @@
 Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner references and whatever
 the API server fills in per pod, none of which the decision reads: it reads the request's kind and
 name (messages quote them), the labels and annotations the context names (MetadataKeys), each
-container's name, resources and restart policy, and the node selector, affinity, tolerations and
-scheduler name (a pod with resourceClaims is never memoized: its templates are read too). The pods
-of an indexed Job arrive unnamed too (generateName) and differ in labels and annotations of their own
-(the completion index) that no decision reads, so they share a key. A StatefulSet's pods arrive
-named (web-0, web-1): the name keeps their keys apart. Two reviews with the same key get the
-same Decision from the same context (tests/core/test_memo.py checks that on random pods, varying every
-field outside the key). A field the decision starts to read must be added here.
+container's name, resources and restart policy, and the node selector, affinity, topology spread
+constraints, tolerations and scheduler name (a pod with resourceClaims is never memoized: its
+templates are read too). The pods of an indexed Job arrive unnamed too (generateName) and differ in
+labels and annotations of their own (the completion index) that no decision reads, so they share a
+key. A StatefulSet's pods arrive named (web-0, web-1): the name keeps their keys apart. Two reviews
+with the same key get the same Decision from the same context (tests/core/test_memo.py checks that on
+random pods, varying every field outside the key). A field the decision starts to read must be added here.
 """
 
 import hashlib
@@ -20,7 +20,7 @@ import orjson
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.vocabulary.workloads import CONTAINER_LISTS
 
-POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulerName")
+POD_FIELDS = ("nodeSelector", "affinity", "topologySpreadConstraints", "tolerations", "schedulerName")
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 
 

@@ -14,7 +14,11 @@ extended resource that is not a GPU:
 - no map describes it: kept, with a warning, never silently.
 
 A device whose plugin runs on any cluster (`portable`: the RDMA shared device plugin's admin-named
-`rdma/` resources) says nothing of where a pod came from: kept, with a warning, never refused. A device
+`rdma/` resources) says nothing of where a pod came from: kept, with a warning, except where the
+target's map lists its own node-to-node fabric (`rdma-network`, `gpudirect-network`) and this is not
+it. EFA is the only RDMA fabric on AWS, and GKE gives its RDMA NICs through multi-networking: no node
+there advertises an `rdma/` device, so the pod would wait forever; it is refused naming the fabric
+the target has. A device
 no map describes is mentioned only for a pod being moved (`translated`): on the cluster's own pods
 (FUSE, KubeVirt, an FPGA) it is the admin's business, and a warning on each would be noise.
 
@@ -43,6 +47,7 @@ class DevicePlan(NamedTuple):
 
 
 NO_DEVICES = DevicePlan([], [], [])
+FABRICS = frozenset({"rdma-network", "gpudirect-network"})  # the networks between nodes
 
 
 def plan_devices(
@@ -70,6 +75,11 @@ def plan_devices(
             warnings.append(
                 f"gpuport: {name} is in no cloud map, kept as written: {target.name} nodes must advertise it"
             )
+        elif owner[1].portable and owner[1].kind in FABRICS and (fabrics := _fabrics(target)):
+            refusals.append(
+                f"asks for {name} (on {owner[0]}: {owner[1].what}); no {target.name} node has it: "
+                f"{target.name}'s fabric between nodes is {fabrics}"
+            )
         elif target.devices is None or owner[1].portable:
             unsure = (
                 "does not say whether its nodes have it" if target.devices is None else "does not list it"
@@ -88,6 +98,10 @@ def plan_devices(
         said = ", ".join(f"{old} → {new}" for old, new in renames.items())
         edits.append(RenameResources(renames, f"gpuport: {said} (the same device on {target.name})"))
     return DevicePlan(edits, warnings, refusals)
+
+
+def _fabrics(target: CloudMap) -> str:
+    return "; ".join(d.describe() for d in target.devices or () if d.kind in FABRICS)
 
 
 def _beside_gpus(name: str, dialects: Dialects) -> bool:

@@ -25,6 +25,7 @@ EDITABLE_FIELDS: tuple[tuple[str, str], ...] = (
     ("spec", "initContainers"),
     ("spec", "nodeSelector"),
     ("spec", "affinity"),
+    ("spec", "topologySpreadConstraints"),
     ("spec", "tolerations"),
     ("spec", "schedulerName"),
     ("spec", "resourceClaims"),

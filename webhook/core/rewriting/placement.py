@@ -234,8 +234,10 @@ class PlacementHints:
         key = next((k for k in JOB_LABELS if k in labels), None)
         if key is None:
             return []
+        # The nearest group of nodes the platform labels, above the node itself.
         topology = (
-            self.target.topology_labels.get("block")
+            self.target.topology_labels.get("subblock")
+            or self.target.topology_labels.get("block")
             or self.target.topology_labels.get("zone")
             or "topology.kubernetes.io/zone"
         )

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from webhook.core.asks.demand import ContainerAsk
+from webhook.core.rewriting.topology_terms import rewrite_topology
 from webhook.core.vocabulary.errors import BadInput
 from webhook.core.vocabulary.quantity import parse
 from webhook.core.vocabulary.workloads import REQUIRED_NODE_AFFINITY, mapping_at
@@ -410,6 +411,21 @@ class SetAnnotation:
 
 
 @dataclass(slots=True)
+class RewriteTopology:
+    """Topology keys only another platform's nodes carry: renamed to the target's (`renames`), or the
+    terms, constraints and annotations naming them removed (`drops`); topology_keys.py decides."""
+
+    renames: Mapping[str, str]
+    drops: frozenset[str]
+    said: tuple[str, ...]
+
+    def make(self, view: dict[str, Any], said: Said, taken: Taken) -> None:
+        if rewrite_topology(view, self.renames, self.drops):
+            taken["topologyKeys"] = {**dict(self.renames), **dict.fromkeys(sorted(self.drops))}
+            said.extend(self.said)
+
+
+@dataclass(slots=True)
 class RecordOriginal:
     """The annotation `key` records what the pod asked for before: `written`, and whatever the
     edits before this one took away."""
@@ -435,6 +451,7 @@ PodEdit = (
     | SetScheduler
     | DropAnnotation
     | SetAnnotation
+    | RewriteTopology
     | RecordOriginal
 )
 

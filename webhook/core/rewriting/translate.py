@@ -117,7 +117,8 @@ def translate_pod(
         plain = chosen or dialects.models_offered(target)
         node_labels[target.mig.product_label] = tuple(n for m in plain for n in catalogue.models[m].names)
     leaving = foreign.node_labels
-    capacity_keys_here = capacity_keys(dialects)
+    # Every map's capacity keys matter only to labels that leave (most pods select their GPU alone).
+    capacity_keys_here = capacity_keys(dialects) if leaving else frozenset()
     capacity = plan_capacity(
         demand.constraints, {k: v for k, v in leaving.items() if k in capacity_keys_here}, target, dialects
     )

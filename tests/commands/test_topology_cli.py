@@ -1,0 +1,126 @@
+"""`gpuport translate` on manifests whose pods are grouped by another cloud's node labels
+(tests/manifests/topology/README.md names the published shapes): JobSet's exclusive placement written
+on the JobSet, pod affinity and topology spread in pod templates, HAMi's GPU pin."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.commands.translating import translate, warnings
+
+TOPOLOGY = Path(__file__).parents[1] / "manifests" / "topology"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+def _doc(out):
+    return next(d for d in yaml.safe_load_all(out) if d)
+
+
+@pytest.mark.parametrize(
+    "target, key", [("eks", "eks.amazonaws.com/nodegroup"), ("aks", "kubernetes.azure.com/agentpool")]
+)
+def test_a_jobset_s_exclusive_node_pool_becomes_the_target_s_and_only_that_line_changes(
+    capsys, tmp_path, target, key
+):
+    text = (TOPOLOGY / "gke-jobset-exclusive-nodepool.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == key
+    assert f"topology key cloud.google.com/gke-nodepool → {key} (node pool)" in warnings(err)
+    # The author's comment above it and the line's place stay.
+    comment = "    # one replicated job per node pool: its pods together, no other job beside them\n"
+    assert f"{comment}    {EXCLUSIVE}: {key}\n" in out
+
+
+def test_exclusive_placement_on_a_replicated_job_s_template_is_translated_there(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-jobset-exclusive-nodepool.yaml").read_text()
+    comment = "    # one replicated job per node pool: its pods together, no other job beside them\n"
+    pool = f"{EXCLUSIVE}: cloud.google.com/gke-nodepool\n"
+    moved = text.replace(f"  annotations:\n{comment}    {pool}", "").replace(
+        "    template:\n      spec:\n        parallelism",
+        f"    template:\n      metadata:\n        annotations:\n          {pool}"
+        "      spec:\n        parallelism",
+    )
+    assert moved != text
+    code, out, err = translate(capsys, tmp_path, moved, "eks")
+    assert code == 0, err
+    job = _doc(out)["spec"]["replicatedJobs"][0]["template"]
+    assert job["metadata"]["annotations"][EXCLUSIVE] == "eks.amazonaws.com/nodegroup"
+
+
+def test_a_jobset_whose_exclusive_node_pool_the_target_cannot_say_is_refused_naming_the_fix(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-jobset-exclusive-nodepool.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, "generic")
+    assert code == 1
+    assert (
+        "denied: keeps its pods together on one cloud.google.com/gke-nodepool (gke's node pool; annotation "
+        f"{EXCLUSIVE}); no generic node carries it and the generic map names no equivalent: write a topology "
+        "key its nodes carry (kubernetes.io/hostname) or add topology_labels.nodepool to the generic map"
+    ) in err
+
+
+def test_a_pod_affinity_on_gke_s_node_pool_moves_with_the_deployment(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-affinity-nodepool.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 0, err
+    affinity = _doc(out)["spec"]["template"]["spec"]["affinity"]
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    assert affinity["podAffinity"][required][0]["topologyKey"] == "eks.amazonaws.com/nodegroup"
+    assert affinity["podAntiAffinity"][required][0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_a_spread_over_gke_blocks_is_eks_s_layer_there_and_removed_on_aks(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-spread-topology-block.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 0, err
+    spec = _doc(out)["spec"]["template"]["spec"]
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.k8s.aws/network-node-layer-2"
+    assert "affinity" not in spec or "podAffinity" not in spec["affinity"]  # the host preference: gone
+    code, out, err = translate(capsys, tmp_path, text, "aks")
+    assert code == 0, err
+    assert "topologySpreadConstraints" not in _doc(out)["spec"]["template"]["spec"]
+    assert (
+        "spread on cloud.google.com/gce-topology-block removed: no aks node has it, else Pending"
+        in warnings(err)
+    )
+
+
+def test_hami_s_gpu_pin_is_said_elsewhere(capsys, tmp_path):
+    text = (TOPOLOGY / "hami-gpu-uuid.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"]["nvidia.com/use-gpuuuid"].startswith("GPU-7a1bc2de")
+    assert "annotation nvidia.com/use-gpuuuid kept, inert: HAMi's pin to the old cluster's GPUs" in warnings(
+        err
+    )
+    code, _, err = translate(capsys, tmp_path, text, "hami")
+    assert "use-gpuuuid" not in err
+
+
+def test_a_leaderworkerset_s_exclusive_node_pool_becomes_the_target_s(capsys, tmp_path):
+    # LeaderWorkerSet's exclusive placement (its docs: the annotation on the LeaderWorkerSet, one group per
+    # domain), on the corpus's GKE H100 LeaderWorkerSet.
+    text = (TOPOLOGY.parent / "lws-gke-h100.yaml").read_text()
+    annotation = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+    annotated = text.replace(
+        "  name: vllm\n",
+        f"  name: vllm\n  annotations:\n    {annotation}: cloud.google.com/gke-nodepool\n",
+        1,
+    )
+    assert annotated != text
+    code, out, err = translate(capsys, tmp_path, annotated, "aks")
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"][annotation] == "kubernetes.azure.com/agentpool"
+
+
+def test_the_annotation_on_a_kind_no_controller_reads_it_from_is_left_alone(capsys, tmp_path):
+    text = (TOPOLOGY / "gke-affinity-nodepool.yaml").read_text()
+    annotated = text.replace(
+        "  name: embedder\n",
+        f"  name: embedder\n  annotations:\n    {EXCLUSIVE}: cloud.google.com/gke-nodepool\n",
+        1,
+    )
+    code, out, err = translate(capsys, tmp_path, annotated, "eks")
+    assert code == 0, err
+    assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == "cloud.google.com/gke-nodepool"

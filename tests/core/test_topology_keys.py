@@ -1,0 +1,172 @@
+"""Topology keys only the old cloud's nodes carry, in /mutate's decision on a pod
+(webhook/core/rewriting/topology_keys.py): renamed to the target's key of the same role, removed with
+a warning where the scheduler would ignore them or filter every node out, refused where they keep a
+job's pods together. Pod shapes: tests/manifests/topology/README.md."""
+
+import jsonpatch
+import pytest
+
+from tests.helpers import context, parsed, review_of
+from webhook.core.deciding import pipeline
+
+NODEPOOL = "cloud.google.com/gke-nodepool"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+def gke_pod(affinity=None, spread=None, annotations=None):
+    spec = {
+        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+        "containers": [{"name": "trainer", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+    }
+    if affinity:
+        spec["affinity"] = affinity
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    metadata = {"name": "trainer-0", "labels": {"job": "llama"}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def together(key, kind="podAffinity", required=True):
+    term = {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": key}
+    if required:
+        return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {
+        kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": term}]}
+    }
+
+
+def spread(key, when="DoNotSchedule"):
+    selector = {"matchLabels": {"job": "llama"}}
+    return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": selector}]
+
+
+def decide(pod, target):
+    decision = pipeline.decide(parsed(review_of(pod)), context(target))
+    patched = jsonpatch.apply_patch(pod, list(decision.patch)) if decision.allowed else None
+    return decision, patched
+
+
+@pytest.mark.parametrize(
+    "target, key", [("eks", "eks.amazonaws.com/nodegroup"), ("aks", "kubernetes.azure.com/agentpool")]
+)
+def test_a_required_pod_affinity_on_gke_s_node_pool_becomes_the_target_s_node_pool(target, key):
+    decision, pod = decide(gke_pod(affinity=together(NODEPOOL)), target)
+    assert decision.allowed
+    terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["topologyKey"] for t in terms] == [key]
+    assert f"gpuport: topology key {NODEPOOL} → {key} (node pool)" in decision.warnings
+
+
+def test_jobset_s_exclusive_placement_on_a_pod_is_moved_to_the_target_s_node_pool():
+    # JobSet copies the annotation to its pods, and its pod webhook turns it into pod affinity.
+    decision, pod = decide(gke_pod(annotations={EXCLUSIVE: NODEPOOL}), "eks")
+    assert decision.allowed
+    assert pod["metadata"]["annotations"][EXCLUSIVE] == "eks.amazonaws.com/nodegroup"
+
+
+def test_a_required_co_location_with_no_equivalent_is_refused_naming_the_fix():
+    decision, _ = decide(gke_pod(affinity=together("cloud.google.com/gce-topology-host")), "eks")
+    assert not decision.allowed
+    assert decision.message == (
+        'Pod "trainer-0" cannot run on this cluster (eks): keeps its pods together on one '
+        "cloud.google.com/gce-topology-host (gke's host; podAffinity required); no eks node carries it and "
+        "the eks map names no equivalent: write a topology key its nodes carry (topology.kubernetes.io/zone, "
+        "eks.amazonaws.com/nodegroup, topology.k8s.aws/network-node-layer-2, "
+        "topology.k8s.aws/network-node-layer-3, kubernetes.io/hostname) or add topology_labels.host to the "
+        "eks map"
+    )
+
+
+def test_an_exclusive_placement_the_target_cannot_say_is_refused():
+    decision, _ = decide(gke_pod(annotations={EXCLUSIVE: NODEPOOL}), "generic")
+    assert not decision.allowed
+    assert f"keeps its pods together on one {NODEPOOL} (gke's node pool; annotation {EXCLUSIVE})" in (
+        decision.message
+    )
+
+
+def test_a_do_not_schedule_spread_on_gke_s_block_becomes_eks_s_layer_and_is_removed_on_aks():
+    block = "cloud.google.com/gce-topology-block"
+    decision, pod = decide(gke_pod(spread=spread(block)), "eks")
+    assert decision.allowed
+    assert (
+        pod["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.k8s.aws/network-node-layer-2"
+    )
+    decision, pod = decide(gke_pod(spread=spread(block)), "aks")
+    assert decision.allowed
+    assert "topologySpreadConstraints" not in pod["spec"]
+    assert f"gpuport: spread on {block} removed: no aks node has it, else Pending" in decision.warnings
+
+
+def test_a_required_anti_affinity_and_preferred_terms_without_equivalent_are_removed_and_said():
+    host = "cloud.google.com/gce-topology-host"
+    affinity = {**together(host, "podAntiAffinity"), **together(host, required=False)}
+    affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].append(
+        {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"}
+    )
+    decision, pod = decide(gke_pod(affinity=affinity), "eks")
+    assert decision.allowed
+    # The hostname term is every node's: kept. The host terms are gone, each said.
+    assert pod["spec"]["affinity"] == {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    said = [w for w in decision.warnings if host in w]
+    assert said == [
+        f"gpuport: preferred affinity on {host} removed: no eks node has it, it only scored",
+        f"gpuport: anti-affinity on {host} removed: no eks node has it",
+    ]
+
+
+def test_keys_every_node_carries_and_the_target_s_own_keys_are_untouched():
+    affinity = together("topology.kubernetes.io/zone")
+    affinity.update(together("kubernetes.io/hostname", "podAntiAffinity"))
+    pod = gke_pod(affinity=affinity, spread=spread("rack.example.com/id"))
+    decision, patched = decide(pod, "eks")
+    assert decision.allowed
+    assert patched["spec"]["affinity"] == pod["spec"]["affinity"]
+    assert patched["spec"]["topologySpreadConstraints"] == pod["spec"]["topologySpreadConstraints"]
+    assert not any("topology key" in w for w in decision.warnings)
+
+
+def test_a_gke_pod_on_gke_keeps_its_keys_as_written():
+    pod = gke_pod(affinity=together(NODEPOOL), annotations={EXCLUSIVE: NODEPOOL})
+    decision, patched = decide(pod, "gke")
+    assert decision.allowed
+    assert patched["spec"]["affinity"]["podAffinity"] == pod["spec"]["affinity"]["podAffinity"]
+    assert patched["metadata"]["annotations"] == pod["metadata"]["annotations"]
+
+
+def test_an_eks_native_pod_with_gke_s_node_pool_key_is_translated_too():
+    # nvidia.com/gpu on an EKS instance type is EKS's own words; only the topology key is GKE's.
+    pod = gke_pod(affinity=together(NODEPOOL))
+    pod["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    decision, patched = decide(pod, "eks")
+    assert decision.allowed
+    terms = patched["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["topologyKey"] == "eks.amazonaws.com/nodegroup"
+
+
+def test_gke_s_network_annotations_and_hami_s_gpu_pins_are_said_where_nothing_reads_them():
+    annotations = {
+        "networking.gke.io/default-interface": "eth0",
+        "networking.gke.io/interfaces": '[{"interfaceName":"eth0","network":"default"}]',
+        "nvidia.com/use-gpuuuid": "GPU-7a1bc2de-0f3e-4c55-9b2a-1d2e3f4a5b6c",
+    }
+    decision, pod = decide(gke_pod(annotations=annotations), "generic")
+    assert decision.allowed
+    assert all(pod["metadata"]["annotations"][k] == v for k, v in annotations.items())  # kept
+    said = [w for w in decision.warnings if w.startswith("gpuport: annotation")]
+    assert said == [
+        "gpuport: annotation networking.gke.io/interfaces kept, inert: GKE's extra NICs: none on generic",
+        "gpuport: annotation networking.gke.io/default-interface kept, inert: GKE's multi-networking: not on "
+        "generic",
+        "gpuport: annotation nvidia.com/use-gpuuuid kept, inert: HAMi's pin to the old cluster's GPUs",
+    ]
+    decision, _ = decide(gke_pod(annotations=annotations), "gke")
+    assert not any(w.startswith("gpuport: annotation networking") for w in decision.warnings)

@@ -1,0 +1,140 @@
+"""Topology keys only the old cloud's nodes carry: translated to the target's key, removed with a
+warning, or refused.
+
+A pod written for GKE groups its pods by GKE's node labels (cloud.google.com/gke-nodepool in JobSet's
+exclusive placement, cloud.google.com/gce-topology-block in a spread constraint). No node of another
+cloud carries them, and the scheduler reads a missing key by where it is written (topology_terms.py):
+a required pod affinity or a DoNotSchedule spread filters every such node out, so the pod stays
+Pending; a required anti-affinity passes every such node, so the exclusivity is silently gone; the
+rest only scores.
+
+Each map says which of its node labels group nodes, by role (`topology_labels`: zone, nodepool, block,
+subblock, host). A key another platform owns (its node_labels) is read by its role there, and:
+
+- the target labels that role: the key is renamed, wherever it is written, and said;
+- else, where the scheduler would filter every node by it (required pod affinity, DoNotSchedule
+  spread, JobSet's and LeaderWorkerSet's exclusive placement): the pod is refused when the key asks
+  its pods together (affinity, exclusive placement: dropping it would scatter a job whose ranks were
+  placed together), naming the keys the target has and the map entry an admin could add; a
+  DoNotSchedule spread is removed with a warning (its pods run, no longer spread over that key);
+- else (required anti-affinity, preferred terms, ScheduleAnyway) it is removed with a warning: kept,
+  it would be ignored on every node.
+
+A key no map owns (the user's own labels, the well-known zone and hostname) is left as written. A pod
+already in the target's words is looked at only where the target's map owns node labels (a cloud
+that says what its nodes carry); a scheduler layer's map (generic, HAMi...) runs on any cloud, so
+there another cloud's key on a native pod may well be right.
+"""
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from webhook.core.rewriting.podedits import PodEdit, RewriteTopology
+from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS, TopologyUse, topology_uses
+from webhook.core.vocabulary.dialects import Dialects
+from webhook.core.vocabulary.platform import CloudMap
+
+__all__ = ["TopologyKeysPlan", "plan_topology"]
+
+# The keys every Kubernetes node may carry (kubernetes.io/docs/reference/labels-annotations-taints).
+_EVERYWHERE = ("kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+_ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
+
+
+class TopologyKeysPlan(NamedTuple):
+    edits: list[PodEdit]
+    refusals: list[str]
+
+
+_NOTHING = TopologyKeysPlan([], [])
+
+
+def plan_topology(
+    spec: Mapping[str, Any],
+    annotations: Mapping[str, Any],
+    target: CloudMap,
+    dialects: Dialects,
+    translated: bool,
+) -> TopologyKeysPlan:
+    """What becomes of each topology key the pod (`spec`, `annotations`) names on `target`;
+    `translated`: whether the pod is being moved from another platform's words."""
+    if not translated and not target.node_labels.owned:
+        return _NOTHING
+    if (
+        "affinity" not in spec
+        and "topologySpreadConstraints" not in spec
+        and annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS)
+    ):
+        return _NOTHING  # the common pod: nothing to walk
+    uses = [u for u in topology_uses(spec, annotations) if not _carried(u.key, target)]
+    renames: dict[str, str] = {}
+    drops: set[str] = set()
+    said: list[str] = []
+    refusals: list[str] = []
+    for key in dict.fromkeys(u.key for u in uses):
+        owner, role = _owner(key, dialects, target)
+        if not owner:
+            continue  # the user's own label, or one every platform's nodes may carry
+        at = [u for u in uses if u.key == key]
+        new = target.topology_labels.get(role, "") if role else ""
+        what = f"{owner}'s {_ROLE_WORDS.get(role, role) or 'node label'}"
+        if new:
+            renames[key] = new
+            said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)})")
+            continue
+        together = [u for u in at if u.required and u.place in ("affinity", "exclusive")]
+        if together:
+            refusals.append(_refusal(key, what, together, role, target))
+            continue
+        drops.add(key)
+        said += [_removed(u, target) for u in _once(at)]
+    if refusals:
+        return TopologyKeysPlan([], refusals)
+    if not said:
+        return _NOTHING
+    return TopologyKeysPlan([RewriteTopology(renames, frozenset(drops), tuple(said))], [])
+
+
+def _carried(key: str, target: CloudMap) -> bool:
+    """Whether the target's nodes carry `key` (or any node may)."""
+    return key in _EVERYWHERE or target.node_labels.owns(key) or key in target.topology_labels.values()
+
+
+def _owner(key: str, dialects: Dialects, target: CloudMap) -> tuple[str, str]:
+    """The platform whose nodes carry `key`, and the role its map gives the key ("" when it names
+    none); ("", "") when no loaded map owns the key."""
+    for cloud_map in dialects.maps:
+        if cloud_map.name == target.name or not cloud_map.node_labels.owns(key):
+            continue
+        role = next((r for r, k in cloud_map.topology_labels.items() if k == key), "")
+        return cloud_map.name, role
+    return "", ""
+
+
+def _once(uses: list[TopologyUse]) -> list[TopologyUse]:
+    return list({u.where: u for u in uses}.values())
+
+
+def _removed(use: TopologyUse, target: CloudMap) -> str:
+    """Short: a warning is one kubectl line (decision.MAX_WARNING_CHARS)."""
+    if use.place == "spread":
+        what = "spread" if use.required else "preferred spread"
+    else:
+        what = (
+            f"{'' if use.required else 'preferred '}{'anti-' if use.place == 'anti-affinity' else ''}affinity"
+        )
+    why = "" if use.required else ", it only scored"
+    if use.place == "spread" and use.required:
+        why = ", else Pending"
+    return f"gpuport: {what} on {use.key} removed: no {target.name} node has it{why}"
+
+
+def _refusal(key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap) -> str:
+    where = ", ".join(dict.fromkeys(u.where for u in uses))
+    keys = dict.fromkeys((*target.topology_labels.values(), "kubernetes.io/hostname"))
+    fix = f"add topology_labels.{role} to the {target.name} map" if role else "label the nodes with it"
+    return (
+        f"keeps its pods together on one {key} ({what}; {where}); no {target.name} node carries it and "
+        f"the {target.name} map names no equivalent: write a topology key its nodes carry "
+        f"({', '.join(keys)}) or {fix}"
+    )

@@ -1,0 +1,156 @@
+"""Where a pod names a topology key, read and edited: pod affinity and anti-affinity terms (required and
+preferred), topology spread constraints, and the exclusive-placement annotations JobSet and
+LeaderWorkerSet turn into pod affinity.
+
+A topology key is a node label whose value groups nodes into domains; the scheduler reads it from the
+nodes when it places the pod. What it does with a node that lacks the key depends on where the key is
+written (kubernetes/kubernetes pkg/scheduler/framework/plugins, v1.32):
+
+- required pod affinity (interpodaffinity, satisfyPodAffinity): such a node is filtered out, even for
+  the first pod of a group ("node(s) didn't match pod affinity rules");
+- required pod anti-affinity (satisfyPodAntiAffinity, satisfyExistingPodsAntiAffinity): such a node
+  passes; the exclusivity the term asked for is silently gone;
+- a spread constraint with whenUnsatisfiable DoNotSchedule (podtopologyspread Filter): such a node is
+  filtered out ("node(s) didn't match pod topology spread constraints (missing required label)"),
+  whatever nodeAffinityPolicy and nodeTaintsPolicy say (those choose the nodes whose pods are counted);
+- preferred terms and ScheduleAnyway constraints only score nodes: such a node is scored without them.
+
+JobSet copies `alpha.jobset.sigs.k8s.io/exclusive-topology` from the JobSet (or a replicated job's
+template) to its Jobs and pods, and its pod webhook makes it a required pod affinity on the key (the
+job's pods together) and a required anti-affinity (no other job in that domain); LeaderWorkerSet's
+`leaderworkerset.sigs.k8s.io/exclusive-topology` does the same for a group. So the annotation is read as
+a required co-location.
+
+Pure walking: which keys a pod names where (`topology_uses`), and the edit that renames or removes them
+(`rewrite_topology`). What to do with each key is topology_keys.py's choice.
+"""
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, NamedTuple
+
+__all__ = ["EXCLUSIVE_ANNOTATIONS", "TopologyUse", "rewrite_topology", "topology_uses"]
+
+EXCLUSIVE_ANNOTATIONS = (
+    "alpha.jobset.sigs.k8s.io/exclusive-topology",
+    "leaderworkerset.sigs.k8s.io/exclusive-topology",
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+)
+
+Place = Literal["affinity", "anti-affinity", "spread", "exclusive"]
+_TERMS: tuple[tuple[str, Place], ...] = (("podAffinity", "affinity"), ("podAntiAffinity", "anti-affinity"))
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+class TopologyUse(NamedTuple):
+    key: str
+    place: Place
+    required: bool  # whether the scheduler filters nodes by it (else it only scores them)
+    where: str  # the field, for messages: "podAffinity required", "topologySpreadConstraints"...
+
+
+def topology_uses(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> Iterator[TopologyUse]:
+    """Every topology key the pod names, where, and whether the scheduler filters nodes by it. Fields
+    of the wrong kind are passed over (the API server refuses such a pod by itself)."""
+    affinity = spec.get("affinity")
+    if isinstance(affinity, Mapping):
+        for field, place in _TERMS:
+            terms = affinity.get(field)
+            if not isinstance(terms, Mapping):
+                continue
+            for term in _maps(terms.get(_REQUIRED)):
+                if isinstance(term.get("topologyKey"), str):
+                    yield TopologyUse(term["topologyKey"], place, True, f"{field} required")
+            for weighted in _maps(terms.get(_PREFERRED)):
+                inner = weighted.get("podAffinityTerm")
+                if isinstance(inner, Mapping) and isinstance(inner.get("topologyKey"), str):
+                    yield TopologyUse(inner["topologyKey"], place, False, f"{field} preferred")
+    for constraint in _maps(spec.get("topologySpreadConstraints")):
+        if isinstance(constraint.get("topologyKey"), str):
+            # whenUnsatisfiable is a required field; the API server refuses a constraint without it.
+            hard = constraint.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
+            how = "DoNotSchedule" if hard else "ScheduleAnyway"
+            yield TopologyUse(constraint["topologyKey"], "spread", hard, f"topologySpreadConstraints {how}")
+    for name in EXCLUSIVE_ANNOTATIONS:
+        value = annotations.get(name)
+        if isinstance(value, str) and value:
+            yield TopologyUse(value, "exclusive", True, f"annotation {name}")
+
+
+def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: frozenset[str]) -> bool:
+    """Rename topology keys (`renames`) and remove what names one of `drops`: a term, a constraint, an
+    annotation. Whether anything changed."""
+    spec = view["spec"]
+    changed = False
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict):
+        for field, _ in _TERMS:
+            terms = affinity.get(field)
+            if not isinstance(terms, dict):
+                continue
+            for section in (_REQUIRED, _PREFERRED):
+                listed = terms.get(section)
+                if not isinstance(listed, list):
+                    continue
+                kept = []
+                for entry in listed:
+                    term = (
+                        entry.get("podAffinityTerm")
+                        if section == _PREFERRED and isinstance(entry, dict)
+                        else entry
+                    )
+                    done = _retarget(term, renames, drops)
+                    changed = changed or done != "same"
+                    if done != "dropped":
+                        kept.append(entry)
+                if kept:
+                    terms[section] = kept
+                else:
+                    del terms[section]
+            if not terms:
+                del affinity[field]
+        if not affinity:
+            del spec["affinity"]
+    constraints = spec.get("topologySpreadConstraints")
+    if isinstance(constraints, list):
+        kept = []
+        for constraint in constraints:
+            done = _retarget(constraint, renames, drops)
+            changed = changed or done != "same"
+            if done != "dropped":
+                kept.append(constraint)
+        if kept:
+            spec["topologySpreadConstraints"] = kept
+        else:
+            del spec["topologySpreadConstraints"]
+    annotations = view["metadata"].get("annotations")
+    if isinstance(annotations, dict):
+        for name in EXCLUSIVE_ANNOTATIONS:
+            value = annotations.get(name)
+            if not isinstance(value, str):
+                continue
+            if value in drops:
+                del annotations[name]
+                changed = True
+            elif value in renames:
+                annotations[name] = renames[value]
+                changed = True
+    return changed
+
+
+def _retarget(holder: Any, renames: Mapping[str, str], drops: frozenset[str]) -> str:
+    """ "dropped", "renamed" or "same": what becomes of the term or constraint `holder`."""
+    key = holder.get("topologyKey") if isinstance(holder, dict) else None
+    if not isinstance(key, str):
+        return "same"
+    if key in drops:
+        return "dropped"
+    if key in renames:
+        holder["topologyKey"] = renames[key]
+        return "renamed"
+    return "same"
+
+
+def _maps(value: Any) -> Iterator[Mapping[str, Any]]:
+    if isinstance(value, list):
+        yield from (v for v in value if isinstance(v, Mapping))
