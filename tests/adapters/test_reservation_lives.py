@@ -7,6 +7,9 @@ import json
 import threading
 import time
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from tests.helpers import context
 from tests.quota_fakes import FakeCoordination, admit, request_for
 from tests.translation_cases import pod
@@ -199,3 +202,77 @@ def test_a_store_call_that_times_out_is_not_made_again_past_its_deadline(tmp_pat
         for connection in held:
             connection.close()
     assert requests == [b"GET"]
+
+
+# One step of a cluster at its GPU quota: a create reviewed by gpuport, the API server creating an admitted
+# pod (within its 5 s) or never, the view receiving what happened, a pod deleted, time passing (tenths).
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("review"), st.integers(0, 0)),
+        st.tuples(st.sampled_from(["create", "see", "delete", "see-delete"]), st.integers(0, 30)),
+        st.tuples(st.just("wait"), st.integers(1, 40)),
+    ),
+    max_size=60,
+)
+
+
+@given(STEPS)
+@settings(max_examples=150, deadline=None)
+# Three pods created at the last moment their API server could, a fourth reviewed before any is in the
+# view: their reservations must still hold (a life without LANDING_SECONDS let the fourth in).
+@example(
+    [("review", 0)] * 3 + [("wait", 50)] + [("create", 0)] * 3 + [("wait", 1), ("review", 0), ("create", 0)]
+)
+def test_a_quota_is_never_overshot_whatever_pods_come_late_never_or_go(steps):
+    """Whatever the API server does with what gpuport admits (creates it at once, seconds later within its
+    timeout, or never) and whenever pods are deleted, with views that receive a created pod at most
+    LANDING_SECONDS after it was created and deletes whenever they like: the pods that exist never
+    pass the quota of 3."""
+    view, api, clock = view_with_quota(3), FakeCoordination(), [10_000]  # tenths of a second
+    gate = QuotaGate(
+        view,
+        LeaseLedger(api, "gpuport-system"),
+        clock=lambda: clock[0] / 10,
+        timing=lambda: (time.monotonic(), 5.0),
+    )
+    admitted: list[tuple[str, int]] = []  # (uid, when)
+    created_at: dict[str, int] = {}  # pods that exist, not yet in the view, by uid
+    in_view: dict[str, dict] = {}
+    deleted: list[str] = []  # deleted pods the view still holds
+    version, reviews = [10], iter(range(1000))
+
+    def deliver(uid: str) -> None:
+        version[0] += 1
+        in_view[uid] = created(view, uid, version[0])
+
+    for action, pick in steps:
+        if action == "wait":
+            clock[0] += pick
+        if action in ("review", "wait"):  # every pod created LANDING_SECONDS ago is in the view by now
+            for uid in [u for u, t in created_at.items() if t + 10 * LANDING_SECONDS <= clock[0]]:
+                created_at.pop(uid)
+                deliver(uid)
+        if action == "review":
+            uid = f"p{next(reviews)}"
+            if one_gpu(gate, uid):
+                admitted.append((uid, clock[0]))
+        elif action == "create":
+            creatable = [
+                u for u, t in admitted if clock[0] <= t + 50 and u not in created_at and u not in in_view
+            ]
+            if creatable:
+                uid = creatable[pick % len(creatable)]
+                created_at[uid] = clock[0]
+                admitted.remove(next(a for a in admitted if a[0] == uid))
+        elif action == "see" and created_at:
+            uid = sorted(created_at)[pick % len(created_at)]
+            created_at.pop(uid)
+            deliver(uid)
+        elif action == "delete" and in_view:
+            uid = sorted(in_view)[pick % len(in_view)]
+            deleted.append(uid)
+        elif action == "see-delete" and deleted:
+            uid = deleted.pop(pick % len(deleted))
+            view.apply("pods", "DELETED", in_view.pop(uid))
+        exist = len(created_at) + len(in_view) - len(deleted)
+        assert exist <= 3
