@@ -7,7 +7,7 @@ quota needs; quotas, limit ranges and namespace labels are small already. A page
 and dropped before the next is read, so a large cluster never sits in memory as JSON and no request
 thread waits long on one parse. The decision code reads plain copies; it never calls the API.
 
-Why one module of ~580 lines: the list/watch loop, the per-kind stores and the readers share one
+Why one module of ~600 lines: the list/watch loop, the per-kind stores and the readers share one
 lock and one resourceVersion per kind; split apart, the invariant "a reader sees one consistent
 snapshot" would span files.
 """

@@ -9,7 +9,7 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~540 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~590 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
 pod's charge only while what it was worked out from is current, and reads claims made ahead again.
