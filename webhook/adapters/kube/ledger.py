@@ -28,13 +28,15 @@ from typing import Protocol
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
-# How long a pod the API server created reaches every healthy view: a reservation outlives the moment its
-# API server stopped waiting by this much (and one whose pod a view holds leaves after as long).
-LANDING_SECONDS = 2.0
+# How long after its API server stopped waiting for gpuport's answer a pod may still be stored and reach
+# every view: the API server stores it after the answer (other webhooks, the built-in quota, etcd), and a
+# loaded view reads it late. With 2 s, two processes on a 2-core machine at load 15-20 let a ninth pod past
+# a quota of 8 (tests/integration/test_quota.py): a pod stored and read later than that was counted nowhere.
+LANDING_SECONDS = 10.0
 # The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
 DEADLINE_SECONDS = 3.0
-SETTLE_AFTER = LANDING_SECONDS  # a reservation stays this long at least, even once its pod is in a view
+SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is in the writer's view
 # The API server refuses an object whose annotations add up to more than 256 KiB (422). The record is
 # kept under 192 KiB, about 1,900 reservations, leaving room for kubectl's and other tools' annotations:
 # an admission that would push it past is refused in words, never answered by a failing write.
@@ -280,10 +282,10 @@ class LeaseLedger:
     finished, and those SETTLE_AFTER old whose pods it holds. So it holds the admissions of the last
     SETTLE_AFTER seconds (longer only while a deciding view lags) plus those whose pods never appeared
     (refused after gpuport, answer lost) until their API server stopped waiting and LANDING_SECONDS more
-    (7 s with the registered 5 s timeout): about 55 bytes each, some 17 KiB at 46 a second whose pods
-    never come (bench/burst_bench.py --never-created). Whatever the burst, it never passes RECORD_LIMIT:
-    an admission that would push it past is refused saying so (about 3,500 live reservations: some 500 a
-    second into one namespace whose pods never come).
+    (15 s with the registered 5 s timeout, where they lived 30 s): about 55 bytes each, some 37 KiB at
+    46 a second whose pods never come. Whatever the burst, it never passes RECORD_LIMIT: an admission
+    that would push it past is refused saying so (about 3,500 live reservations: some 230 a second into
+    one namespace whose pods never come).
 
     The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
     compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is

@@ -317,9 +317,9 @@ class QuotaGate:
         # Held for the others: the most this pod adds to any quota (a shared claim it is the first
         # to use may be charged again by a concurrent pod until both are in the view: never less).
         most = reduce(GpuUse.most, (asked[q.name] for q in quotas), NO_GPU)
-        # Its life is the admission's: once the API server has stopped waiting for this answer it can
-        # no longer create the pod, and a pod created by then is in every healthy view LANDING_SECONDS
-        # later. A pod refused after gpuport (another webhook, the built-in quota) costs no more.
+        # Its life is the admission's: the API server stops waiting for this answer by then, and a pod it
+        # stores after the answer reaches every view within LANDING_SECONDS more. A pod refused after
+        # gpuport (another webhook, the built-in quota) costs no more.
         _, creatable_until = self._deadlines()
         expires = now + max(creatable_until - time.monotonic(), 0.0) + LANDING_SECONDS
         reservation = Reservation(key, most, tuple(q.name for q in quotas), expires, since=now)
