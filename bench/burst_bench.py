@@ -8,6 +8,12 @@ the quota's), and the latency of each tenth of the burst shows whether the reser
 with it. `--simultaneous 200` then sends 200 /validate reviews for one quota'd namespace at the same moment,
 to gpuport and to the allow-all route of the same server.
 
+`--never-created` (issue 49) gives each burst's namespace a built-in quota on CPU already used up (its
+status filled in as the quota controller would) and has every pod ask for CPU: gpuport admits each pod
+and the API server refuses it after, as a Job retrying against a full CPU quota meets it. No pod is ever
+created, so each reservation lives until its API server can no longer create the pod; a refusal by
+gpuport is then a false one, and the Lease's size shows whether the record grows with the burst.
+
 The same burst also runs with the webhooks pointed at the servers' allow-all route (same processes,
 TLS and API server, no decision), in a namespace whose built-in ResourceQuota admits as many pods as
 gpuport's quota: the API server stores the same number of pods and refuses the same number, so the two
@@ -15,7 +21,7 @@ figures differ by gpuport's decisions alone. The rounds alternate which runs fir
 server and etcd favour the second), and the medians are reported.
 
     KUBEBUILDER_ASSETS=/path/to/bin .venv/bin/python bench/burst_bench.py [--creates 1000] [--quota 500]
-        [--rate 46] [--other-pods 5000] [--simultaneous 200] [--workers 2]
+        [--rate 46] [--other-pods 5000] [--simultaneous 200] [--workers 2] [--never-created]
 """
 
 import argparse
@@ -73,13 +79,18 @@ class Burst:
         return [1000 * statistics.median(ordered[k : k + size]) for k in range(0, size * 10, size)]
 
 
-def burst(pods, namespace: str, creates: int, clients: int, prefix: str, rate: float = 0.0) -> Burst:
+def burst(
+    pods, namespace: str, creates: int, clients: int, prefix: str, rate: float = 0.0, cpu: bool = False
+) -> Burst:
     """`creates` pod creates from `clients` threads; with `rate`, create n is sent no earlier than
-    n/rate seconds after the start (a steady stream), else as fast as the clients go."""
+    n/rate seconds after the start (a steady stream), else as fast as the clients go. `cpu`: each pod
+    asks for CPU too, and one refused by the built-in quota after the webhooks (not by gpuport) is
+    counted "after"."""
     result = Burst()
 
     def create(n: int) -> None:
-        body = pod({"nvidia.com/gpu": "1"}, name=f"{prefix}{n}")
+        asks = {"nvidia.com/gpu": "1", **({"cpu": "100m"} if cpu else {})}
+        body = pod(asks, name=f"{prefix}{n}")
         body["metadata"].pop("namespace")
         if rate:
             time.sleep(max(started + n / rate - time.perf_counter(), 0.0))
@@ -90,9 +101,12 @@ def burst(pods, namespace: str, creates: int, clients: int, prefix: str, rate: f
             result.admitted_at.append(time.perf_counter() - started)
         except ApiException as exc:
             message = json.loads(exc.body).get("message", "")
-            result.outcomes.append("quota" if "exceeded quota" in message else "other")
-            if "exceeded quota" not in message:
-                result.others.append(message[-150:])
+            if cpu and "admission webhook" not in message and "exceeded quota: cpu" in message:
+                result.outcomes.append("after")
+            else:
+                result.outcomes.append("quota" if "exceeded quota" in message else "other")
+                if "exceeded quota" not in message:
+                    result.others.append(message[-150:])
         result.latencies.append((n, time.perf_counter() - sent))
 
     started = time.perf_counter()
@@ -102,9 +116,10 @@ def burst(pods, namespace: str, creates: int, clients: int, prefix: str, rate: f
     return result
 
 
-def quota_namespace(core, name: str, quota: int, builtin: bool) -> None:
+def quota_namespace(core, name: str, quota: int, builtin: bool, cpu_full: bool = False) -> None:
     """A namespace with a GPU quota: gpuport's (requests.nvidia.com/gpu) or, for the baseline, the
-    built-in one on the same key, its status filled in as the quota controller would (none runs here)."""
+    built-in one on the same key, its status filled in as the quota controller would (none runs here).
+    `cpu_full`: also a built-in quota on CPU, used up, that refuses every pod asking for CPU."""
     core.create_namespace({"metadata": {"name": name}})
     core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
     hard = {"requests.nvidia.com/gpu": str(quota)}
@@ -113,6 +128,10 @@ def quota_namespace(core, name: str, quota: int, builtin: bool) -> None:
         core.patch_namespaced_resource_quota_status(
             "gpus", name, {"status": {"hard": hard, "used": {"requests.nvidia.com/gpu": "0"}}}
         )
+    if cpu_full:
+        cpu = {"requests.cpu": "1"}
+        core.create_namespaced_resource_quota(name, {"metadata": {"name": "cpu"}, "spec": {"hard": cpu}})
+        core.patch_namespaced_resource_quota_status("cpu", name, {"status": {"hard": cpu, "used": cpu}})
 
 
 def reviews_at_once(url: str, ca_file: Path, namespace: str, count: int) -> Burst:
@@ -130,7 +149,10 @@ def reviews_at_once(url: str, ca_file: Path, namespace: str, count: int) -> Burs
         envelope = review_of(body, uid=uid)
         envelope["request"]["namespace"] = namespace
         data = json.dumps(envelope).encode()
-        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        # With the API server's own `timeout` in the URL, as it calls a webhook of timeoutSeconds 5.
+        request = urllib.request.Request(
+            f"{url}?timeout=5s", data=data, headers={"Content-Type": "application/json"}
+        )
         start.wait()
         sent = time.perf_counter()
         try:
@@ -199,6 +221,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=0.0, help="creates per second (0: as fast as possible)")
     parser.add_argument("--other-pods", type=int, default=0, help="GPU pods elsewhere in the cluster first")
     parser.add_argument("--simultaneous", type=int, default=0, help="then this many creates at once")
+    parser.add_argument(
+        "--never-created", action="store_true", help="a used-up CPU quota refuses every pod after gpuport"
+    )
     args = parser.parse_args()
     baselines, measured, results = [], [], []
     at_once: dict[str, Burst] = {}
@@ -243,14 +268,17 @@ def main() -> int:
                 order = ("baseline", "gpuport") if round_ % 2 == 0 else ("gpuport", "baseline")
                 for which in order:
                     namespace = f"{which}-{round_}"
-                    quota_namespace(core, namespace, args.quota, builtin=which == "baseline")
+                    quota_namespace(core, namespace, args.quota, which == "baseline", args.never_created)
+                    cpu = args.never_created
                     if which == "baseline":
                         register_webhooks(api.client(), url, ca, route="/bench/allow-all")
-                        baselines.append(burst(pods, namespace, args.creates, args.clients, "a", args.rate))
+                        baselines.append(
+                            burst(pods, namespace, args.creates, args.clients, "a", args.rate, cpu)
+                        )
                         continue
                     register_webhooks(api.client(), url, ca)
                     time.sleep(2)  # every worker's view has the new namespace's quota
-                    result = burst(pods, namespace, args.creates, args.clients, "b", args.rate)
+                    result = burst(pods, namespace, args.creates, args.clients, "b", args.rate, cpu)
                     at_end = lease_bytes(leases, namespace)
                     stored = len(core.list_namespaced_pod(namespace).items)
                     measured.append(result)
@@ -283,7 +311,8 @@ def main() -> int:
         print(
             f"  gpuport, quota {args.quota}: {result.admitted()} admitted ({stored} stored), "
             f"{result.outcomes.count('quota')} over quota, "
-            f"{result.outcomes.count('other')} refused otherwise (fail closed); "
+            f"{result.outcomes.count('other')} refused otherwise (fail closed), "
+            f"{result.outcomes.count('after')} refused after gpuport (the CPU quota); "
             f"{result.reviews_per_second():.0f} reviews/s, "
             f"{result.admissions_per_second():.0f} admissions/s until the last one; "
             f"Lease at the end {at_end / 1024:.1f} KiB"
@@ -296,7 +325,7 @@ def main() -> int:
     for which, result in at_once.items():
         report_latency(f"{args.simultaneous} /validate reviews at once, {which}", result)
     if at_once:
-        # No pod is created for these reviews: their reservations stay until their TTL.
+        # No pod is created for these reviews: their reservations stay until their API server gives up.
         print(f"  {args.simultaneous} reviews at once: Lease at the end {at_once_lease / 1024:.1f} KiB")
     print(f"  gpuport / baseline, medians: {rate / base_rate:.2f}x")
     exact = all(r.admitted() <= args.quota and stored == r.admitted() for r, stored, _ in results)

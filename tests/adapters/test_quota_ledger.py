@@ -158,7 +158,7 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
     replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
 
     def reserve(ledger, key, mark, settled=lambda uid: False, now=1000.0):
-        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30, since=now)
         return ledger.reserve("team-a", reservation, lambda current: None, now, settled, mark=mark)
 
     assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None)) is None
@@ -187,7 +187,7 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     for n in range(200):  # one admission a second, every earlier pod already in this view
         seen = {f"u{k}": 1000 + k for k in range(n)}
         mark = ViewMark(2000, seen.get)
-        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), n + 30.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), n + 30.0, since=float(n))
         decision = ledger.reserve(
             "team-a", reservation, lambda c: None, float(n), seen.__contains__, mark=mark
         )
@@ -199,7 +199,7 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
 
 
 def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_in_words():
-    """A view that reads nothing settles nothing: reservations then stay their whole TTL. However many
+    """A view that reads nothing settles nothing: reservations then stay their whole lives. However many
     arrive, the record stays under its limit (the fake API server refuses annotations past 256 KiB, as
     the real one does) and an admission past it is refused saying why, not with the server's 422."""
     from webhook.adapters.kube.ledger import RECORD_LIMIT, LedgerUnavailable
@@ -209,7 +209,7 @@ def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_i
     quota = "gpus-for-the-training-team"  # a longer name than most: fewer fit
 
     def reserve(key, now):
-        reservation = Reservation(key, GpuUse(Fraction(1, 7), 10240), (quota,), now + 30)
+        reservation = Reservation(key, GpuUse(Fraction(1, 7), 10240), (quota,), now + 30, since=now)
         return ledger.reserve("team-a", reservation, lambda current: None, now, lambda uid: False)
 
     def uid(n):
@@ -217,10 +217,10 @@ def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_i
 
     # The burst so far, as the ledger itself wrote it (building it one admission at a time costs a
     # full record's read and write per admission: the test would take half a minute).
-    earlier = [Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0) for n in range(1550)]
+    earlier = [Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0) for n in range(3700)]
     api.leases["gpuport-quota-team-a"] = (1, {"gpuport.io/reservations": encode(earlier)})
     admitted, refused = len(earlier), []
-    for n in range(1550, 1700):
+    for n in range(3700, 3900):
         try:
             assert reserve(uid(n), 1000.0) is None
             admitted += 1
@@ -229,14 +229,14 @@ def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_i
     _, annotations = api.leases["gpuport-quota-team-a"]
     record = annotations["gpuport.io/reservations"]
     assert len(record) <= RECORD_LIMIT < len(record) + 200  # filled to the limit, not past it
-    assert len(decode(record)) == admitted > 1600
-    assert len(refused) == 1700 - admitted > 0
+    assert len(decode(record)) == admitted > 3750
+    assert len(refused) == 3900 - admitted > 0
     assert refused[0] == (
-        f"reservation store: {admitted} GPU admissions to team-a in the last 30 s are not yet counted as "
-        "pods, the most its record holds (192 KiB); they leave as gpuport's view reads their pods or "
-        "their reservations expire"
+        f"reservation store: {admitted} recent GPU admissions to team-a are not yet counted as pods, the "
+        "most its record holds (192 KiB); they leave as gpuport's view reads their pods or as the API "
+        "server stops waiting to create them (seconds)"
     )
-    # Once their TTL passes they leave, and admissions pass again.
+    # Once their lives end they leave, and admissions pass again.
     assert reserve("later", 1031.0) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["later"]
@@ -300,7 +300,7 @@ def ledger_holding(n):
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
     for k in range(n):
-        reservation = Reservation(f"u{k}", GpuUse(Fraction(1)), ("gpus",), 1000.0 + 30)
+        reservation = Reservation(f"u{k}", GpuUse(Fraction(1)), ("gpus",), 1000.0 + 30, since=1000.0)
         ledger.reserve("team-a", reservation, lambda c: None, 1000.0, lambda uid: False)
     return api, ledger
 
@@ -314,11 +314,11 @@ def test_a_full_quota_still_drops_settled_reservations_but_a_dry_run_writes_noth
     def full(current):
         return "over"
 
-    dry = Reservation("dry", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    dry = Reservation("dry", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30, since=1010.0)
     assert ledger.reserve("team-a", dry, full, 1010.0, bool, write=False, mark=everything_seen) == "over"
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert len(decode(annotations["gpuport.io/reservations"])) == 4  # dryRun: no side effect at all
-    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30, since=1010.0)
     assert ledger.reserve("team-a", late, full, 1010.0, bool, mark=everything_seen) == "over"
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert decode(annotations["gpuport.io/reservations"]) == []  # every pod is in the views: settled
@@ -330,7 +330,7 @@ def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_i
 
     api, ledger = ledger_holding(8)
     one_seen = ViewMark(2000, {"u0": 1500}.get)
-    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30, since=1010.0)
     api.calls.clear()
     assert (
         ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0"}.__contains__, mark=one_seen) == "over"

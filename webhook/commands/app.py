@@ -24,6 +24,7 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None, capab
     watches start in each worker after fork (gunicorn_conf.post_worker_init)."""
     from kubernetes import client
 
+    from webhook.adapters.http.admission_wsgi import request_timing
     from webhook.adapters.kube.clusterview import ClusterView
     from webhook.adapters.kube.kubeclient import api_client
     from webhook.adapters.kube.ledger import LeaseLedger
@@ -38,9 +39,12 @@ def quota_gate(cluster: str, namespace: str, threads: int, templates=None, capab
         templates.view = view
     return QuotaGate(
         view,
-        LeaseLedger(client.CoordinationV1Api(api), namespace),
+        # Its own client, without retries: a store call that times out must end the attempt by the
+        # admission's deadline, not be made three more times (a frozen API server: connections cut).
+        LeaseLedger(client.CoordinationV1Api(api_client(cluster, retry=False)), namespace),
         max_waiting=max(threads - 1, 1),  # one thread always left for everything else
         templates=templates,
+        timing=request_timing,  # the review's arrival and its API server's timeout, from the server
     )
 
 

@@ -9,12 +9,24 @@ request (health, readiness, metrics, any other path or method) goes on to the Fl
 """
 
 import logging
+import re
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
+from urllib.parse import parse_qs
 
 from webhook.core.deciding.review import MAX_BODY_BYTES
 
 log = logging.getLogger("gpuport.server")
+
+# The API server names how long it waits for this call in the URL (`?timeout=5s`: the webhook's
+# timeoutSeconds, or less when the request it admits has less left, rounded up to whole seconds).
+# Without one (a caller that is not an API server), this: the v1 default of timeoutSeconds.
+DEFAULT_CALL_SECONDS = 10.0
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_request = threading.local()  # the review this thread answers: when it arrived, how long its caller waits
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
@@ -61,7 +73,13 @@ class AdmissionWSGI:
         route = self.routes.get(path)
         if route is None:
             return self.fallback(environ, start_response)
-        answer = self._answer(path, route, environ)
+        _request.seconds = call_seconds(environ.get("QUERY_STRING", ""))
+        if getattr(_request, "arrived", None) is None:  # not under the deadline worker: from now
+            _request.arrived = time.monotonic()
+        try:
+            answer = self._answer(path, route, environ)
+        finally:
+            _request.arrived = None
         start_response(
             _REASONS.get(answer.status, f"{answer.status} Error"),
             [("Content-Type", answer.content_type), ("Content-Length", str(len(answer.body)))],
@@ -108,3 +126,28 @@ def read_body(environ: dict[str, Any]) -> bytes:
     if len(data) > MAX_BODY_BYTES:
         raise BodyTooLarge
     return data
+
+
+def arrived(at: float) -> None:
+    """Said by the server's worker as a request's headers arrive (time.monotonic()), in the thread that
+    will answer it: a review that waited for a thread has that much less time left."""
+    _request.arrived = at
+
+
+def request_timing() -> tuple[float, float] | None:
+    """(when the review this thread answers arrived, time.monotonic(); the seconds its API server waits
+    for the answer from then), or None outside an admission route."""
+    at = getattr(_request, "arrived", None)
+    return None if at is None else (at, getattr(_request, "seconds", DEFAULT_CALL_SECONDS))
+
+
+def call_seconds(query: str) -> float:
+    """The `timeout` the API server put in the webhook call's URL, as seconds (a Go duration such as
+    "5s" or "1m0s"); DEFAULT_CALL_SECONDS when absent or unreadable."""
+    values = parse_qs(query).get("timeout")
+    text = values[0] if values else ""
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return DEFAULT_CALL_SECONDS
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    return seconds if seconds > 0 else DEFAULT_CALL_SECONDS

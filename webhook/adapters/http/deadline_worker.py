@@ -27,6 +27,7 @@ from concurrent import futures
 
 from gunicorn.workers import gthread
 
+from webhook.adapters.http.admission_wsgi import arrived
 from webhook.core.deciding.review import MAX_BODY_BYTES
 
 READERS = 64  # threads that may be reading a request at once, per worker
@@ -61,6 +62,10 @@ class DeadlineThreadWorker(gthread.ThreadWorker):
         if _announced_length(req) <= MAX_BODY_BYTES:
             req.body = io.BytesIO(req.body.read(MAX_BODY_BYTES + 1))
         self._set_deadline(conn, ANSWER_DEADLINE)
+        # The admission's own deadlines count from here, not from when a thread is free to run it: a
+        # review that waited for one behind reviews stuck on a frozen API server has less time left,
+        # and must be refused in words before the watchdog above cuts its connection (issue 49).
+        arrived(time.monotonic())
         with self._answering:
             return super().handle_request(req, conn)
 

@@ -7,7 +7,7 @@ quota needs; quotas, limit ranges and namespace labels are small already. A page
 and dropped before the next is read, so a large cluster never sits in memory as JSON and no request
 thread waits long on one parse. The decision code reads plain copies; it never calls the API.
 
-Why one module of ~580 lines: the list/watch loop, the per-kind stores and the readers share one
+Why one module of ~600 lines: the list/watch loop, the per-kind stores and the readers share one
 lock and one resourceVersion per kind; split apart, the invariant "a reader sees one consistent
 snapshot" would span files.
 """
@@ -44,6 +44,9 @@ WATCH_SECONDS = 240
 # Changes remembered per namespace, so the quota sum reads only the pods changed since its last sum
 # (a few per review in a burst) instead of every pod of the namespace; a reader further behind reads all.
 JOURNAL_LENGTH = 4096
+# Pods seen deleted, remembered per namespace (UIDs, newest kept) so that a reservation whose pod is gone
+# frees its place at once; one forgotten sooner than its reservation's few seconds is merely counted on.
+GONE_KEPT = 4096
 
 
 def compact_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -343,6 +346,7 @@ class ClusterView:
                 self._dra_lists[name] = _cluster_list(custom, group, version, name)
         self._synced = {name: threading.Event() for name in self._stores}
         self._read_through: dict[str, int] = {}  # kind → resourceVersion its stream has been applied to
+        self._gone: dict[str, dict[str, None]] = {}  # namespace → UIDs of pods seen deleted, oldest first
         self._stop = threading.Event()
 
     # -- reads, for the admission path --------------------------------------------------------
@@ -389,6 +393,21 @@ class ClusterView:
         with self._lock:
             record = self._stores["pods"].groups.get(namespace, {}).get(uid)
         return record.get(FIRST_SEEN) if record else None
+
+    def pod_gone(self, namespace: str, uid: str) -> bool:
+        """Whether this view saw the pod deleted, or holds it finished: it uses no quota any more."""
+        with self._lock:
+            if uid in self._gone.get(namespace, ()):
+                return True
+            record = self._stores["pods"].groups.get(namespace, {}).get(uid)
+        return record is not None and record["status"]["phase"] in TERMINAL
+
+    def _note_gone(self, namespace: str, uids: Iterable[str]) -> None:
+        """Under the lock: these pods of the namespace were deleted."""
+        gone = self._gone.setdefault(namespace, {})
+        gone.update(dict.fromkeys(uids))
+        if len(gone) > GONE_KEPT:
+            self._gone[namespace] = dict.fromkeys(list(gone)[len(gone) - GONE_KEPT // 2 :])
 
     def pods_version(self, namespace: str) -> int:
         """Changes whenever a GPU pod of the namespace is added, changed or removed."""
@@ -470,12 +489,18 @@ class ClusterView:
         if kind == "RELIST":
             groups = store.compact(items)  # outside the lock, page by page; only the swap holds it
             with self._lock:
+                if name == "pods":  # pods deleted while the watch was down are gone all the same
+                    for namespace, held in store.groups.items():
+                        self._note_gone(namespace, held.keys() - groups.get(namespace, {}).keys())
                 store.replace(groups)
             return
         if obj is None:
             raise ValueError(f"a {kind} event carries an object")
         with self._lock:
             store.apply(kind, obj)
+            if name == "pods" and kind == "DELETED":
+                metadata = obj.get("metadata") or {}
+                self._note_gone(metadata.get("namespace") or "", [str(metadata.get("uid"))])
 
     def start(self) -> None:
         lists = {

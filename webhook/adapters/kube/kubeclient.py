@@ -13,8 +13,10 @@ T = TypeVar("T")
 IN_CLUSTER = "in-cluster"
 
 
-def api_client(cluster: str | Path):
-    """`cluster` is "in-cluster" (the mounted service-account token) or the path of a kubeconfig."""
+def api_client(cluster: str | Path, retry: bool = True):
+    """`cluster` is "in-cluster" (the mounted service-account token) or the path of a kubeconfig.
+    `retry=False`: a call that fails or times out is not made again (urllib3 otherwise makes a GET or a
+    PUT up to three more times, each with the whole timeout): for calls that must end by a deadline."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
@@ -22,6 +24,8 @@ def api_client(cluster: str | Path):
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=str(cluster), client_configuration=configuration)
+    if not retry:
+        configuration.retries = False
     return client.ApiClient(configuration)
 
 

@@ -1,7 +1,9 @@
 """Quota reservations that hold across threads, workers and replicas.
 
-A reservation is written before a GPU pod is admitted and kept for a short TTL; while the caller's
-cluster view counts the pod itself, the reservation is not counted again. The check and the write are
+A reservation is written before a GPU pod is admitted and lives as long as its admission: until its pod is
+in the views, is seen deleted or finished, or can no longer be created (its API server stopped waiting for
+the answer, plus the time a created pod takes to reach the views). While the caller's cluster view counts
+the pod itself, or has seen it gone, the reservation is not counted again. The check and the write are
 one optimistic-concurrency transaction: read the namespace's reservations with their version, decide,
 write back conditioned on that version, and start over on a conflict. Two admissions at once can never
 both pass when together they exceed the quota.
@@ -10,11 +12,12 @@ The store is small by design: in memory for unit tests; a Lease per namespace in
 namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
 API server checks on update).
 
-Why one module of ~370 lines: the reservation record, the in-memory store and the grouped
+Why one module of ~450 lines: the reservation record, the in-memory store and the grouped
 compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 
 import json
+import math
 import random
 import threading
 import time
@@ -25,7 +28,11 @@ from typing import Protocol
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
-TTL_SECONDS = 30.0
+# How long after its API server stopped waiting for gpuport's answer a pod may still be stored and reach
+# every view: the API server stores it after the answer (other webhooks, the built-in quota, etcd), and a
+# loaded view reads it late. With 2 s, two processes on a 2-core machine at load 15-20 let a ninth pod past
+# a quota of 8 (tests/integration/test_quota.py): a pod stored and read later than that was counted nowhere.
+LANDING_SECONDS = 10.0
 # The API server gives a webhook 5 s at most: the reservation must be settled well inside that, or
 # the user sees a timeout instead of an answer. (connect, read) per call, and the whole reservation.
 DEADLINE_SECONDS = 3.0
@@ -43,9 +50,9 @@ class LedgerUnavailable(RuntimeError):
 
 def record_full(namespace: str, held: int) -> LedgerUnavailable:
     return LedgerUnavailable(
-        f"reservation store: {held} GPU admissions to {namespace} in the last {TTL_SECONDS:.0f} s are not "
-        f"yet counted as pods, the most its record holds ({RECORD_LIMIT // 1024} KiB); they leave as "
-        "gpuport's view reads their pods or their reservations expire"
+        f"reservation store: {held} recent GPU admissions to {namespace} are not yet counted as pods, the "
+        f"most its record holds ({RECORD_LIMIT // 1024} KiB); they leave as gpuport's view reads their pods "
+        "or as the API server stops waiting to create them (seconds)"
     )
 
 
@@ -71,7 +78,8 @@ class Reservation:
     key: str  # the pod's UID
     usage: GpuUse
     quotas: tuple[str, ...]
-    expires: float
+    expires: float  # wall-clock time after which no API server can still create its pod unseen
+    since: float | None = None  # wall-clock time of the admission; None: never settled before it expires
 
 
 # Decides with the reservations still live: returns a denial message, or None to reserve.
@@ -85,6 +93,9 @@ class ViewMark:
 
     read_through: int
     first_seen: Callable[[str], int | None]
+    # Whether the view saw the reservation's pod deleted or finished: it then holds nothing, settled
+    # or not, and its reservation leaves the record at once.
+    gone: Callable[[str], bool] = lambda key: False
 
 
 class Ledger(Protocol):
@@ -104,38 +115,69 @@ class Ledger(Protocol):
         `deadline` (time.monotonic()), the answer comes by then or LedgerUnavailable is raised."""
 
 
+# The record's format: tables of the quota sets and usages the reservations name, and one short row per
+# reservation with times in tenths of a second from a base. About 55 bytes a reservation (a UID is 36 of
+# them) where the first format spent 105: with lives of seconds, a record holds a few seconds of a burst.
+RECORD_FORMAT = 2
+_TICK = 10  # rows' times in tenths of a second
+FIRST_FORMAT_TTL = 30.0
+
+
 def encode(reservations: list[Reservation]) -> str:
-    return json.dumps(
-        {
-            r.key: {
-                **to_wire(r.usage),
-                "quotas": list(r.quotas),
-                "expires": r.expires,
-            }
-            for r in reservations
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    quota_sets: dict[tuple[str, ...], int] = {}
+    usages: dict[str, int] = {}
+    wires: list[dict] = []
+    base = math.floor(min((r.since if r.since is not None else r.expires for r in reservations), default=0))
+    rows = []
+    for r in reservations:
+        wire = to_wire(r.usage)
+        usage_key = json.dumps(wire, sort_keys=True)
+        if usage_key not in usages:
+            usages[usage_key] = len(wires)
+            wires.append(wire)
+        q = quota_sets.setdefault(r.quotas, len(quota_sets))
+        # The admission's time rounded down and its end rounded up: never younger nor shorter-lived.
+        since = -1 if r.since is None else math.floor((r.since - base) * _TICK)
+        rows.append([r.key, q, usages[usage_key], since, math.ceil((r.expires - base) * _TICK)])
+    record = {"v": RECORD_FORMAT, "t": base, "q": [list(q) for q in quota_sets], "u": wires, "r": rows}
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def decode(text: str | None) -> list[Reservation]:
     if not text:
         return []
+    record = json.loads(text)
+    if record.get("v") != RECORD_FORMAT:  # the first format, as a replica of an earlier version writes it
+        # whose reservations lived FIRST_FORMAT_TTL seconds
+        firsts = [(key, v, float(v["expires"])) for key, v in record.items()]
+        return [
+            Reservation(key, from_wire(v), tuple(v["quotas"]), ends, ends - FIRST_FORMAT_TTL)
+            for key, v, ends in firsts
+        ]
+    base, quota_sets = record["t"], [tuple(q) for q in record["q"]]
+    usages = [from_wire(w) for w in record["u"]]
     return [
-        Reservation(key, from_wire(v), tuple(v["quotas"]), float(v["expires"]))
-        for key, v in json.loads(text).items()
+        Reservation(
+            key, usages[u], quota_sets[q], base + expires / _TICK, None if since < 0 else base + since / _TICK
+        )
+        for key, q, u, since, expires in record["r"]
     ]
 
 
 def _entry_size(reservation: Reservation) -> int:
-    """What one reservation adds to the encoded record: its entry and a comma."""
-    return len(encode([reservation])) - 1
+    """At most what one reservation adds to the encoded record: its row, a comma, and its usage and quota
+    set should the tables not hold them yet (times in tenths of a second: 7 digits reach 11 days)."""
+    return (
+        len(json.dumps(reservation.key))
+        + 28
+        + len(json.dumps(to_wire(reservation.usage), separators=(",", ":")))
+        + len(json.dumps(list(reservation.quotas), separators=(",", ":")))
+    )
 
 
 def unexpired(reservations: list[Reservation], now: float) -> list[Reservation]:
-    """What stays in the store: a reservation lives its whole TTL even once its pod is in one view,
-    because another replica's view may not have the pod yet and would then count it nowhere."""
+    """What stays in the store: a reservation lives until its pod can no longer be created unseen, even
+    once its pod is in one view (another replica's view may not have the pod yet), unless settled."""
     return [r for r in reservations if r.expires > now]
 
 
@@ -201,15 +243,18 @@ BEHIND = (
 def _settle(
     current: list[Reservation], leader: "_Ask", through: int, now: float
 ) -> tuple[list[Reservation], int]:
-    """Drop the reservations whose pods the leader's view holds and that are SETTLE_AFTER old (by
-    then every healthy view has the pod too, so few replicas must wait), and say up to which version
-    every view must have read before it decides again: the Lease then holds seconds of a burst, not
-    30. Without a mark (a view whose versions are not numbers) nothing is dropped."""
+    """Drop the reservations whose pods the leader's view saw deleted or finished (they hold nothing
+    whoever counts them), and those SETTLE_AFTER old whose pods the leader's view holds (by then every
+    healthy view has the pod too, so few replicas must wait); say up to which version every view must
+    have read before it decides again. Without a mark (a view whose versions are not numbers) nothing
+    is dropped."""
     if leader.mark is None:
         return current, through
     kept = []
     for reservation in current:
-        old_enough = reservation.expires - TTL_SECONDS + SETTLE_AFTER <= now
+        if leader.mark.gone(reservation.key):
+            continue
+        old_enough = reservation.since is not None and reservation.since + SETTLE_AFTER <= now
         seen = (
             leader.mark.first_seen(reservation.key)
             if old_enough and leader.settled(reservation.key)
@@ -232,13 +277,15 @@ class LeaseLedger:
     other processes can conflict. A conflict (409) is decided again on a fresh read, with whoever
     arrived meanwhile, until the admissions' deadlines: contention costs a wait, never a refusal.
 
-    What the Lease holds is bounded by the rate, not the burst: each write drops the reservations
-    whose TTL passed and those SETTLE_AFTER old whose pods the writer's view holds. So it holds the
-    admissions of the last SETTLE_AFTER seconds (longer only while a deciding view lags) plus those
-    whose pods never appeared (refused later, answer lost) for their TTL: about 105 bytes each, some
-    10 KiB at 46 admissions a second (bench/burst_bench.py). Whatever the burst, it never passes
-    RECORD_LIMIT: an admission that would push it past is refused saying so (at about 1,900 live
-    reservations: some 900 a second with views keeping up, 65 a second with a view that reads nothing).
+    What the Lease holds is bounded by the admissions' lives, not the burst: each write drops the
+    reservations whose pods can no longer be created, those whose pods the writer's view saw deleted or
+    finished, and those SETTLE_AFTER old whose pods it holds. So it holds the admissions of the last
+    SETTLE_AFTER seconds (longer only while a deciding view lags) plus those whose pods never appeared
+    (refused after gpuport, answer lost) until their API server stopped waiting and LANDING_SECONDS more
+    (15 s with the registered 5 s timeout, where they lived 30 s): about 55 bytes each, some 37 KiB at
+    46 a second whose pods never come. Whatever the burst, it never passes RECORD_LIMIT: an admission
+    that would push it past is refused saying so (about 3,500 live reservations: some 230 a second into
+    one namespace whose pods never come).
 
     The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
     compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
@@ -320,7 +367,8 @@ class LeaseLedger:
                 lease = self.store.read(name, _call_timeout(group)) if fresh else kept_copy
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
-                current = unexpired(decode(annotations.get(RESERVATIONS_ANNOTATION)), now)
+                stored = decode(annotations.get(RESERVATIONS_ANNOTATION))
+                current = unexpired(stored, now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
@@ -354,7 +402,7 @@ class LeaseLedger:
                 if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
                     continue  # too late for some: decide again without them, write nothing for them
                 # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
-                tidy = fresh and all(a.write for a in group) and _worth_writing(current, kept)
+                tidy = fresh and all(a.write for a in group) and _worth_writing(stored, kept)
                 if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
@@ -396,8 +444,9 @@ def _call_timeout(group: list[_Ask]) -> tuple[float, float]:
     return min(CALL_TIMEOUT[0], left), min(CALL_TIMEOUT[1], left)
 
 
-def _worth_writing(current: list[Reservation], kept: list[Reservation]) -> bool:
-    """A group that admits nothing (the quota is full, or dryRun) still writes when settling would drop
-    a quarter of the Lease: otherwise the last seconds of a burst stay stored until the next admission."""
-    dropped = len(current) - len(kept)
-    return dropped > 0 and dropped * 4 >= len(current)
+def _worth_writing(stored: list[Reservation], kept: list[Reservation]) -> bool:
+    """A group that admits nothing (the quota is full, or dryRun) still writes when what is over (lives
+    ended, pods gone or settled) is a quarter of the Lease: otherwise the last seconds of a burst stay
+    stored until the next admission."""
+    dropped = len(stored) - len(kept)
+    return dropped > 0 and dropped * 4 >= len(stored)

@@ -9,7 +9,7 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~540 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~590 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
 pod's charge only while what it was worked out from is current, and reads claims made ahead again.
@@ -27,7 +27,7 @@ from typing import Any
 
 from webhook.adapters.kube.clusterview import compact_pod
 from webhook.adapters.kube.ledger import (
-    TTL_SECONDS,
+    LANDING_SECONDS,
     Ledger,
     LedgerUnavailable,
     Reservation,
@@ -46,9 +46,13 @@ from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
 from webhook.core.vocabulary.workloads import read_pod
 
 log = logging.getLogger("gpuport.quota")
-# The quota step's share of an admission: the server cuts an exchange at 4.5 s, the API server waits 5 s;
-# the rest is reading the review, deciding and answering.
+# The quota step's share of an admission, counted from the review's arrival: the server cuts an exchange
+# at 4.5 s, the API server waits 5 s; the rest is reading the review, deciding and answering.
 ADMISSION_SECONDS = 3.5
+# Kept back from what the API server waits (its call's `timeout`) for the answer to travel back.
+ANSWER_MARGIN = 1.0
+# A review's timing: (when it arrived, time.monotonic(); the seconds its API server waits from then).
+RequestTiming = Callable[[], tuple[float, float] | None]
 # What a reservation needs once it has its turn (a read and a write, or a retry after a conflict):
 # waits before it (a slot, a view catching up) end this long before the admission's deadline.
 RESERVING_SECONDS = 1.0
@@ -68,8 +72,13 @@ class QuotaGate:
         max_waiting: int = 7,
         wait_for_slot: float = 0.5,
         templates: ClaimTemplates | None = None,
+        timing: RequestTiming = lambda: None,
     ):
         self.view = view
+        # When the review being answered arrived and how long its API server waits: its deadlines
+        # count from there (a review that waited for a thread has less left), and its reservation
+        # lives as long as that API server may still create the pod, no longer.
+        self.timing = timing
         self.templates = templates  # reads what running pods' DRA claims ask for
         self.ledger = ledger
         self.clock = clock
@@ -88,7 +97,7 @@ class QuotaGate:
         """A denial, or None when quota has nothing against this pod create."""
         # Every wait below (a slot, the store, a view catching up) ends by then: the clear refusal
         # always comes before the server cuts the exchange (4.5 s) or the API server gives up (5 s).
-        deadline = time.monotonic() + ADMISSION_SECONDS
+        deadline, _ = self._deadlines()
         pod = request.object or {}
         target, catalogue = context.target, context.dialects.catalogue
         if not demand.asks and not demand.claims.any and not demand.unread and not demand.unreadable:
@@ -140,7 +149,7 @@ class QuotaGate:
         but not before is charged its whole usage, one it matched already only the increase, and an
         update that raises no quota's usage passes. gpuport applies that rule to the updates that move a
         pod's GPUs: activeDeadlineSeconds set (Terminating scopes) and GPU-share annotations changed."""
-        deadline = time.monotonic() + ADMISSION_SECONDS
+        deadline, _ = self._deadlines()
         target, catalogue = context.target, context.dialects.catalogue
         if not self.view.has_synced("resourcequotas"):
             return _loading(request)
@@ -235,6 +244,14 @@ class QuotaGate:
             return deny("quota-exceeded", f"{subject} is forbidden: {denial}")
         return None
 
+    def _deadlines(self) -> tuple[float, float]:
+        """(by when the quota step answers, time.monotonic(); until when the API server may still
+        create this review's pod, time.monotonic()): both from the review's arrival and its API
+        server's `timeout`; from now when the server cannot say (a test calling the gate directly)."""
+        now = time.monotonic()
+        arrived, seconds = self.timing() or (now, ADMISSION_SECONDS + ANSWER_MARGIN)
+        return arrived + min(ADMISSION_SECONDS, seconds - ANSWER_MARGIN), arrived + seconds
+
     def _take_slot(self, deadline: float) -> bool:
         """A slot to wait on the store in. Past `wait_for_slot`, waited for only while the store keeps
         answering (a burst: the slots free within moments, so contention costs a wait, not a refusal);
@@ -307,13 +324,18 @@ class QuotaGate:
         # Held for the others: the most this pod adds to any quota (a shared claim it is the first
         # to use may be charged again by a concurrent pod until both are in the view: never less).
         most = reduce(GpuUse.most, (asked[q.name] for q in quotas), NO_GPU)
-        reservation = Reservation(key, most, tuple(q.name for q in quotas), now + TTL_SECONDS)
+        # Its life is the admission's: the API server stops waiting for this answer by then, and a pod it
+        # stores after the answer reaches every view within LANDING_SECONDS more. A pod refused after
+        # gpuport (another webhook, the built-in quota) costs no more.
+        _, creatable_until = self._deadlines()
+        expires = now + max(creatable_until - time.monotonic(), 0.0) + LANDING_SECONDS
+        reservation = Reservation(key, most, tuple(q.name for q in quotas), expires, since=now)
         return self.ledger.reserve(
             request.namespace,
             reservation,
             decide,
             now,
-            _settled_in(records),
+            _settled_in(records, self._gone(request.namespace)),
             write=not request.dry_run,
             mark=mark,
             deadline=deadline,
@@ -336,7 +358,16 @@ class QuotaGate:
         read_through = self.view.pods_read_through()
         if not read_through:
             return None  # a view that cannot say how far it has read settles nothing
-        return ViewMark(read_through, lambda uid: self.view.pod_first_seen(namespace, uid))
+        return ViewMark(
+            read_through, lambda uid: self.view.pod_first_seen(namespace, uid), self._gone(namespace)
+        )
+
+    def _gone(self, namespace: str) -> Callable[[str], bool]:
+        """Whether this view saw a reservation's pod deleted or finished (an update's key: its pod)."""
+        pod_gone = getattr(self.view, "pod_gone", None)
+        if pod_gone is None:
+            return lambda key: False
+        return lambda key: pod_gone(namespace, key.partition(UPDATE_KEY)[0])
 
     def _namespace_usage(
         self, namespace: str, quotas: list, context: Context, read_now: dict[str, GpuUse] | None = None
@@ -528,12 +559,13 @@ def _landing_mark(pod: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _settled_in(records: Mapping[str, Any]) -> Callable[[str], bool]:
+def _settled_in(records: Mapping[str, Any], gone: Callable[[str], bool]) -> Callable[[str], bool]:
     """Whether the view that holds `records` counts a reservation's pod already: a create's once it
-    holds the pod; an update's once it holds the pod as the update left it."""
+    holds the pod; an update's once it holds the pod as the update left it; either once it saw the pod
+    deleted or finished (it holds nothing then, and its place is free at once: issue 49)."""
 
     def settled(key: str) -> bool:
-        if key in records:
+        if key in records or gone(key):
             return True
         uid, sep, landing = key.partition(UPDATE_KEY)
         record = records.get(uid) if sep else None
