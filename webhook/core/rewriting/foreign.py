@@ -61,8 +61,10 @@ def _speaks(cloud_map: CloudMap, key: str) -> bool:
 def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> str:
     """The schedulerName of another platform's scheduler layer (volcano, hami-scheduler...), if any."""
     name = spec.get("schedulerName")
-    if not isinstance(name, str) or not name or name == target.scheduler_name:
+    if not isinstance(name, str) or not name:
         return ""  # a non-string the API server would refuse: no scheduler gpuport knows
+    if name == target.scheduler_name or name in target.other_schedulers:
+        return ""  # one the target runs
     return str(name) if name in dialects.scheduler_names else ""
 
 

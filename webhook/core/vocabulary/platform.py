@@ -220,6 +220,9 @@ class CloudMap:
     tolerations: tuple[Mapping[str, str], ...] = ()
     topology_labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str = ""
+    # Schedulers the platform also runs beside the default one (CCE's Volcano add-on): a pod naming one
+    # keeps it, whatever another map's scheduler layer calls itself.
+    other_schedulers: tuple[str, ...] = ()
     fractional_policy: FractionalPolicy = "deny"
     mig_to_whole: MigToWhole = "deny"
     substitution: Substitution = "same-class"
