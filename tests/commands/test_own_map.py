@@ -24,6 +24,7 @@ OWN = [
     ("dra-amd", "dra/amd-partitions.yaml"),
     ("dra-nvidia", "dra/nvidia-gpu-per-pod.yaml"),
     ("dra-nvidia", "dra/nvidia-mig-class.yaml"),
+    ("dra-nvidia", "claims/nvidia-mig-extended-resource.yaml"),
     ("eks", "eks-p5-pod.yaml"),
     ("eks", "eks-karpenter-l4-spot.yaml"),
     ("eks", "catalogue/eks-karpenter-amd-g4ad.yaml"),
@@ -74,3 +75,17 @@ def test_a_platform_s_own_manifest_comes_back_from_its_map_as_written_or_only_ad
     after = [d for d in yaml.safe_load_all(out) if d][: len(before)]  # a DRA target's templates follow
     assert len(after) == len(before)
     assert [p for b, a in zip(before, after, strict=True) for p in kept_in(b, a)] == []
+
+
+def test_an_ask_a_device_class_written_beside_it_stands_for_stays_as_written_on_the_dra_map(capsys):
+    # KEP-5004: the DeviceClass's extendedResourceName is the pod's resource, the pod pins no model: the
+    # scheduler gives it a device of that class; a generated claim would only duplicate it.
+    path = MANIFESTS / "claims" / "nvidia-mig-extended-resource.yaml"
+    code = main(["translate", "--to", "dra-nvidia", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["kind"] for d in docs] == ["DeviceClass", "Pod"]  # no ResourceClaimTemplate made
+    spec = docs[1]["spec"]
+    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-1g.12gb": 1}}
+    assert "resourceClaims" not in spec

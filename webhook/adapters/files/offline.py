@@ -29,6 +29,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.adapters.files.yamlstyle import MARKER
 from webhook.core.asks.claims import DEVICE_CLASS
+from webhook.core.asks.compute_domains import channel_templates
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
@@ -134,7 +135,11 @@ def _leading_comments(text: str) -> str:
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
     results = []
-    claim_docs = [d.edited for d in manifest.documents if claim_object_key(d.edited) is not None]
+    claim_docs = [
+        d.edited
+        for d in manifest.documents
+        if claim_object_key(d.edited) is not None or any(channel_templates(d.edited))
+    ]
     beside = ClaimsBeside([json.loads(json.dumps(d, default=str)) for d in claim_docs])
     referred = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
@@ -187,6 +192,15 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
     return results
+
+
+def written_device_classes(manifest: Manifest) -> tuple[dict[str, Any], ...]:
+    """The DeviceClasses among the documents, as plain values (what the cluster they are for has)."""
+    return tuple(
+        json.loads(json.dumps(d.edited, default=str))
+        for d in manifest.documents
+        if (claim_object_key(d.edited) or ("", ""))[1].startswith(DEVICE_CLASS)
+    )
 
 
 def _merge_records(recorded: dict[int, Any]) -> None:
