@@ -14,7 +14,7 @@ from webhook.core.rewriting.translate_ask import mig_candidates
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
-__all__ = ["Foreign", "is_native", "read_foreign"]
+__all__ = ["Foreign", "is_native", "read_foreign", "value_elsewhere"]
 
 
 def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> frozenset[str]:
@@ -25,11 +25,17 @@ def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> fro
     for key, operator, values in demand.constraints:
         if operator == "In" and any(m.label == key for m in target.model_labels):
             for value in values:
-                if not _understands(target, key, value, dialects) and any(
-                    _understands(m, key, value, dialects) for m in dialects.maps
-                ):
+                if value_elsewhere(target, key, value, dialects):
                     foreign.add(key)
     return frozenset(foreign)
+
+
+def value_elsewhere(target: CloudMap, key: str, value: str, dialects: Dialects) -> bool:
+    """Whether `value` of a model label the target reads too names a GPU only another platform's nodes
+    carry (an OCI shape in node.kubernetes.io/instance-type, sent to EKS)."""
+    return not _understands(target, key, value, dialects) and any(
+        _understands(m, key, value, dialects) for m in dialects.maps
+    )
 
 
 def _understands(cloud_map: CloudMap, key: str, value: str, dialects: Dialects) -> bool:
