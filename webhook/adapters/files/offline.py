@@ -164,6 +164,10 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             )
             if decided.rewrite is None or fitted.refusals:
                 result.allowed, result.messages = False, fitted.refusals or decided.refusals
+                if fitted.refusals and decided.rewrite is not None:
+                    result.messages = [
+                        m + _pin_instead(decided.rewrite.patch, context) for m in fitted.refusals
+                    ]
             else:
                 _, warnings, result.claim_templates = decided.rewrite
                 result.patch, result.warnings = fitted.patch, [*warnings, *fitted.notes]
@@ -192,6 +196,36 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
     return results
+
+
+def _pin_instead(patch: list[dict[str, Any]], context: Context) -> str:
+    """For a kind that takes a nodeSelector only: the single label value, or the values one of which,
+    that would pin the GPUs the translation's required node affinity names."""
+    found = [
+        (e["key"], tuple(e["values"]))
+        for op in patch
+        if op["path"].startswith("/spec/affinity")
+        for e in _expressions(op.get("value"))
+        if e.get("operator") == "In" and isinstance(e.get("values"), list)
+    ]
+    for key, values in found:
+        said = [f"{label}: {value}" for label, value in context.target.single_pins(key, values)]
+        if len(values) > 1 and key in context.target.selector_keys():
+            said.append(f"{key}: one of {', '.join(values)}")
+        if said:
+            return f"; pin the GPUs in a nodeSelector instead: {' or '.join(said)}"
+    return ""
+
+
+def _expressions(value: Any) -> list[Any]:
+    """Every matchExpressions entry under an affinity value."""
+    if isinstance(value, dict):
+        here = value.get("matchExpressions")
+        found = [e for e in here if isinstance(e, dict)] if isinstance(here, list) else []
+        return found + [e for k, v in value.items() if k != "matchExpressions" for e in _expressions(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _expressions(v)]
+    return []
 
 
 def written_device_classes(manifest: Manifest) -> tuple[dict[str, Any], ...]:
