@@ -662,8 +662,8 @@ def test_a_nim_service_refused_for_node_affinity_is_told_the_node_selector_that_
     [denial] = denials(err)
     assert denial.endswith(
         "; pin the GPUs in a nodeSelector instead: karpenter.k8s.aws/instance-gpu-name: l4 or "
-        "node.kubernetes.io/instance-type: one of g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, g6.16xlarge, "
-        "g6.12xlarge, g6.24xlarge, g6.48xlarge"
+        "node.kubernetes.io/instance-type: one of g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, "
+        "g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge"
     )
     pinned = text.replace(
         "cloud.google.com/gke-accelerator: nvidia-l4", "karpenter.k8s.aws/instance-gpu-name: l4"
