@@ -262,7 +262,8 @@ class CloudMap:
             for m in label.models_for(v)
         }
         pins: list[tuple[str, str]] = []
-        firsts = {}  # a key's first label is the one written; later ones (HyperPod's ml. types) are read only
+        # A key's first label is the one written; later ones (HyperPod's ml. types) are read only.
+        firsts: dict[str, ModelLabel] = {}
         for label in self.model_labels:
             firsts.setdefault(label.label, label)
         for label in firsts.values():
