@@ -345,3 +345,54 @@ def test_a_v520_job_is_refused_where_no_amd_inference_gpu_is_sold(capsys, target
     code, _, err = translate(capsys, EKS_V520, target)
     assert code == 1
     assert f"asks for V520 (8 GB, inference); {target} offers no AMD inference GPU with at least 8 GB" in err
+
+
+def test_an_unpinned_mig_slice_moved_to_gke_keeps_every_gpu_gke_cuts_it_from(capsys, tmp_path):
+    # GKE sells 3g.40gb partitions of A100 80GB and H100 80GB GPUs alike (gke.yaml's mig.profiles): an
+    # EKS pod asking nvidia.com/mig-3g.40gb on no particular model runs on either, never on A100s only.
+    path = tmp_path / "mig.yaml"
+    path.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: slice\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      containers:\n      - name: c\n        image: cuda\n"
+        "        resources:\n          limits:\n            nvidia.com/mig-3g.40gb: 1\n"
+    )
+    code, docs, err = translate(capsys, path, "gke")
+    assert code == 0, err
+    assert accepted(docs[0], "cloud.google.com/gke-accelerator") == {
+        "nvidia-a100-80gb",
+        "nvidia-h100-80gb",
+        "nvidia-h100-mega-80gb",
+    }
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-gpu-partition-size": "3g.40gb"
+    }
+
+
+def test_gke_s_whole_gpu_exclusions_moved_to_aks_are_removed_and_said(capsys, tmp_path):
+    # GKE pods keep whole GPUs with DoesNotExist on GKE's partition and sharing labels (GKE's docs, and
+    # gpuport's own whole-GPU terms); no AKS node has those keys, so the terms go, said, and recorded.
+    path = tmp_path / "whole.yaml"
+    path.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: whole\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      nodeSelector:\n"
+        "        cloud.google.com/gke-accelerator: nvidia-tesla-t4\n"
+        "      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "            nodeSelectorTerms:\n            - matchExpressions:\n"
+        "              - key: cloud.google.com/gke-gpu-sharing-strategy\n"
+        "                operator: DoesNotExist\n"
+        "      containers:\n      - name: c\n        image: cuda\n"
+        "        resources:\n          limits:\n            nvidia.com/gpu: 1\n"
+    )
+    code, docs, err = translate(capsys, path, "aks")
+    assert code == 0, err
+    assert "cloud.google.com" not in yaml.safe_dump(docs[0]["spec"]["template"]["spec"])
+    assert (
+        "node affinity cloud.google.com/gke-gpu-sharing-strategy DoesNotExist removed: no aks node has it"
+        in err
+    )
+    assert accepted(docs[0], INSTANCE_TYPE) == {
+        "Standard_NC4as_T4_v3",
+        "Standard_NC8as_T4_v3",
+        "Standard_NC16as_T4_v3",
+        "Standard_NC64as_T4_v3",
+    }
