@@ -136,7 +136,8 @@ SOURCES = {
         pod({"koordinator.sh/gpu.shared": "1", "koordinator.sh/gpu-memory": "8Gi"}),
         {"koordinator"},
     ),
-    "amd-whole": ("A", pod({"amd.com/gpu": "1"}), {"amd", "aks"}),  # AKS: ND MI300X v5
+    # AKS: ND MI300X v5; EKS: g4ad (Radeon Pro V520); OKE: BM.GPU.MI300X.8
+    "amd-whole": ("A", pod({"amd.com/gpu": "1"}), {"amd", "aks", "eks", "oke"}),
 }
 
 
@@ -310,11 +311,14 @@ EXPECTED = {
         **{
             t: denied(f"asks for an AMD GPU (amd.com/gpu: 1); {t} offers NVIDIA GPUs only")
             for t in TARGETS
-            if t not in (*AMD_TARGETS, "aks")
+            if t not in (*AMD_TARGETS, "aks", "eks", "oke")
         },
         "amd": ok({"amd.com/gpu": "1"}),
-        # AKS has AMD GPUs too (ND MI300X v5): the ask is its own there (amd-whole is native on aks).
+        # AKS, EKS and OKE have AMD GPUs too (ND MI300X v5, g4ad, BM.GPU.MI300X.8): the ask is their own
+        # there (amd-whole is native on each).
         "aks": ok({"amd.com/gpu": "1"}, tolerations=AKS_TOLERATION),
+        "eks": ok({"amd.com/gpu": "1"}),
+        "oke": ok({"amd.com/gpu": "1"}),
         "dra-amd": ok(
             {},
             tolerations=None,

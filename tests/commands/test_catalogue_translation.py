@@ -251,8 +251,11 @@ def test_aks_s_mi300x_job_is_refused_where_no_gpu_has_its_192_gb(capsys, target)
     assert code == 1
     said = f"asks for MI300X (192 GB, training); {target} offers no AMD training GPU with at least 192 GB"
     assert said in err
-    assert "H200 (141 GB, training)" in err  # the figures compared
-    assert f"containers[0] asks for an AMD GPU (amd.com/gpu: 8); {target} offers NVIDIA GPUs only" in err
+    if target == "gke":  # the figures compared; EKS has AMD GPUs (g4ad's V520), only not this one
+        assert "H200 (141 GB, training)" in err
+        assert "containers[0] asks for an AMD GPU (amd.com/gpu: 8); gke offers NVIDIA GPUs only" in err
+    else:
+        assert "(it offers V520 (8 GB, inference))" in err
 
 
 def test_an_aks_nvidia_job_is_left_as_written_beside_the_amd_sizes(capsys, tmp_path):
@@ -281,3 +284,115 @@ def test_an_nvidia_ask_pinned_to_the_mi300x_size_is_refused(capsys, tmp_path):
     code, _, err = translate(capsys, path, "aks")
     assert code == 1
     assert "asks for an NVIDIA GPU (nvidia.com/gpu: 8) on MI300X, which is not NVIDIA" in err
+
+
+# OKE sells BM.GPU.MI300X.8 and EKS sells g4ad (AMD Radeon Pro V520) beside their NVIDIA shapes and
+# types: their own AMD workloads run there (tests/commands/test_own_map.py), and move by model.
+OKE_MI300X_JOB = CATALOGUE_MANIFESTS / "oke-mi300x-mpijob.yaml"
+EKS_V520 = CATALOGUE_MANIFESTS / "eks-karpenter-amd-g4ad.yaml"
+
+
+def worker(doc):
+    return doc["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("target", "selector"),
+    [
+        ("aks", {INSTANCE_TYPE: "Standard_ND96isr_MI300X_v5"}),
+        ("amd", {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}),
+    ],
+)
+def test_oke_s_mi300x_mpijob_moves_to_the_mi300x_sold_elsewhere(capsys, target, selector):
+    code, docs, err = translate(capsys, OKE_MI300X_JOB, target)
+    assert code == 0, err
+    spec = worker(docs[0])
+    assert spec["nodeSelector"] == selector  # the OCI shape is gone: no node of the target carries it
+    assert spec["containers"][0]["resources"]["limits"] == {"amd.com/gpu": 8}
+
+
+def test_an_aks_mi300x_job_moves_to_oke_s_mi300x_shape(capsys):
+    code, docs, err = translate(capsys, MI300X_JOB, "oke")
+    assert code == 0, err
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {INSTANCE_TYPE: "BM.GPU.MI300X.8"}
+    assert gpu_limits(docs[0]) == {"memory": "32Gi", "amd.com/gpu": 8}
+
+
+def test_an_mi300x_job_sent_to_eks_is_refused_naming_the_only_amd_gpu_eks_sells(capsys):
+    code, _, err = translate(capsys, OKE_MI300X_JOB, "eks")
+    assert code == 1
+    assert (
+        "asks for MI300X (192 GB, training); eks offers no AMD training GPU with at least 192 GB "
+        "(it offers V520 (8 GB, inference))"
+    ) in err
+
+
+def test_eks_s_v520_by_instance_type_stays_on_g4ad(capsys, tmp_path):
+    path = tmp_path / "g4ad.yaml"
+    path.write_text(
+        EKS_V520.read_text().replace(
+            "karpenter.k8s.aws/instance-gpu-name: radeon-pro-v520", f"{INSTANCE_TYPE}: g4ad.8xlarge"
+        )
+    )
+    code, docs, err = translate(capsys, path, "eks")
+    assert code == 0, err
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {INSTANCE_TYPE: "g4ad.8xlarge"}
+    assert "gpuport:" not in err
+
+
+@pytest.mark.parametrize("target", ["aks", "oke", "amd"])
+def test_a_v520_job_is_refused_where_no_amd_inference_gpu_is_sold(capsys, target):
+    code, _, err = translate(capsys, EKS_V520, target)
+    assert code == 1
+    assert f"asks for V520 (8 GB, inference); {target} offers no AMD inference GPU with at least 8 GB" in err
+
+
+def test_an_unpinned_mig_slice_moved_to_gke_keeps_every_gpu_gke_cuts_it_from(capsys, tmp_path):
+    # GKE sells 3g.40gb partitions of A100 80GB and H100 80GB GPUs alike (gke.yaml's mig.profiles): an
+    # EKS pod asking nvidia.com/mig-3g.40gb on no particular model runs on either, never on A100s only.
+    path = tmp_path / "mig.yaml"
+    path.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: slice\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      containers:\n      - name: c\n        image: cuda\n"
+        "        resources:\n          limits:\n            nvidia.com/mig-3g.40gb: 1\n"
+    )
+    code, docs, err = translate(capsys, path, "gke")
+    assert code == 0, err
+    assert accepted(docs[0], "cloud.google.com/gke-accelerator") == {
+        "nvidia-a100-80gb",
+        "nvidia-h100-80gb",
+        "nvidia-h100-mega-80gb",
+    }
+    assert docs[0]["spec"]["template"]["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-gpu-partition-size": "3g.40gb"
+    }
+
+
+def test_gke_s_whole_gpu_exclusions_moved_to_aks_are_removed_and_said(capsys, tmp_path):
+    # GKE pods keep whole GPUs with DoesNotExist on GKE's partition and sharing labels (GKE's docs, and
+    # gpuport's own whole-GPU terms); no AKS node has those keys, so the terms go, said, and recorded.
+    path = tmp_path / "whole.yaml"
+    path.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: whole\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      nodeSelector:\n"
+        "        cloud.google.com/gke-accelerator: nvidia-tesla-t4\n"
+        "      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "            nodeSelectorTerms:\n            - matchExpressions:\n"
+        "              - key: cloud.google.com/gke-gpu-sharing-strategy\n"
+        "                operator: DoesNotExist\n"
+        "      containers:\n      - name: c\n        image: cuda\n"
+        "        resources:\n          limits:\n            nvidia.com/gpu: 1\n"
+    )
+    code, docs, err = translate(capsys, path, "aks")
+    assert code == 0, err
+    assert "cloud.google.com" not in yaml.safe_dump(docs[0]["spec"]["template"]["spec"])
+    assert (
+        "node affinity cloud.google.com/gke-gpu-sharing-strategy DoesNotExist removed: no aks node has it"
+        in err
+    )
+    assert accepted(docs[0], INSTANCE_TYPE) == {
+        "Standard_NC4as_T4_v3",
+        "Standard_NC8as_T4_v3",
+        "Standard_NC16as_T4_v3",
+        "Standard_NC64as_T4_v3",
+    }

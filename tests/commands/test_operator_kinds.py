@@ -182,10 +182,11 @@ def test_a_nim_service_is_translated_as_the_deployment_the_nim_operator_makes_of
     translated = TRANSLATED_FROM in (pod.get("metadata") or {}).get("annotations", {})
     if added and translated:
         assert code == 1 and out == text
-        assert denials(err) == [
+        [denial] = denials(err)
+        assert denial.startswith(
             f"the translated pod needs {', '.join(sorted(added))}, which the NIM operator does not take from "
             "a NIMService (only nodeSelector, tolerations, resources)"
-        ]
+        )
         return
     assert code == 0
     if added:  # already in the target's words: left as written, the webhook adds the rest to its pods
@@ -648,3 +649,25 @@ def test_preflight_counts_a_dynamo_service_s_replicas_times_its_nodes(capsys, tm
         "DynamoComponentDeployment/default/small-model  inference/stateless, 4 replica(s)"
         in capsys.readouterr().out
     )
+
+
+def test_a_nim_service_refused_for_node_affinity_is_told_the_node_selector_that_pins_its_gpus(
+    capsys, tmp_path
+):
+    # GKE L4 to EKS: the L4 instance types are many (an In affinity), but Karpenter's GPU-name label says
+    # L4 in one value, and one instance type would do too: both are named, and the first one works.
+    text = manifest("nimservice-gke-h100.yaml").replace("nvidia-h100-80gb", "nvidia-l4")
+    code, _, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 1
+    [denial] = denials(err)
+    assert denial.endswith(
+        "; pin the GPUs in a nodeSelector instead: karpenter.k8s.aws/instance-gpu-name: l4 or "
+        "node.kubernetes.io/instance-type: one of g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, "
+        "g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge"
+    )
+    pinned = text.replace(
+        "cloud.google.com/gke-accelerator: nvidia-l4", "karpenter.k8s.aws/instance-gpu-name: l4"
+    )
+    code, out, err = translate(capsys, tmp_path, pinned, "eks")
+    assert code == 0, err
+    assert out == pinned

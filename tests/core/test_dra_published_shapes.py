@@ -85,6 +85,8 @@ def test_shapes_a_device_plugin_can_say_are_translated(capsys, name, limits, tar
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(("name", "words"), sorted(REFUSED.items()))
 def test_shapes_a_device_plugin_cannot_say_are_refused_naming_the_field(capsys, name, words, target):
+    if (name, target) == ("amd-single-gpu.yaml", "eks"):
+        pytest.skip("EKS sells AMD GPUs (g4ad): test_an_amd_claim_becomes_eks_s_amd_gpu")
     code, _, err = translate(capsys, name, target)
     assert code == 1
     assert words in err
@@ -247,3 +249,13 @@ def test_the_webhook_reads_every_gpu_of_a_node_from_its_view_of_the_nodes_as_tra
     assert any(
         op["value"] == {"nvidia.com/gpu": "8"} for op in decision.patch if op["path"].endswith("/limits")
     )
+
+
+def test_an_amd_claim_becomes_eks_s_amd_gpu(capsys):
+    # EKS's g4ad instances (AMD Radeon Pro V520) run AMD's device plugin: one AMD GPU by claim is one
+    # amd.com/gpu there, where every other target here refuses it.
+    code, documents, err = translate(capsys, "amd-single-gpu.yaml", "eks")
+    assert code == 0, err
+    (pod,) = documents
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu": 1}
+    assert "resourceClaims" not in pod["spec"]

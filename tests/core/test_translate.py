@@ -191,11 +191,19 @@ def test_a_model_the_target_lacks_is_replaced_by_one_with_as_much_memory():
 
 def test_a_slice_goes_only_to_partition_sizes_the_platform_sells():
     # GKE partitions an A100 40GB as 1g.5gb, 2g.10gb, 3g.20gb and 7g.40gb: never 1g.10gb.
+    # Unpinned, it goes to every GPU GKE cuts 1g.10gb from (A100 80GB and H100 80GB), not the first.
     translated_pod, decision, _ = translated(pod({"nvidia.com/mig-1g.10gb": "1"}), "gke")
-    assert translated_pod["spec"]["nodeSelector"] == {
-        "cloud.google.com/gke-gpu-partition-size": "1g.10gb",
-        "cloud.google.com/gke-accelerator": "nvidia-a100-80gb",
-    }
+    assert translated_pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-gpu-partition-size": "1g.10gb"}
+    [term] = translated_pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {
+            "key": "cloud.google.com/gke-accelerator",
+            "operator": "In",
+            "values": ["nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h100-mega-80gb"],
+        }
+    ]
     pinned = pod({"nvidia.com/mig-1g.10gb": "1"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
     translated_pod, decision, _ = translated(pinned, "gke")
     assert translated_pod["spec"]["nodeSelector"]["cloud.google.com/gke-gpu-partition-size"] == "2g.10gb"

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         results_json,
         translate_documents,
         unified_diff,
+        written_device_classes,
     )
     from webhook.adapters.files.yamledit import Unfaithful
     from webhook.config.cloudmap import default_directory
@@ -61,7 +62,23 @@ def run(args: argparse.Namespace) -> int:
             manifest = load_documents(text, name)
         except (OSError, UnicodeDecodeError, ManifestError) as exc:
             return bad_input("translate", exc)
-        file_results = translate_documents(manifest, context)
+        classes = written_device_classes(manifest)
+        if classes and context.target.dra is not None:
+            # The cluster the files are for has these DeviceClasses: those standing for an extended
+            # resource (KEP-5004) let a pod asking for it run as written, as the webhook reads them.
+            try:
+                file_context = build_context(
+                    args.cloudmap_dir or default_directory(),
+                    args.to,
+                    args.inventory,
+                    read_as=args.source,
+                    cluster_dra=ClusterDra(args.dra_api_version, classes),
+                )
+            except StartupError as exc:
+                return bad_input("translate", exc)
+        else:
+            file_context = context
+        file_results = translate_documents(manifest, file_context)
         results += file_results
         for result in file_results:
             for warning in result.warnings:

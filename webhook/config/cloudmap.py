@@ -287,6 +287,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         ),
         dra=dra,
         devices=_devices(data.get("devices")),
+        other_schedulers=tuple(data.get("other_schedulers", ())),
         source=str(source),
         **_given(
             data,

@@ -29,6 +29,7 @@ from webhook.adapters.files.yamledit import (
 )
 from webhook.adapters.files.yamlstyle import MARKER
 from webhook.core.asks.claims import DEVICE_CLASS
+from webhook.core.asks.compute_domains import channel_templates
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
@@ -137,7 +138,11 @@ def _leading_comments(text: str) -> str:
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
     results = []
-    claim_docs = [d.edited for d in manifest.documents if claim_object_key(d.edited) is not None]
+    claim_docs = [
+        d.edited
+        for d in manifest.documents
+        if claim_object_key(d.edited) is not None or any(channel_templates(d.edited))
+    ]
     beside = ClaimsBeside([json.loads(json.dumps(d, default=str)) for d in claim_docs])
     referred = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
@@ -162,6 +167,10 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             )
             if decided.rewrite is None or fitted.refusals:
                 result.allowed, result.messages = False, fitted.refusals or decided.refusals
+                if fitted.refusals and decided.rewrite is not None:
+                    result.messages = [
+                        m + _pin_instead(decided.rewrite.patch, context) for m in fitted.refusals
+                    ]
             else:
                 _, warnings, result.claim_templates = decided.rewrite
                 result.patch, result.warnings = fitted.patch, [*warnings, *fitted.notes]
@@ -229,6 +238,45 @@ def _exclusive_topology(
         document.changed.append(path)
         results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results
+
+
+def _pin_instead(patch: list[dict[str, Any]], context: Context) -> str:
+    """For a kind that takes a nodeSelector only: the single label value, or the values one of which,
+    that would pin the GPUs the translation's required node affinity names."""
+    found = [
+        (e["key"], tuple(e["values"]))
+        for op in patch
+        if op["path"].startswith("/spec/affinity")
+        for e in _expressions(op.get("value"))
+        if e.get("operator") == "In" and isinstance(e.get("values"), list)
+    ]
+    for key, values in found:
+        said = [f"{label}: {value}" for label, value in context.target.single_pins(key, values)]
+        if len(values) > 1 and key in context.target.selector_keys():
+            said.append(f"{key}: one of {', '.join(values)}")
+        if said:
+            return f"; pin the GPUs in a nodeSelector instead: {' or '.join(said)}"
+    return ""
+
+
+def _expressions(value: Any) -> list[Any]:
+    """Every matchExpressions entry under an affinity value."""
+    if isinstance(value, dict):
+        here = value.get("matchExpressions")
+        found = [e for e in here if isinstance(e, dict)] if isinstance(here, list) else []
+        return found + [e for k, v in value.items() if k != "matchExpressions" for e in _expressions(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _expressions(v)]
+    return []
+
+
+def written_device_classes(manifest: Manifest) -> tuple[dict[str, Any], ...]:
+    """The DeviceClasses among the documents, as plain values (what the cluster they are for has)."""
+    return tuple(
+        json.loads(json.dumps(d.edited, default=str))
+        for d in manifest.documents
+        if (claim_object_key(d.edited) or ("", ""))[1].startswith(DEVICE_CLASS)
+    )
 
 
 def _merge_records(recorded: dict[int, Any]) -> None:

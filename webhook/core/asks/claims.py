@@ -192,7 +192,11 @@ def read_device_class(
         for term in expression.split("&&")
         if (found := DRIVER.fullmatch(term.strip().strip("()").strip())) and found.group(1) == "=="
     }
-    pinned = len(drivers) == 1 and _grammar_holds(next(iter(drivers)), selectors, catalogue)
+    gpu_drivers = {m.dra.driver for m in maps if m.dra is not None}
+    pinned = len(drivers) == 1 and (
+        _grammar_holds(next(iter(drivers)), selectors, catalogue)
+        or (not drivers & gpu_drivers and any(_plain_conjunction(e, drivers) for e in expressions))
+    )
     gpu_maps = [m for m in maps if m.dra is not None and (not pinned or m.dra.driver in drivers)]
     if pinned and not gpu_maps:
         driver = next(iter(drivers))
@@ -236,6 +240,20 @@ def read_device_class(
         tuple(inexact),
         extended,
     )
+
+
+def _plain_conjunction(expression: str, drivers: set[str]) -> bool:
+    """Whether `expression` is terms joined by && alone, one of them `device.driver == <one of drivers>`:
+    then every device it selects is that driver's, whatever the other terms compare (NVIDIA's IMEX
+    channel class adds `.id == 0`, outside the GPU grammar). No ||, ?: or negated group, which could
+    put the driver term under another."""
+    if "||" in expression or "?" in expression or re.search(r"!\s*\(", expression):
+        return False
+    for term in expression.split("&&"):
+        found = DRIVER.fullmatch(term.strip().strip("()").strip())
+        if found and found.group(1) == "==" and literal_text(found.groups()[1:]) in drivers:
+            return True
+    return False
 
 
 def _grammar_holds(driver: str, selectors: Any, catalogue: Catalogue) -> bool:

@@ -30,6 +30,7 @@ from webhook.core.asks.claims import (
     extended_request,
     read_claim_requests,
 )
+from webhook.core.asks.compute_domains import CHANNEL_CLASS, channel_class, channel_templates
 from webhook.core.vocabulary import dra_api, quantity
 from webhook.core.vocabulary.catalogue import Catalogue
 from webhook.core.vocabulary.gpu_use import NO_GPU, GpuUse
@@ -211,8 +212,13 @@ def read_pod_claims(
         claim = _Claim(
             name, source, made_from, {r.name: r for r in readings}, whole_claim, readings, found_at.shared
         )
-        if not claim.gpu:
-            continue  # another driver's devices: not GPUs, left alone
+        if not claim.gpu:  # another driver's devices (an IMEX channel, a NIC): not GPUs, left alone
+            classes = ", ".join(sorted(_classes_named(claim_spec))) or "no device class"
+            notes.append(
+                f"claim {name} ({made_from}) kept as written: it gives no GPU ({classes}); the "
+                "cluster needs the driver that serves it"
+            )
+            continue
         claims[name] = claim
         charge, why = _charge(claim, catalogue)
         if charge is None:
@@ -235,6 +241,17 @@ def read_pod_claims(
         tuple(dict.fromkeys(problems)),
         tuple(notes),
     )
+
+
+def _classes_named(value: Any) -> set[str]:
+    """Every deviceClassName in a claim's spec, whatever the API version nests it under."""
+    if isinstance(value, Mapping):
+        named = value.get("deviceClassName")
+        found = {named} if isinstance(named, str) else set()
+        return found.union(*(_classes_named(v) for k, v in value.items() if k != "deviceClassName"))
+    if isinstance(value, list):
+        return set().union(*(_classes_named(v) for v in value))
+    return set()
 
 
 def stood_for(read: PodRead, objects: ClaimObjects) -> bool:
@@ -466,7 +483,11 @@ class ClaimsBeside:
 
     def __init__(self, documents: list[Any]):
         self.found: dict[tuple[str, str], Mapping[str, Any]] = {}
+        made: dict[tuple[str, str], Mapping[str, Any]] = {}  # by the drivers of objects written here
         for doc in documents:
+            for namespace, name, template in channel_templates(doc):
+                made[(namespace, name)] = template
+                made[("", DEVICE_CLASS + CHANNEL_CLASS)] = channel_class()
             key = claim_object_key(doc)
             if key is None:
                 continue
@@ -474,6 +495,7 @@ class ClaimsBeside:
                 self.found[key] = {"spec": {"spec": doc.get("spec") or {}}}
             else:
                 self.found[key] = doc
+        self.found = {**made, **self.found}  # what is written here wins
 
     def lookup(self, namespace: str) -> ClaimObjects:
         def find(key: str) -> Mapping[str, Any] | None:

@@ -78,3 +78,20 @@ def unread_refusal(names: Iterable[str], namespace: str, whole_gpu: str) -> str:
         f"reads it, and an uncounted GPU would escape the quota. Ask for {whole_gpu}, or add the name to "
         "the cluster's cloud map (gpuport lint checks the edit)"
     )
+
+
+def unread_warning(names: Iterable[str], target: str, whole_gpu: str, share_names: tuple[str, ...]) -> str:
+    """What a pod asking for GPUs by names no map reads is told wherever it goes: they are left as
+    written (gpuport cannot say them in the target's words), so only a node running their device plugin
+    gives them; the target's own words for a GPU instead."""
+    names = tuple(names)
+    said = ", ".join(names)
+    what, them, it = ("a GPU name", "its", "it") if len(names) == 1 else ("GPU names", "their", "them")
+    instead = f"{whole_gpu} for whole GPUs" + (
+        f", {' and '.join(share_names)} for a share" if share_names else ""
+    )
+    return (
+        f"gpuport: {said}: {what} no cloud map reads, left as written and not translated; only {target} "
+        f"nodes running {them} device plugin give {it}, elsewhere the pod stays Pending ({target} asks "
+        f"{instead}; or add a map that reads {it})"
+    )

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from webhook.core.asks.checks import check_containers
 from webhook.core.asks.demand import PodDemand, read_demand, read_selection
 from webhook.core.asks.pod_claims import TemplateLookup
+from webhook.core.asks.unread import unread_warning
 from webhook.core.deciding.context import REWRITES, REWRITES_CHARS, Context
 from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
@@ -116,6 +117,10 @@ def rewrite_pod(
     warnings += devices.warnings
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
+    if demand.unread:
+        shared = target.shared
+        share_names = tuple(n for n in (shared.memory_resource, shared.core_resource) if n)
+        warnings.append(unread_warning(demand.unread, target.name, target.whole_gpu, share_names))
     # Every step decides first, as a plan of edits with their words; the edits are made in one place.
     edits: list[PodEdit] = []
     needed: list[dict[str, Any]] = []

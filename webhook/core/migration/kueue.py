@@ -10,6 +10,7 @@ gpuport does not rewrite the queues (quotas per flavor are the admin's choice); 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.core.rewriting.foreign import value_elsewhere
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 from webhook.core.vocabulary.templates import kind_key
@@ -47,19 +48,35 @@ def queue_gaps(
 
 
 def flavor_gaps(flavor: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> list[str]:
-    """The GPU node labels of a ResourceFlavor that only another platform's nodes carry."""
+    """The GPU node labels of a ResourceFlavor that only another platform's nodes carry: a key the
+    target does not read (GKE's accelerator label on EKS), or a value of one it reads that names
+    another platform's hardware (an OCI shape in node.kubernetes.io/instance-type on EKS or AKS)."""
     labels = mapping_at(flavor, ("spec", "nodeLabels")) or {}
     name = _name(flavor)
     ours = target.selector_keys()
-    foreign = sorted(k for k in labels if k in dialects.selector_keys() and k not in ours)
+    gpu_keys = dialects.selector_keys()
+    foreign = sorted(
+        k
+        for k in labels
+        if k in gpu_keys and (k not in ours or value_elsewhere(target, k, str(labels[k]), dialects))
+    )
     if not foreign:
         return []
     written = ", ".join(f"{k}={labels[k]}" for k in foreign)
-    instead = target.model_labels[0].label if target.model_labels else "this cluster's GPU labels"
     return [
         f"gpuport: ResourceFlavor {name} puts {written} on the pods it admits, which no {target.name} node "
-        f"carries: they would stay Pending (use {instead})"
+        f"carries: they would stay Pending (use {_instead(labels, foreign, target, dialects)})"
     ]
+
+
+def _instead(labels: Mapping[str, Any], foreign: list[str], target: CloudMap, dialects: Dialects) -> str:
+    """The target's model label, with its values for the models the flavor's labels name."""
+    if not target.model_labels:
+        return "this cluster's GPU labels"
+    label = target.model_labels[0]
+    models = {m for k in foreign for m in dialects.label_meaning(k, str(labels[k])).models}
+    values = sorted({v for m in models for v in label.values.get(m, ())})
+    return f"{label.label}: {'|'.join(values)}" if values else label.label
 
 
 def _name(doc: Mapping[str, Any]) -> str:

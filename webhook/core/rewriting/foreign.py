@@ -14,7 +14,7 @@ from webhook.core.rewriting.translate_ask import mig_candidates
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
-__all__ = ["Foreign", "is_native", "read_foreign"]
+__all__ = ["Foreign", "is_native", "read_foreign", "value_elsewhere"]
 
 
 def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> frozenset[str]:
@@ -25,11 +25,17 @@ def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> fro
     for key, operator, values in demand.constraints:
         if operator == "In" and any(m.label == key for m in target.model_labels):
             for value in values:
-                if not _understands(target, key, value, dialects) and any(
-                    _understands(m, key, value, dialects) for m in dialects.maps
-                ):
+                if value_elsewhere(target, key, value, dialects):
                     foreign.add(key)
     return frozenset(foreign)
+
+
+def value_elsewhere(target: CloudMap, key: str, value: str, dialects: Dialects) -> bool:
+    """Whether `value` of a model label the target reads too names a GPU only another platform's nodes
+    carry (an OCI shape in node.kubernetes.io/instance-type, sent to EKS)."""
+    return not _understands(target, key, value, dialects) and any(
+        _understands(m, key, value, dialects) for m in dialects.maps
+    )
 
 
 def _understands(cloud_map: CloudMap, key: str, value: str, dialects: Dialects) -> bool:
@@ -61,8 +67,10 @@ def _speaks(cloud_map: CloudMap, key: str) -> bool:
 def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> str:
     """The schedulerName of another platform's scheduler layer (volcano, hami-scheduler...), if any."""
     name = spec.get("schedulerName")
-    if not isinstance(name, str) or not name or name == target.scheduler_name:
+    if not isinstance(name, str) or not name:
         return ""  # a non-string the API server would refuse: no scheduler gpuport knows
+    if name == target.scheduler_name or name in target.other_schedulers:
+        return ""  # one the target runs
     return str(name) if name in dialects.scheduler_names else ""
 
 

@@ -85,8 +85,15 @@ def translate_pod(
         except Untranslatable as exc:
             problems.extend(f"{ask.label} {m}" for m in exc.messages)
     needed = {m for p in asked_there.values() for m in p.models}
-    if len(needed) > 1 and target.mig.form in ("single", "partition-label"):
-        problems.append(f"containers need different GPU models on one node ({', '.join(sorted(needed))})")
+    if target.mig.form in ("single", "partition-label"):
+        # One node has one model: the models every container's ask accepts (a slice cut the same way
+        # from several models accepts each of them).
+        common = set(needed)
+        for placed in asked_there.values():
+            common &= set(placed.models) or common
+        if len(needed) > 1 and not common:
+            problems.append(f"containers need different GPU models on one node ({', '.join(sorted(needed))})")
+        needed = common
 
     node_labels: dict[str, tuple[str, ...]] = {}
     for there in asked_there.values():
@@ -131,6 +138,15 @@ def translate_pod(
     original: dict[str, Any] = {ask.label: dict(ask.written) for ask in demand.asks}
     # Foreign GPU keys go, and so do our own keys that are about to be written anew.
     stale = foreign.keys | set(leaving) | (demand.selection.keys & set(node_labels))
+    # Exclusions on another platform's GPU keys (GKE's whole-GPU DoesNotExist terms): no node here
+    # carries the key, so they hold everywhere and say nothing; they go, and are said.
+    ours = target.selector_keys()
+    for key, operator, _ in demand.constraints:
+        if operator in ("DoesNotExist", "NotIn") and key in dialects.selector_keys() and key not in ours:
+            if key not in stale:
+                said = f"gpuport: node affinity {key} {operator} removed: no {target.name} node has it"
+                edits.append(Say(said))
+            stale = stale | {key}
     carried = dict(node_labels)
     for key, values in capacity.labels.items():
         node_labels.setdefault(key, values)  # said with the capacity it carries

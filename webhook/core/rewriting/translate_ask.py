@@ -178,7 +178,10 @@ def _place_mig(
         labels = {target.mig.product_label: products}
         return TargetAsk({target.whole_gpu: str(ask.count)}, labels, (), note, mig=profile)
     labels = {target.mig.label: (profile.name,)}
-    return TargetAsk({target.whole_gpu: str(ask.count)}, labels, (model.id,), note, mig=profile)
+    # One partition size names the same slice on every GPU the platform cuts it from (GKE's 3g.40gb on an
+    # A100 80GB and an H100 80GB): each such model stays acceptable, never only the first found.
+    same = tuple(g.id for g in candidates if profile.name in g.profiles) or (model.id,)
+    return TargetAsk({target.whole_gpu: str(ask.count)}, labels, same, note, mig=profile)
 
 
 def _offers_mig(target: CloudMap) -> bool:

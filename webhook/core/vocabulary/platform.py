@@ -230,6 +230,9 @@ class CloudMap:
     tolerations: tuple[Mapping[str, str], ...] = ()
     topology_labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str = ""
+    # Schedulers the platform also runs beside the default one (CCE's Volcano add-on): a pod naming one
+    # keeps it, whatever another map's scheduler layer calls itself.
+    other_schedulers: tuple[str, ...] = ()
     fractional_policy: FractionalPolicy = "deny"
     mig_to_whole: MigToWhole = "deny"
     substitution: Substitution = "same-class"
@@ -257,6 +260,29 @@ class CloudMap:
     def vendors(self) -> tuple[str, ...]:
         """The vendors whose GPUs this platform has, its own first."""
         return (self.vendor, *(v for v in self.whole_by_vendor if v != self.vendor))
+
+    def single_pins(self, key: str, values: tuple[str, ...]) -> list[tuple[str, str]]:
+        """Labels of this platform with one value naming the same GPUs as `key` in `values` (and no
+        other): what a kind that takes a nodeSelector only (NIM) can be given instead of affinity."""
+        models = {
+            m
+            for label in self.model_labels
+            if label.label == key
+            for v in values
+            for m in label.models_for(v)
+        }
+        pins: list[tuple[str, str]] = []
+        # A key's first label is the one written; later ones (HyperPod's ml. types) are read only.
+        firsts: dict[str, ModelLabel] = {}
+        for label in self.model_labels:
+            firsts.setdefault(label.label, label)
+        for label in firsts.values():
+            if label.label.startswith("beta.kubernetes.io/"):
+                continue  # the deprecated alias: read, never written
+            said = sorted({v for m in models for v in label.values.get(m, ())})
+            if len(said) == 1 and label.models_for(said[0]) <= models and (label.label, said[0]) not in pins:
+                pins.append((label.label, said[0]))
+        return pins
 
     def whole_for(self, vendor: str) -> str:
         """The whole-GPU resource of `vendor`'s GPUs here ("" where the platform has none of them)."""

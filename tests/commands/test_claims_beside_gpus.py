@@ -1,0 +1,41 @@
+"""`gpuport translate` on a GB200 job written beside its ComputeDomain (tests/manifests/claims/, sources
+in its README): the driver makes the IMEX channel's template only once the ComputeDomain exists, so the
+file names a template it does not hold; gpuport reads it as the driver will make it (no GPU), translates
+the GPU asks only and keeps the channel claim as written, saying so."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.commands.cli import main
+
+JOB = Path(__file__).parents[1] / "manifests" / "claims" / "gb200-imex-compute-domain.yaml"
+CHANNEL = {"name": "imex-channel-0", "resourceClaimTemplateName": "imex-channel-0"}
+
+
+def translate(capsys, target):
+    code = main(["translate", "--to", target, str(JOB)])
+    out, err = capsys.readouterr()
+    return code, [d for d in yaml.safe_load_all(out) if d], err
+
+
+@pytest.mark.parametrize("target", ["gke", "oke", "dra-nvidia"])
+def test_the_gpu_ask_is_translated_and_the_imex_channel_claim_kept(capsys, target):
+    code, docs, err = translate(capsys, target)
+    assert code == 0, err
+    compute_domain, job = docs[:2]
+    assert compute_domain["kind"] == "ComputeDomain"  # another kind, printed as written
+    spec = job["spec"]["template"]["spec"]
+    assert CHANNEL in spec["resourceClaims"]
+    assert {"name": "imex-channel-0"} in spec["containers"][0]["resources"]["claims"]
+    assert "nvidia.com/gpu.product" not in spec.get("nodeSelector", {})  # the GPU ask was translated
+    assert "claim imex-channel-0 (ResourceClaimTemplate imex-channel-0) kept as written" in err
+
+
+@pytest.mark.parametrize("target", ["eks", "aks"])
+def test_where_no_gb200_is_sold_the_refusal_is_about_the_gpus_not_the_channel(capsys, target):
+    code, _, err = translate(capsys, target)
+    assert code == 1
+    assert "asks for GB200" in err
+    assert "could not be read" not in err and "imex-channel-0" not in err.split("denied")[1]
