@@ -23,7 +23,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from webhook.commands.plan_report import as_yaml  # noqa: E402
+from webhook.commands.plan_report import Output, as_yaml  # noqa: E402
 from webhook.config.cloudmap import default_directory  # noqa: E402
 from webhook.config.loading import build_context  # noqa: E402
 from webhook.config.mig_geometry import load_geometry  # noqa: E402
@@ -105,7 +105,7 @@ def measure(nodes: int, pods: int) -> dict:
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)
     planned = time.perf_counter()
-    text = as_yaml(plan, context.dialects.catalogue, inventory)
+    text = as_yaml(plan, context.dialects.catalogue, inventory, Output(context.target, gpus))
     written = time.perf_counter()
     return {
         "nodes": nodes,

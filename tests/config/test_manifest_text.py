@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from webhook.commands.cli import main
 from webhook.config import manifest_text
-from webhook.config.manifest_text import ManifestError, documents
+from webhook.config.manifest_text import UnreadableText, documents
 
 # Plain scalars of every type the safe loader resolves (YAML 1.1), and the forms the fast path leaves to
 # it: anchors, aliases, merge keys, tags, keys that are collections.
@@ -82,7 +82,7 @@ def test_the_common_shape_is_read_without_falling_back_to_the_python_constructor
 def test_a_problem_names_the_file_line_and_column_with_either_loader(monkeypatch, loader, text, where, what):
     if loader == "pure":
         monkeypatch.setattr(manifest_text, "LOADER", yaml.SafeLoader)
-    with pytest.raises(ManifestError) as raised:
+    with pytest.raises(UnreadableText) as raised:
         documents(text, "nodes.yaml")
     said = str(raised.value)
     assert said.startswith(f"nodes.yaml:{where}") and what in said

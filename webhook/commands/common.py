@@ -30,7 +30,7 @@ def read_input(name: str) -> str:
 
 def read_yaml_documents(names: list[str]) -> list[Any]:
     """Every non-empty YAML (or JSON) document of the named inputs, in order (safe loading, libyaml's
-    where present); a problem names the file and line (`ManifestError`, a `yaml.YAMLError`)."""
+    where present); a problem names the file and line (`UnreadableText`, a `yaml.YAMLError`)."""
     from webhook.config.manifest_text import documents
 
     return [

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from webhook.commands.common import Subcommands, bad_input, kinds_read, positive, read_yaml_documents
+from webhook.core.planning.rendering import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
 
 
 def register(commands: Subcommands) -> None:
@@ -21,10 +22,13 @@ def register(commands: Subcommands) -> None:
         "its MIG slices times its replicas) and the target's nodes from --inventory (Pods listed there "
         "ask too) or, with --kubeconfig, from the cluster with its running and pending pods, and "
         "proposes a layout per GPU that holds the slices on the fewest GPUs, then with the fewest GPUs "
-        "repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
-        "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
-        "GKE, AKS and single-strategy targets get the node pools to create, each in the map's words "
-        "(AKS: --gpu-instance-profile); HAMi and DRA targets need no layout. Exit 0 when the slices "
+        "repartitioned. -o yaml (default): a stream kubectl apply -f takes: the ConfigMap the GPU "
+        "Operator's MIG manager reads (its mig-parted configuration), then per changed node, in the "
+        "order to drain them, the Node with its nvidia.com/mig.config label, after comments naming the "
+        "pods to drain first; nothing to change prints no document. -o commands: the same as a shell "
+        "script, one node at a time (cordon, drain, label, wait for nvidia.com/mig.config.state=success, "
+        "uncordon). GKE, AKS and single-strategy targets get the node pools to create, in nodes, with "
+        "the command creating each; HAMi and DRA targets need no layout. Exit 0 when the slices "
         "fit, 1 when not (what is short is said), 2 on bad input. "
         f"It reads Pods and the pod templates of {kinds_read()}.",
     )
@@ -53,7 +57,18 @@ def register(commands: Subcommands) -> None:
         help="workloads per migration wave, as preflight orders them (default 5): -o table says "
         "whether the slices fit once each wave has moved",
     )
-    mig.add_argument("-o", "--output", choices=["yaml", "table"], default="yaml")
+    mig.add_argument("-o", "--output", choices=["yaml", "commands", "table"], default="yaml")
+    mig.add_argument(
+        "--mig-config-name",
+        default=DEFAULT_CONFIG_MAP,
+        help="the ConfigMap the ClusterPolicy's migManager.config.name names "
+        f"(default {DEFAULT_CONFIG_MAP}, the GPU Operator's own)",
+    )
+    mig.add_argument(
+        "--gpu-operator-namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"the namespace the GPU Operator runs in (default {DEFAULT_NAMESPACE})",
+    )
     mig.set_defaults(run=run_mig)
     parser.set_defaults(run=lambda _args: _usage(parser))
 
@@ -66,11 +81,12 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_mig(args: argparse.Namespace) -> int:
     import yaml
 
-    from webhook.commands.plan_report import as_table, as_yaml, shortfalls
+    from webhook.commands.plan_report import Output, as_commands, as_table, as_yaml, shortfalls
     from webhook.config.cloudmap import CloudMapError, default_directory
     from webhook.config.loading import StartupError, build_context, load_inventory
     from webhook.config.mig_geometry import load_geometry
     from webhook.core.planning.mig_plan import plan_mig
+    from webhook.core.planning.rendering import Operator
     from webhook.core.planning.slice_demand import by_wave, slice_demand
     from webhook.core.planning.target_gpus import target_gpus
 
@@ -94,13 +110,18 @@ def run_mig(args: argparse.Namespace) -> int:
     demand = slice_demand(documents, context, inventory)
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)
+    output = Output(context.target, gpus, Operator(args.mig_config_name, args.gpu_operator_namespace))
     if args.output == "yaml":
-        sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory))
+        sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory, output))
+    elif args.output == "commands":
+        sys.stdout.write(as_commands(plan, context.dialects.catalogue, inventory, output))
     else:
         waves = _waves(documents, args, context, inventory) if documents else []
         planned = [plan_mig(d, gpus, geometries, context.target) for d in by_wave(demand, waves)]
         sys.stdout.write(
-            as_table(plan, context.dialects.catalogue, inventory, list(zip(waves, planned, strict=True)))
+            as_table(
+                plan, context.dialects.catalogue, inventory, output, list(zip(waves, planned, strict=True))
+            )
         )
     if not plan.fits:
         for line in shortfalls(plan):

@@ -26,7 +26,7 @@ class _Rare(Exception):
     """Something the fast path leaves to PyYAML's own safe loader."""
 
 
-class ManifestError(yaml.YAMLError):
+class UnreadableText(yaml.YAMLError):
     """A file that is not YAML (or JSON), said with the file and the line where reading stopped."""
 
 
@@ -41,9 +41,9 @@ def documents(text: str, source: str) -> list[Any]:
     try:
         return list(_load_all(text))
     except yaml.MarkedYAMLError as exc:
-        raise ManifestError(f"{source}:{_where(exc)} {_what(exc)}") from None
+        raise UnreadableText(f"{source}:{_where(exc)} {_what(exc)}") from None
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: {exc}") from None
+        raise UnreadableText(f"{source}: {exc}") from None
 
 
 def _load_all(text: str) -> list[Any]:
