@@ -5,6 +5,7 @@ stay Pending), and the plan read from what the API server serves."""
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,56 @@ def test_the_plan_applies_as_printed_and_its_commands_drain_and_relabel_one_node
         assert label.startswith("gpuport-a100-40gb-") and label in stored["mig-configs"]
         assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
         assert not node.spec.unschedulable  # uncordoned once the MIG manager said success
+
+
+def test_with_a_kubeconfig_the_configmap_is_the_one_the_cluster_policy_names(cluster, tmp_path, capsys):
+    # The GPU Operator's ClusterPolicy (nvidia.com/v1, cluster-scoped) pointing the MIG manager at a
+    # ConfigMap of the admin's own, in the namespace the operator was installed in.
+    extensions = client.ApiextensionsV1Api(cluster.client())
+    extensions.create_custom_resource_definition(
+        {
+            "metadata": {"name": "clusterpolicies.nvidia.com"},
+            "spec": {
+                "group": "nvidia.com",
+                "scope": "Cluster",
+                "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    core = client.CoreV1Api(cluster.client())
+    core.create_namespace({"metadata": {"name": "nvidia-gpu-operator"}})
+    config_map = {"metadata": {"name": "custom-mig-config"}, "data": {"config.yaml": "version: v1\n"}}
+    core.create_namespaced_config_map("nvidia-gpu-operator", config_map)
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {"mig": {"strategy": "mixed"}, "migManager": {"config": {"name": "custom-mig-config"}}},
+    }
+    custom = client.CustomObjectsApi(cluster.client())
+    for _ in range(50):  # the CRD is served once established
+        try:
+            custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+            break
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            time.sleep(0.2)
+    config = kubeconfig(cluster, tmp_path / "kubeconfig")
+    capsys.readouterr()
+    assert main(["plan", "mig", "--to", "eks", "--kubeconfig", str(config)]) == 0
+    written = next(d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "ConfigMap")
+    assert written["metadata"] == {"name": "custom-mig-config", "namespace": "nvidia-gpu-operator"}

@@ -60,14 +60,13 @@ def register(commands: Subcommands) -> None:
     mig.add_argument("-o", "--output", choices=["yaml", "commands", "table"], default="yaml")
     mig.add_argument(
         "--mig-config-name",
-        default=DEFAULT_CONFIG_MAP,
-        help="the ConfigMap the ClusterPolicy's migManager.config.name names "
-        f"(default {DEFAULT_CONFIG_MAP}, the GPU Operator's own)",
+        help="the ConfigMap the ClusterPolicy's migManager.config.name names (default: with --kubeconfig, "
+        f"as the cluster's ClusterPolicy names it; else {DEFAULT_CONFIG_MAP}, the GPU Operator's own)",
     )
     mig.add_argument(
         "--gpu-operator-namespace",
-        default=DEFAULT_NAMESPACE,
-        help=f"the namespace the GPU Operator runs in (default {DEFAULT_NAMESPACE})",
+        help="the namespace of that ConfigMap (default: with --kubeconfig, where the cluster holds it; "
+        f"else {DEFAULT_NAMESPACE})",
     )
     mig.set_defaults(run=run_mig)
     parser.set_defaults(run=lambda _args: _usage(parser))
@@ -81,6 +80,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_mig(args: argparse.Namespace) -> int:
     import yaml
 
+    from webhook.adapters.kube.mig_reader import MigManagerConfig
     from webhook.commands.plan_report import Output, as_commands, as_table, as_yaml, shortfalls
     from webhook.config.cloudmap import CloudMapError, default_directory
     from webhook.config.loading import StartupError, build_context, load_inventory
@@ -90,6 +90,7 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.core.planning.slice_demand import by_wave, slice_demand
     from webhook.core.planning.target_gpus import target_gpus
 
+    live = MigManagerConfig()  # offline: nothing read, the defaults stand unless given
     try:
         context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
         geometries = load_geometry(context.dialects.catalogue)
@@ -103,14 +104,18 @@ def run_mig(args: argparse.Namespace) -> int:
         from webhook.core.vocabulary.inventory import InventoryError
 
         try:
-            inventory, pending = read_cluster(args.kubeconfig, cluster_for_mig_plan)
+            inventory, pending, live = read_cluster(args.kubeconfig, cluster_for_mig_plan)
         except (ClusterUnreadable, InventoryError) as exc:
             return bad_input("plan mig", f"reading the cluster's nodes and pods: {exc}")
         documents += pending
     demand = slice_demand(documents, context, inventory)
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)
-    output = Output(context.target, gpus, Operator(args.mig_config_name, args.gpu_operator_namespace))
+    operator = Operator(
+        args.mig_config_name or live.name or DEFAULT_CONFIG_MAP,
+        args.gpu_operator_namespace or live.namespace or DEFAULT_NAMESPACE,
+    )
+    output = Output(context.target, gpus, operator)
     if args.output == "yaml":
         sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory, output))
     elif args.output == "commands":
