@@ -123,8 +123,19 @@ def test_a_platform_that_adds_gpu_tolerations_at_admission_is_said_not_left_pend
     compat, why = checks(report)["capacity"]
     assert compat == 1.0 and why.startswith("3/3 replicas fit (a ×3)")
     assert why.endswith(
-        f"the nvidia.com/gpu:NoSchedule taint is tolerated by the toleration {target} adds at admission "
-        "(ExtendedResourceToleration), not written in the manifest"
+        "; /spec/tasks/0/template, /spec/tasks/1/template tolerate the nvidia.com/gpu:NoSchedule taint by "
+        f"the toleration {target} adds at admission (ExtendedResourceToleration), not written in the manifest"
+    )
+
+
+def test_only_the_templates_asking_a_gpu_are_said_to_get_the_toleration():
+    # The Ray head asks for no GPU: the plugin adds nothing to it, and it stays Pending on the tainted node.
+    inventory = parse_inventory([tainted_p5("a")])
+    compat, why = checks(run([RAY], source="eks", target="eks", inventory=inventory))["capacity"]
+    assert compat == 6 / 7 and why.startswith("6/7 replicas fit (a ×6); 1 stay Pending: the pod does not")
+    assert why.endswith(
+        "; /spec/workerGroupSpecs/0/template tolerates the nvidia.com/gpu:NoSchedule taint by the toleration "
+        "eks adds at admission (ExtendedResourceToleration), not written in the manifest"
     )
 
 

@@ -467,28 +467,29 @@ def admitted_tolerations(resources: Mapping[str, Decimal], target: CloudMap) -> 
 
 
 def _admission_note(templates: list[_Template], inventory: Inventory | None, target: CloudMap) -> str:
-    """Said when the workload fits only because the target adds tolerations at admission."""
+    """Said when a template's pods tolerate a node's taint only by what the target adds at admission,
+    naming those templates (a Ray head asking no GPU gets no such toleration)."""
     if inventory is None or not target.extended_resource_toleration:
         return ""
-    tolerated = set()
+    taints = {
+        f"{t.get('key')}:NoSchedule": t
+        for n in inventory.nodes
+        for t in n.taints
+        if t.get("effect") == "NoSchedule"
+    }
+    tolerated: dict[str, list[str]] = {}
     for template in templates:
         if template.translated is None:
             continue
         own = tuple((template.translated.get("spec") or {}).get("tolerations") or ())
         added = admitted_tolerations(_pod_resources(template.translated), target)
-        for node in inventory.nodes:
-            for taint in node.taints:
-                if (
-                    taint.get("effect") == "NoSchedule"
-                    and not tolerates(own, taint)
-                    and tolerates(added, taint)
-                ):
-                    tolerated.add(f"{taint.get('key')}:NoSchedule")
-    if not tolerated:
-        return ""
-    return (
-        f"; the {', '.join(sorted(tolerated))} taint is tolerated by the toleration {target.name} adds at "
-        "admission (ExtendedResourceToleration), not written in the manifest"
+        for said, taint in sorted(taints.items()):
+            if not tolerates(own, taint) and tolerates(added, taint):
+                tolerated.setdefault(said, []).append(template.path or "/")
+    return "".join(
+        f"; {', '.join(paths)} tolerate{'s' if len(paths) == 1 else ''} the {said} taint by the toleration "
+        f"{target.name} adds at admission (ExtendedResourceToleration), not written in the manifest"
+        for said, paths in sorted(tolerated.items())
     )
 
 
