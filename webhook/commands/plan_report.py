@@ -215,6 +215,10 @@ def _pool_notes(plan: MigPlan, inventory: Inventory, output: Output, commands: b
             notes.append(f"    {pool.command or pool.pool.create or 'the map says no way to create it'}")
         elif not pool.command:
             notes.append(f"    no command known: {pool.pool.create or 'the map says no way to create it'}")
+    if any(p.command.startswith("gcloud ") for p in made):
+        notes.append(
+            "gcloud's --num-nodes counts nodes per zone: in a regional cluster, per zone of the pool"
+        )
     wanted = variables(made)
     if wanted:
         notes.append(f"set {', '.join(wanted)} first (the commands read them from the shell)")
