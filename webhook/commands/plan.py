@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 from webhook.commands.common import Subcommands, bad_input, kinds_read, positive, read_yaml_documents
-from webhook.core.planning.rendering import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE
 
 
 def register(commands: Subcommands) -> None:
@@ -61,12 +60,12 @@ def register(commands: Subcommands) -> None:
     mig.add_argument(
         "--mig-config-name",
         help="the ConfigMap the ClusterPolicy's migManager.config.name names (default: with --kubeconfig, "
-        f"as the cluster's ClusterPolicy names it; else {DEFAULT_CONFIG_MAP}, the GPU Operator's own)",
+        "as the cluster's ClusterPolicy names it; else default-mig-parted-config, the GPU Operator's own)",
     )
     mig.add_argument(
         "--gpu-operator-namespace",
         help="the namespace of that ConfigMap (default: with --kubeconfig, where the cluster holds it; "
-        f"else {DEFAULT_NAMESPACE})",
+        "else gpu-operator)",
     )
     mig.set_defaults(run=run_mig)
     parser.set_defaults(run=lambda _args: _usage(parser))
@@ -86,7 +85,7 @@ def run_mig(args: argparse.Namespace) -> int:
     from webhook.config.loading import StartupError, build_context, load_inventory
     from webhook.config.mig_geometry import load_geometry
     from webhook.core.planning.mig_plan import plan_mig
-    from webhook.core.planning.rendering import Operator
+    from webhook.core.planning.rendering import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE, Operator
     from webhook.core.planning.slice_demand import by_wave, slice_demand
     from webhook.core.planning.target_gpus import target_gpus
 
