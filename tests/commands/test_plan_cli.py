@@ -38,6 +38,18 @@ def _deployment(name, resources, replicas=1, node_selector=None):
     }
 
 
+def _stream(out):
+    """The documents of a plan: each one kubectl can apply (apiVersion and kind), the ConfigMap first,
+    its mig-parted configuration read back, then the Nodes in the order to change them."""
+    documents = [d for d in yaml.safe_load_all(out) if d is not None]
+    assert all(d.get("apiVersion") and d.get("kind") for d in documents), documents
+    if not documents:
+        return None, []
+    config_map, *nodes = documents
+    assert (config_map["kind"], [n["kind"] for n in nodes]) == ("ConfigMap", ["Node"] * len(nodes))
+    return yaml.safe_load(config_map["data"]["config.yaml"]), nodes
+
+
 def _write(tmp_path, name, documents):
     path = tmp_path / name
     path.write_text(yaml.safe_dump_all(documents), encoding="utf-8")
@@ -47,11 +59,10 @@ def _write(tmp_path, name, documents):
 def test_the_shipped_example_is_planned_into_valid_layouts_that_hold_every_slice(capsys):
     code, out, err = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS)
     assert (code, err) == (0, "")
-    config, patches = [d for d in yaml.safe_load_all(out) if d is not None]
+    config, nodes = _stream(out)
     assert config["version"] == "v1"
     capacity: dict[str, int] = {}
-    for node in patches["items"]:
-        assert (patches["apiVersion"], patches["kind"], node["kind"]) == ("v1", "List", "Node")
+    for node in nodes:
         entries = config["mig-configs"][node["metadata"]["labels"]["nvidia.com/mig.config"]]
         assert sorted(i for e in entries for i in e["devices"]) == list(range(8))  # every GPU of a p4d
         for entry in entries:
@@ -69,7 +80,7 @@ def test_without_from_asks_are_read_in_every_dialect_as_translate_reads_them(cap
     # The example is written for GKE partitions: without --from they are still slices, not whole GPUs.
     with_from = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "eks", "--inventory", EKS)
     assert _plan(capsys, EXAMPLE, "--to", "eks", "--inventory", EKS) == with_from
-    assert with_from[0] == 0 and "mig-configs: {}" not in with_from[1]
+    assert with_from[0] == 0 and _stream(with_from[1])[1]
 
 
 def test_the_table_shows_demand_against_capacity_per_profile(capsys):
@@ -104,9 +115,21 @@ def test_a_gke_target_gets_the_node_pools_to_create(tmp_path, capsys):
     gke = str(ROOT / "examples/inventories/gke.yaml")
     code, out, _ = _plan(capsys, manifest, "--from", "eks", "--to", "gke", "--inventory", gke)
     assert code == 0
-    (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
-    # 1g.5gb: seven to an A100 40GB, so ten take two GPUs of a 1g.5gb pool.
-    assert pools == {"nodePools": [{"model": "A100-40GB", "migProfile": "1g.5gb", "gpus": 2, "slices": 10}]}
+    assert _stream(out) == (None, [])  # nothing for kubectl: GKE partitions a pool when it is created
+    # 1g.5gb: seven to an A100 40GB, so ten take two GPUs: one a2-highgpu-8g node of a 1g.5gb pool.
+    lines = out.splitlines()
+    assert "#   A100-40GB 1g.5gb: 10 slice(s), 2 GPU(s), 1 node(s) of 8 GPUs" in lines
+    command = (
+        'gcloud container node-pools create mig-a100-40gb-1g-5gb --cluster "$CLUSTER" --location "$LOCATION" '
+        "--machine-type a2-highgpu-8g --num-nodes 1 "
+        "--accelerator type=nvidia-tesla-a100,count=8,gpu-partition-size=1g.5gb"
+    )
+    assert f"#     {command}" in lines
+    code, script, _ = _plan(
+        capsys, manifest, "--from", "eks", "--to", "gke", "--inventory", gke, "-o", "commands"
+    )
+    assert code == 0 and "..." not in script
+    assert [line for line in script.splitlines() if not line.startswith("#")] == ["set -eu", command]
 
 
 def test_an_aks_target_gets_pools_to_create_with_its_instance_profile_and_no_node_label(capsys):
@@ -115,19 +138,17 @@ def test_an_aks_target_gets_pools_to_create_with_its_instance_profile_and_no_nod
     aks = str(ROOT / "examples/inventories/aks.yaml")
     code, out, err = _plan(capsys, EXAMPLE, "--from", "gke", "--to", "aks", "--inventory", aks)
     assert (code, err) == (0, "")
-    assert "mig.config" not in out and "mig-configs" not in out
-    (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
-    # 9 × 1g.5gb: seven to a GPU; 3 × 2g.10gb: three; 4 × 3g.20gb: two.
-    assert pools == {
-        "nodePools": [
-            {"model": "A100-40GB", "migProfile": "1g.5gb", "gpus": 2, "slices": 9},
-            {"model": "A100-40GB", "migProfile": "2g.10gb", "gpus": 1, "slices": 3},
-            {"model": "A100-40GB", "migProfile": "3g.20gb", "gpus": 2, "slices": 4},
-        ]
-    }
-    assert "#   A100-40GB 3g.20gb, 2 GPU(s): a node pool created with --gpu-instance-profile MIG3g" in (
-        out.splitlines()
-    )
+    assert "mig.config" not in out and "mig-configs" not in out and "..." not in out
+    assert _stream(out) == (None, [])
+    # 9 × 1g.5gb: seven to a GPU; 3 × 2g.10gb: three; 4 × 3g.20gb: two. A Standard_ND96asr_v4 holds 8
+    # A100s: each pool is one node, not "2 GPUs".
+    lines = out.splitlines()
+    for profile, slices, gpus in (("1g.5gb", 9, 2), ("2g.10gb", 3, 1), ("3g.20gb", 4, 2)):
+        assert f"#   A100-40GB {profile}: {slices} slice(s), {gpus} GPU(s), 1 node(s) of 8 GPUs" in lines
+    assert (
+        '#     az aks nodepool add --resource-group "$RESOURCE_GROUP" --cluster-name "$CLUSTER" '
+        "--name mig3g20gb --node-vm-size Standard_ND96asr_v4 --node-count 1 --gpu-instance-profile MIG3g"
+    ) in lines
 
 
 def test_an_aks_pool_is_of_a_profile_aks_sells_for_the_model(tmp_path, capsys):
@@ -140,8 +161,8 @@ def test_an_aks_pool_is_of_a_profile_aks_sells_for_the_model(tmp_path, capsys):
     aks = str(ROOT / "examples/inventories/aks.yaml")
     code, out, err = _plan(capsys, manifest, "--from", "aks", "--to", "aks", "--inventory", aks)
     assert (code, err) == (0, "")
-    (pools,) = [d for d in yaml.safe_load_all(out) if d is not None]
-    assert pools == {"nodePools": [{"model": "A100-40GB", "migProfile": "2g.10gb", "gpus": 1, "slices": 3}]}
+    assert _stream(out) == (None, [])
+    assert "#   A100-40GB 2g.10gb: 3 slice(s), 1 GPU(s), 1 node(s) of 8 GPUs" in out.splitlines()
 
 
 def test_a_dynamic_mig_target_needs_no_layout(tmp_path, capsys):
@@ -151,7 +172,7 @@ def test_a_dynamic_mig_target_needs_no_layout(tmp_path, capsys):
     hami = str(ROOT / "examples/inventories/hami.yaml")
     code, out, _ = _plan(capsys, manifest, "--from", "eks", "--to", "hami", "--inventory", hami)
     assert code == 0
-    assert [d for d in yaml.safe_load_all(out) if d is not None] == []
+    assert _stream(out) == (None, [])
     assert "hami cuts MIG instances when pods arrive" in out
 
 
@@ -208,16 +229,25 @@ def test_nodes_serving_today_are_kept_and_changed_ones_are_drained_first(tmp_pat
     )
     code, out, _ = _plan(capsys, manifest, "--from", "eks", "--to", "eks", "--inventory", str(inventory))
     assert code == 0
-    config, patches = [d for d in yaml.safe_load_all(out) if d is not None]
+    config, nodes = _stream(out)
     # The two running 1g.5gb pods fit a100-a's layout today, left alone; the four 3g.20gb take two
     # GPUs of the node where nothing runs, so nothing is drained.
-    assert [n["metadata"]["name"] for n in patches["items"]] == ["a100-b"]
-    entries = config["mig-configs"][patches["items"][0]["metadata"]["labels"]["nvidia.com/mig.config"]]
+    assert [n["metadata"]["name"] for n in nodes] == ["a100-b"]
+    entries = config["mig-configs"][nodes[0]["metadata"]["labels"]["nvidia.com/mig.config"]]
     assert [(e["devices"], e["mig-devices"]) for e in entries] == [
         ([0, 1], {"3g.20gb": 2}),
         ([2, 3, 4, 5, 6, 7], {"1g.5gb": 7}),  # as today: the label said all-1g.5gb
     ]
-    assert "#   a100-b: drain no GPU pods" in out.splitlines()
+    assert "# 1/1 a100-b: no GPU pods run here: cordon it, then apply its label" in out.splitlines()
+    # a100-a keeps all-1g.5gb: the ConfigMap, which apply writes whole, still carries it.
+    assert config["mig-configs"]["all-1g.5gb"] == [
+        {
+            "device-filter": ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"],
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": {"1g.5gb": 7},
+        }
+    ]
 
 
 def test_a_node_that_must_change_says_its_pods_to_drain_and_a_workload_it_would_take_down(tmp_path, capsys):
@@ -229,9 +259,12 @@ def test_a_node_that_must_change_says_its_pods_to_drain_and_a_workload_it_would_
     code, out, _ = _plan(capsys, manifest, "--from", "eks", "--to", "eks", "--inventory", str(inventory))
     assert code == 0  # 30 × 3g.20gb take 15 GPUs, a100-a's among them; one GPU left holds the 1g.5gb
     comments = out.splitlines()
-    assert "#   a100-a: drain team/web-7d9-a1, team/web-7d9-x2" in comments
+    assert (
+        "# 2/2 a100-a: drain team/web-7d9-a1, team/web-7d9-x2 first (kubectl drain), then apply its label"
+        in (comments)
+    )
     warning = "every running replica of ReplicaSet/team/web-7d9 is on a100-a: scale it out before draining"
-    assert f"#     warning: {warning}" in comments
+    assert f"#   warning: {warning}" in comments
 
 
 def test_preflight_points_at_the_plan_when_slices_are_asked(capsys):
@@ -252,6 +285,8 @@ def test_preflight_says_nothing_of_mig_when_only_whole_gpus_are_asked(tmp_path, 
     "command",
     [
         "gpuport plan mig --from gke --to eks --inventory examples/inventories/eks.yaml -o table "
+        "examples/manifests/mig-inference.yaml",
+        "gpuport plan mig --from gke --to eks --inventory examples/inventories/eks.yaml -o commands "
         "examples/manifests/mig-inference.yaml",
         "gpuport plan mig --from gke --to aks --inventory examples/inventories/aks.yaml "
         "examples/manifests/mig-inference.yaml",
@@ -305,3 +340,65 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     )
     code, _, err = _plan(capsys, "--to", "mars", "--inventory", EKS)
     assert code == 2 and err.startswith("gpuport plan mig: no cloud map named 'mars'")
+
+
+def test_nothing_to_change_is_an_empty_plan_not_an_empty_mig_parted_file(tmp_path, capsys):
+    # Two 1g.5gb pods fit a100-a's all-1g.5gb layout as it is: no document at all, and no
+    # `mig-configs: {}`, which mig-parted refuses.
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(textwrap.dedent(INVENTORY_WITH_PODS), encoding="utf-8")
+    manifest = _write(tmp_path, "m.yaml", [_deployment("web", {"limits": {"nvidia.com/mig-1g.5gb": 1}}, 2)])
+    code, out, err = _plan(capsys, manifest, "--from", "eks", "--to", "eks", "--inventory", str(inventory))
+    assert (code, err) == (0, "")
+    assert _stream(out) == (None, []) and "mig-configs" not in out
+    assert "# nothing to change: the nodes' MIG layouts hold what is asked as they are" in out.splitlines()
+
+
+def test_the_plan_says_the_strategy_it_needs_and_the_configurations_it_cannot_carry(tmp_path, capsys):
+    inventory = tmp_path / "inventory.yaml"
+    text = textwrap.dedent(INVENTORY_WITH_PODS).replace(
+        "    name: a100-b\n    labels:\n",
+        "    name: a100-b\n    labels:\n      nvidia.com/mig.strategy: single\n",
+    )
+    # a100-a runs a configuration of the admin's own: gpuport cannot write it, so it is named.
+    text = text.replace("nvidia.com/mig.config: all-1g.5gb", "nvidia.com/mig.config: team-custom", 1)
+    inventory.write_text(text, encoding="utf-8")
+    manifest = _write(tmp_path, "m.yaml", [_deployment("t", {"limits": {"nvidia.com/mig-3g.20gb": 1}}, 4)])
+    args = ["--from", "eks", "--to", "eks", "--inventory", str(inventory), "--mig-config-name", "custom-mig"]
+    code, out, _ = _plan(capsys, manifest, *args, "--gpu-operator-namespace", "nvidia-gpu-operator")
+    assert code == 0
+    lines = out.splitlines()
+    assert any(
+        line.startswith("# these layouts need the GPU Operator's MIG strategy mixed") for line in lines
+    )
+    assert "#   nodes reporting nvidia.com/mig.strategy=single today: a100-b" in lines
+    assert any("ConfigMap nvidia-gpu-operator/custom-mig (the ClusterPolicy's" in line for line in lines)
+    assert any(line.startswith("#   merge by hand before applying: nodes use team-custom,") for line in lines)
+    documents = [d for d in yaml.safe_load_all(out) if d is not None]
+    assert documents[0]["metadata"] == {"name": "custom-mig", "namespace": "nvidia-gpu-operator"}
+
+
+def test_commands_change_one_node_at_a_time_in_drain_order(tmp_path, capsys):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(textwrap.dedent(INVENTORY_WITH_PODS), encoding="utf-8")
+    manifest = _write(
+        tmp_path, "m.yaml", [_deployment("train", {"limits": {"nvidia.com/mig-3g.20gb": 1}}, 30)]
+    )
+    args = ["--from", "eks", "--to", "eks", "--inventory", str(inventory)]
+    code, script, _ = _plan(capsys, manifest, *args, "-o", "commands")
+    assert code == 0 and script.startswith("#!/bin/sh\n")
+    commands = [line for line in script.splitlines() if line.startswith("kubectl")]
+    assert commands[0] == "kubectl apply -f - <<'EOF'"
+    name = yaml.safe_load(_plan(capsys, manifest, *args)[1].split("---")[-1])["metadata"]["labels"]
+    config = name["nvidia.com/mig.config"]
+    state = "'{.metadata.labels.nvidia\\.com/mig\\.config\\.state}'=success"
+    # a100-b (nothing running) first, a100-a (two pods to drain) second; each node whole before the next.
+    for node, at in (("a100-b", 1), ("a100-a", 6)):
+        got = commands[at : at + 5]
+        assert got[0] == f"kubectl cordon {node}"
+        assert got[1] == f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=15m"
+        assert got[2].startswith(f"kubectl label node {node} --overwrite nvidia.com/mig.config=gpuport-")
+        assert got[2].endswith(" nvidia.com/mig.config.state-")
+        assert got[3] == f"kubectl wait node/{node} --for=jsonpath={state} --timeout=30m"
+        assert got[4] == f"kubectl uncordon {node}"
+    assert config in commands[8]

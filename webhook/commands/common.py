@@ -29,10 +29,16 @@ def read_input(name: str) -> str:
 
 
 def read_yaml_documents(names: list[str]) -> list[Any]:
-    """Every non-empty YAML document of the named inputs, in order (safe loading)."""
-    import yaml
+    """Every non-empty YAML (or JSON) document of the named inputs, in order (safe loading, libyaml's
+    where present); a problem names the file and line (`UnreadableText`, a `yaml.YAMLError`)."""
+    from webhook.config.manifest_text import documents
 
-    return [doc for name in names for doc in yaml.safe_load_all(read_input(name)) if doc is not None]
+    return [
+        doc
+        for name in names
+        for doc in documents(read_input(name), "standard input" if name == "-" else name)
+        if doc is not None
+    ]
 
 
 def bad_input(command: str, problem: object) -> int:

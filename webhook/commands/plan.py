@@ -21,10 +21,13 @@ def register(commands: Subcommands) -> None:
         "its MIG slices times its replicas) and the target's nodes from --inventory (Pods listed there "
         "ask too) or, with --kubeconfig, from the cluster with its running and pending pods, and "
         "proposes a layout per GPU that holds the slices on the fewest GPUs, then with the fewest GPUs "
-        "repartitioned. -o yaml (default): a mig-parted configuration, then a List of Node "
-        "label patches setting nvidia.com/mig.config; the running pods to drain first are comments. "
-        "GKE, AKS and single-strategy targets get the node pools to create, each in the map's words "
-        "(AKS: --gpu-instance-profile); HAMi and DRA targets need no layout. Exit 0 when the slices "
+        "repartitioned. -o yaml (default): a stream kubectl apply -f takes: the ConfigMap the GPU "
+        "Operator's MIG manager reads (its mig-parted configuration), then per changed node, in the "
+        "order to drain them, the Node with its nvidia.com/mig.config label, after comments naming the "
+        "pods to drain first; nothing to change prints no document. -o commands: the same as a shell "
+        "script, one node at a time (cordon, drain, label, wait for nvidia.com/mig.config.state=success, "
+        "uncordon). GKE, AKS and single-strategy targets get the node pools to create, in nodes, with "
+        "the command creating each; HAMi and DRA targets need no layout. Exit 0 when the slices "
         "fit, 1 when not (what is short is said), 2 on bad input. "
         f"It reads Pods and the pod templates of {kinds_read()}.",
     )
@@ -53,7 +56,17 @@ def register(commands: Subcommands) -> None:
         help="workloads per migration wave, as preflight orders them (default 5): -o table says "
         "whether the slices fit once each wave has moved",
     )
-    mig.add_argument("-o", "--output", choices=["yaml", "table"], default="yaml")
+    mig.add_argument("-o", "--output", choices=["yaml", "commands", "table"], default="yaml")
+    mig.add_argument(
+        "--mig-config-name",
+        help="the ConfigMap the ClusterPolicy's migManager.config.name names (default: with --kubeconfig, "
+        "as the cluster's ClusterPolicy names it; else default-mig-parted-config, the GPU Operator's own)",
+    )
+    mig.add_argument(
+        "--gpu-operator-namespace",
+        help="the namespace of that ConfigMap (default: with --kubeconfig, where the cluster holds it; "
+        "else gpu-operator)",
+    )
     mig.set_defaults(run=run_mig)
     parser.set_defaults(run=lambda _args: _usage(parser))
 
@@ -66,14 +79,17 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_mig(args: argparse.Namespace) -> int:
     import yaml
 
-    from webhook.commands.plan_report import as_table, as_yaml, shortfalls
+    from webhook.adapters.kube.mig_reader import MigManagerConfig
+    from webhook.commands.plan_report import Output, as_commands, as_table, as_yaml, shortfalls
     from webhook.config.cloudmap import CloudMapError, default_directory
     from webhook.config.loading import StartupError, build_context, load_inventory
     from webhook.config.mig_geometry import load_geometry
     from webhook.core.planning.mig_plan import plan_mig
+    from webhook.core.planning.rendering import DEFAULT_CONFIG_MAP, DEFAULT_NAMESPACE, Operator
     from webhook.core.planning.slice_demand import by_wave, slice_demand
     from webhook.core.planning.target_gpus import target_gpus
 
+    live = MigManagerConfig()  # offline: nothing read, the defaults stand unless given
     try:
         context = build_context(args.cloudmap_dir or default_directory(), args.to, read_as=args.source)
         geometries = load_geometry(context.dialects.catalogue)
@@ -87,20 +103,29 @@ def run_mig(args: argparse.Namespace) -> int:
         from webhook.core.vocabulary.inventory import InventoryError
 
         try:
-            inventory, pending = read_cluster(args.kubeconfig, cluster_for_mig_plan)
+            inventory, pending, live = read_cluster(args.kubeconfig, cluster_for_mig_plan)
         except (ClusterUnreadable, InventoryError) as exc:
             return bad_input("plan mig", f"reading the cluster's nodes and pods: {exc}")
         documents += pending
     demand = slice_demand(documents, context, inventory)
     gpus = target_gpus(inventory, context.dialects, geometries)
     plan = plan_mig(demand, gpus, geometries, context.target)
+    operator = Operator(
+        args.mig_config_name or live.name or DEFAULT_CONFIG_MAP,
+        args.gpu_operator_namespace or live.namespace or DEFAULT_NAMESPACE,
+    )
+    output = Output(context.target, gpus, operator)
     if args.output == "yaml":
-        sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory))
+        sys.stdout.write(as_yaml(plan, context.dialects.catalogue, inventory, output))
+    elif args.output == "commands":
+        sys.stdout.write(as_commands(plan, context.dialects.catalogue, inventory, output))
     else:
         waves = _waves(documents, args, context, inventory) if documents else []
         planned = [plan_mig(d, gpus, geometries, context.target) for d in by_wave(demand, waves)]
         sys.stdout.write(
-            as_table(plan, context.dialects.catalogue, inventory, list(zip(waves, planned, strict=True)))
+            as_table(
+                plan, context.dialects.catalogue, inventory, output, list(zip(waves, planned, strict=True))
+            )
         )
     if not plan.fits:
         for line in shortfalls(plan):

@@ -119,7 +119,9 @@ def _summary(report: Report, bullet: str) -> list[str]:
         lines.append(f"Capacity: everything fits on the {report.inventory_nodes} inventory node(s).")
     if report.held:
         where = ", ".join(f"{node} {float(use):g}" for node, use in sorted(report.held.items()))
-        lines.append(f"Free capacity is counted after what running pods hold (GPU-equivalents): {where}.")
+        lines.append(
+            f"Held by running pods, so not free for what moves in (GPU-equivalents per node): {where}."
+        )
     if report.unread:
         lines.append(
             "Not looked into (no risk can be given; the preflight fails until they are moved by hand):"

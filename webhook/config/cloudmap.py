@@ -296,6 +296,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             "offered_models",
             "offered_profiles",
             "tolerations",
+            "extended_resource_toleration",
             "topology_labels",
             "scheduler_name",
             "driver_version",

@@ -24,7 +24,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, TemplateLookup
 from webhook.core.budget.equivalents import pod_use
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
-from webhook.core.migration.packing import Replica, pack
+from webhook.core.migration.packing import Replica, pack, tolerates
 from webhook.core.migration.preflight_checks import (
     driver_check,
     memory_check,
@@ -70,6 +70,7 @@ TRAINING_KINDS = {
     "TrainingRuntime",
     "ClusterTrainingRuntime",
     "RayJob",
+    "TrainJob",
     "Workflow",
     "WorkflowTemplate",
     "ClusterWorkflowTemplate",
@@ -333,11 +334,16 @@ def replica_count(doc: Mapping[str, Any], path: str, inventory: Inventory | None
 
 
 def _counted_replicas(doc: Mapping[str, Any], path: str, inventory: Inventory | None) -> int:
+    """Pods of one template as its operator makes them: a Job's parallelism, a TrainJob's numNodes, a
+    LeaderWorkerSet's groups (replicas × size, the leader one of each), a JobSet's replicated jobs ×
+    parallelism, a Ray worker group's replicas × numOfHosts, a Volcano task's or a replica type's
+    replicas. Kinds are told apart by group: a Volcano Job is no batch Job."""
     kind = doc.get("kind")
+    group = str(doc.get("apiVersion") or "").rpartition("/")[0]
     spec = doc.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
         return int(spec.get("replicas", 1))
-    if kind == "Job":
+    if kind == "Job" and group == "batch":
         return int(spec.get("parallelism", 1))
     if kind == "CronJob":
         return int(((spec.get("jobTemplate") or {}).get("spec") or {}).get("parallelism", 1))
@@ -351,9 +357,25 @@ def _counted_replicas(doc: Mapping[str, Any], path: str, inventory: Inventory | 
         return int(job.get("replicas", 1)) * int(
             ((job.get("template") or {}).get("spec") or {}).get("parallelism", 1)
         )
+    if kind == "TrainJob":
+        # The trainer's pods: numNodes (the runtime's own count when the TrainJob leaves it out: 1 here).
+        return int((spec.get("trainer") or {}).get("numNodes", 1))
+    if kind == "LeaderWorkerSet":
+        return _lws_pods(spec, path)
     if kind in ("DynamoGraphDeployment", "DynamoComponentDeployment"):
         return _dynamo_pods(doc, path)
     return _nearest_replicas(doc, path)
+
+
+def _lws_pods(spec: Mapping[str, Any], path: str) -> int:
+    """A LeaderWorkerSet makes `replicas` groups of `size` pods: one leader (leaderTemplate, or the
+    workerTemplate when there is none) and size − 1 workers per group."""
+    groups = int(spec.get("replicas", 1))
+    template = spec.get("leaderWorkerTemplate") or {}
+    size = int(template.get("size", 1))
+    if path.endswith("/leaderTemplate"):
+        return groups
+    return groups * (size - 1 if template.get("leaderTemplate") else size)
 
 
 def _dynamo_pods(doc: Mapping[str, Any], path: str) -> int:
@@ -371,7 +393,8 @@ def _dynamo_pods(doc: Mapping[str, Any], path: str) -> int:
 
 def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
     """The `replicas` of the closest object holding the template (a Ray worker group, a replica type,
-    a Volcano task, the LeaderWorkerSet itself); 1 when none says."""
+    a Volcano task), times its `numOfHosts` (a Ray multi-host group: that many pods per replica); 1
+    when none says."""
     replicas = 1
     node: Any = doc
     for part in path.strip("/").split("/")[:-1]:
@@ -381,7 +404,8 @@ def _nearest_replicas(doc: Mapping[str, Any], path: str) -> int:
             else (node[int(part)] if isinstance(node, list) else None)
         )
         if isinstance(node, Mapping) and isinstance(node.get("replicas"), int):
-            replicas = node["replicas"]
+            hosts = node.get("numOfHosts", 1)
+            replicas = node["replicas"] * (hosts if isinstance(hosts, int) and hosts > 0 else 1)
     return replicas
 
 
@@ -415,6 +439,8 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
             continue
         resources = _pod_resources(template.translated)
         size = Decimal(str(float(_gpu_equivalents(template, context))))
+        own = tuple((template.translated.get("spec") or {}).get("tolerations") or ())
+        tolerations = own + admitted_tolerations(resources, context.target)
         for _ in range(template.replicas):
             replicas.append(
                 Replica(
@@ -423,12 +449,48 @@ def _replicas(workload: WorkloadReport, templates: list[_Template], context: Con
                     size,
                     resources,
                     _requires(template.translated),
-                    tuple((template.translated.get("spec") or {}).get("tolerations") or ()),
+                    tolerations,
                     _excludes(template.translated),
                 )
             )
             index += 1
     return replicas
+
+
+def admitted_tolerations(resources: Mapping[str, Decimal], target: CloudMap) -> tuple[Mapping[str, str], ...]:
+    """What the target's ExtendedResourceToleration admission plugin adds to a pod asking `resources`:
+    a NoSchedule toleration keyed by each extended resource's name (a MIG slice's own name, so a
+    nvidia.com/gpu taint is not tolerated by a pod asking nvidia.com/mig-1g.5gb)."""
+    if not target.extended_resource_toleration:
+        return ()
+    return tuple({"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in sorted(resources))
+
+
+def _admission_note(templates: list[_Template], inventory: Inventory | None, target: CloudMap) -> str:
+    """Said when a template's pods tolerate a node's taint only by what the target adds at admission,
+    naming those templates (a Ray head asking no GPU gets no such toleration)."""
+    if inventory is None or not target.extended_resource_toleration:
+        return ""
+    taints = {
+        f"{t.get('key')}:NoSchedule": t
+        for n in inventory.nodes
+        for t in n.taints
+        if t.get("effect") == "NoSchedule"
+    }
+    tolerated: dict[str, list[str]] = {}
+    for template in templates:
+        if template.translated is None:
+            continue
+        own = tuple((template.translated.get("spec") or {}).get("tolerations") or ())
+        added = admitted_tolerations(_pod_resources(template.translated), target)
+        for said, taint in sorted(taints.items()):
+            if not tolerates(own, taint) and tolerates(added, taint):
+                tolerated.setdefault(said, []).append(template.path or "/")
+    return "".join(
+        f"; {', '.join(paths)} tolerate{'s' if len(paths) == 1 else ''} the {said} taint by the toleration "
+        f"{target.name} adds at admission (ExtendedResourceToleration), not written in the manifest"
+        for said, paths in sorted(tolerated.items())
+    )
 
 
 def _whole_gpus(template: _Template) -> int:
@@ -488,6 +550,16 @@ def _checks(
     translated = [t.translated for t in templates if t.translated is not None]
     per_pod = max(map(_whole_gpus, templates), default=0) if target.dra is not None else None
     results["topology"] = topology_check(translated, inventory, models, catalogue, per_pod, target.whole_gpu)
+    if failed:  # a refused template is no pod on the target: its GPUs are not "one per pod"
+        paths = ", ".join(t.path or "/" for t in failed)
+        if not translated:
+            results["topology"] = (0.5, f"not checked: translation refuses {paths} (see resource_names)")
+        else:
+            compat, why = results["topology"]
+            results["topology"] = (
+                min(compat, 0.5),
+                f"{why}; not checked for {paths}: refused by translation",
+            )
     if not packed:
         results["capacity"] = (0.5, "not checked: no inventory of the target (--inventory)")
     elif target.dra is not None:
@@ -512,6 +584,7 @@ def _checks(
         why = f"{placed}/{workload.replicas} replicas fit ({where})"
         if workload.pending:
             why += f"; {workload.pending} stay Pending: {workload.why_pending}"
+        why += _admission_note(templates, inventory, target)
         results["capacity"] = (placed / workload.replicas, why)
     results["quota"] = _quota_check(workload, inventory, target, context, workloads, templates_by_workload)
     return results

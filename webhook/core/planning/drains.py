@@ -26,9 +26,12 @@ def drain_order(changes: list[NodeChange], pods: tuple[BoundPod, ...]) -> list[D
     replicas: dict[str, set[str]] = {}
     for pod in on_gpus:
         replicas.setdefault(_owner(pod), set()).add(pod.node)
+    by_node: dict[str, list[BoundPod]] = {}
+    for pod in on_gpus:
+        by_node.setdefault(pod.node, []).append(pod)
     drains = []
     for change in changes:
-        here = sorted((p for p in on_gpus if p.node == change.node), key=lambda p: (_owner(p), p.name))
+        here = sorted(by_node.get(change.node, ()), key=lambda p: (_owner(p), p.name))
         warnings = sorted(
             {
                 f"every running replica of {owner} is on {change.node}: scale it out before draining"

@@ -1,6 +1,10 @@
 """A layouts plan in the GPU Operator's words: a mig-parted configuration (`version: v1`,
-`mig-configs`) with one entry per distinct node layout, and the Node label patches that point each
-changed node's `nvidia.com/mig.config` at its entry. Plain values; the command writes them as YAML."""
+`mig-configs`) with one entry per distinct node layout, carried in the ConfigMap the ClusterPolicy's
+`migManager.config.name` names (`default-mig-parted-config` in the operator's namespace unless changed;
+key `config.yaml`), and, per changed node, the Node whose `nvidia.com/mig.config` label points at its
+entry. `kubectl apply` writes a ConfigMap's data whole, so the configuration also carries every one the
+listed nodes use today that gpuport can write (NVIDIA's `all-disabled` and `all-<profile>`, and gpuport's
+own), and the plan names those it cannot, to be merged by hand. Plain values; the command writes YAML."""
 
 import hashlib
 import json
@@ -10,10 +14,23 @@ from typing import Any
 
 from webhook.core.planning.mig_plan import MigPlan
 from webhook.core.planning.planner import GpuLayout
-from webhook.core.planning.target_gpus import MIG_CONFIG_LABEL
+from webhook.core.planning.target_gpus import ALL_DISABLED, MIG_CONFIG_LABEL
 from webhook.core.vocabulary.catalogue import Catalogue
 
 NVIDIA_VENDOR = "10DE"  # mig-parted's device-filter is the PCI device id followed by the vendor id
+
+
+DEFAULT_CONFIG_MAP = "default-mig-parted-config"  # the GPU Operator's, when migManager.config.name is unset
+DEFAULT_NAMESPACE = "gpu-operator"  # where the GPU Operator's Helm chart is installed in NVIDIA's docs
+CONFIG_KEY = "config.yaml"  # the ConfigMap key the MIG manager reads
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Where the GPU Operator's MIG manager reads its configuration."""
+
+    config_map: str = DEFAULT_CONFIG_MAP
+    namespace: str = DEFAULT_NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -46,22 +63,62 @@ def node_changes(
 
 
 def mig_parted_config(configs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """mig-parted's file; never with no configuration at all (mig-parted refuses `mig-configs: {}`)."""
+    if not configs:
+        raise ValueError("a mig-parted configuration needs at least one entry")
     return {"version": "v1", "mig-configs": dict(configs)}
 
 
-def label_patches(changes: list[NodeChange]) -> dict[str, Any]:
+def config_map(operator: Operator, text: str) -> dict[str, Any]:
+    """The ConfigMap the MIG manager reads, holding the mig-parted configuration's text."""
     return {
         "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": change.node, "labels": {MIG_CONFIG_LABEL: change.config}},
-            }
-            for change in changes
-        ],
+        "kind": "ConfigMap",
+        "metadata": {"name": operator.config_map, "namespace": operator.namespace},
+        "data": {CONFIG_KEY: text},
     }
+
+
+def node_label(change: NodeChange) -> dict[str, Any]:
+    """The Node as `kubectl apply` takes it: only the label set (apply merges it into the node)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": change.node, "labels": {MIG_CONFIG_LABEL: change.config}},
+    }
+
+
+def in_use(
+    plan: MigPlan, labels: Mapping[str, Mapping[str, str]], catalogue: Catalogue, changed: set[str]
+) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """The configurations the nodes not changing use today, written out where each GPU's layout is
+    known from its name (`all-disabled`, `all-<profile>`, gpuport's own), and the names of those that
+    are not (a custom or unknown one), which the ConfigMap this plan writes would drop."""
+    by_node: dict[str, list[GpuLayout]] = {}
+    for model_plan in plan.models:
+        for planned in model_plan.gpus:
+            by_node.setdefault(planned.gpu.node, []).append(planned)
+    written: dict[str, list[dict[str, Any]]] = {}
+    unknown: set[str] = set()
+    for node, on_node in sorted(by_node.items()):
+        name = labels.get(node, {}).get(MIG_CONFIG_LABEL, "")
+        if not name or node in changed:
+            continue
+        if any(p.gpu.current is None for p in on_node):
+            unknown.add(name)
+        elif name == ALL_DISABLED:
+            written[name] = [{"devices": "all", "mig-enabled": False}]
+        elif name.startswith("all-"):  # one entry per model, its devices all: nodes differ in GPU count
+            entries = written.setdefault(name, [])
+            for model in sorted({p.gpu.model for p in on_node}):
+                layout = next(p.gpu.current or {} for p in on_node if p.gpu.model == model)
+                entry = _entry(model, layout, "all", catalogue)
+                if entry not in entries:
+                    entries.append(entry)
+        else:
+            kept = [GpuLayout(p.gpu, p.gpu.current or {}, {}) for p in on_node]
+            written.setdefault(name, _entries(kept, catalogue))
+    return written, sorted(unknown - set(written))
 
 
 def _entries(planned: list[GpuLayout], catalogue: Catalogue) -> list[dict[str, Any]]:
@@ -70,15 +127,16 @@ def _entries(planned: list[GpuLayout], catalogue: Catalogue) -> list[dict[str, A
         layout = {name: count for name, count in sorted(gpu_plan.layout.items()) if count}
         key = json.dumps([gpu_plan.gpu.model, layout])
         groups.setdefault(key, (layout, [], gpu_plan.gpu.model))[1].append(gpu_plan.gpu.index)
-    entries = []
-    for layout, devices, model_id in groups.values():
-        model = catalogue.get(model_id)
-        filters = [f"{pci}{NVIDIA_VENDOR}" for pci in (model.pci_ids if model else ())]
-        entry: dict[str, Any] = {"device-filter": filters, "devices": devices, "mig-enabled": bool(layout)}
-        if layout:
-            entry["mig-devices"] = layout
-        entries.append(entry)
-    return entries
+    return [_entry(model_id, layout, devices, catalogue) for layout, devices, model_id in groups.values()]
+
+
+def _entry(model_id: str, layout: Mapping[str, int], devices: Any, catalogue: Catalogue) -> dict[str, Any]:
+    model = catalogue.get(model_id)
+    filters = [f"{pci}{NVIDIA_VENDOR}" for pci in (model.pci_ids if model else ())]
+    entry: dict[str, Any] = {"device-filter": filters, "devices": devices, "mig-enabled": bool(layout)}
+    if layout:
+        entry["mig-devices"] = dict(layout)
+    return entry
 
 
 def _config_name(model: str, entries: list[dict[str, Any]]) -> str:

@@ -228,6 +228,9 @@ class CloudMap:
     offered_models: tuple[str, ...] = ()
     offered_profiles: tuple[str, ...] = ()  # MIG profiles the cluster's layout has; empty: all
     tolerations: tuple[Mapping[str, str], ...] = ()
+    # The API server runs the ExtendedResourceToleration admission plugin: a pod asking for an extended
+    # resource is given {key: <resource>, operator: Exists, effect: NoSchedule} (EKS since 1.19, GKE).
+    extended_resource_toleration: bool = False
     topology_labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str = ""
     # Schedulers the platform also runs beside the default one (CCE's Volcano add-on): a pod naming one
