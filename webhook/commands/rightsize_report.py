@@ -116,7 +116,7 @@ def sizing_json(fleet: FleetSizing) -> str:
 
 def fleet_plan(inventory: Inventory, fleet: FleetSizing, context: Context) -> str:
     """The `plan mig` table for the right-sized fleet's slices on these nodes."""
-    from webhook.commands.plan_report import as_table, shortfalls
+    from webhook.commands.plan_report import Output, as_table, shortfalls
     from webhook.config.mig_geometry import load_geometry
     from webhook.core.planning.mig_plan import plan_mig
     from webhook.core.planning.resized import resized_demand, resized_inventory
@@ -125,7 +125,8 @@ def fleet_plan(inventory: Inventory, fleet: FleetSizing, context: Context) -> st
     geometries = load_geometry(context.dialects.catalogue)
     after = resized_inventory(inventory, fleet)
     demand = resized_demand(inventory, fleet, context)
-    plan = plan_mig(demand, target_gpus(after, context.dialects, geometries), geometries, context.target)
+    gpus = target_gpus(after, context.dialects, geometries)
+    plan = plan_mig(demand, gpus, geometries, context.target)
     text = "\nMIG layout for the right-sized fleet (as `gpuport plan mig`):\n"
-    text += as_table(plan, context.dialects.catalogue, after)
+    text += as_table(plan, context.dialects.catalogue, after, Output(context.target, gpus))
     return text + "".join(f"short: {line}\n" for line in shortfalls(plan))
