@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
+from webhook.config.mig_parted import MigConfigError, mig_configs_in
 from webhook.core.asks.claims import read_device_class, standing_classes
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
@@ -137,8 +138,9 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
 def load_inventory(path: Path) -> Inventory:
     """A file the user gave: every problem in it is theirs to fix, so the first one is an error."""
     try:
-        inventory = parse_inventory(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
+        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        inventory = replace(parse_inventory(documents), mig_configs=mig_configs_in(documents))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError, MigConfigError) as exc:
         raise StartupError(f"inventory {path}: {exc}") from None
     if inventory.problems:
         raise StartupError(f"inventory {path}: {inventory.problems[0]}")
