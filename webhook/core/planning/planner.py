@@ -116,24 +116,35 @@ def plan_gpus(
     running = {node: asked for node, asked in (running or {}).items() if any(asked.values())}
     node_model = {gpu.node: gpu.model for gpu in gpus}
     released: list[str] = []
+    per_node: dict[str, int] = {}
+    for gpu in gpus:
+        per_node[gpu.node] = per_node.get(gpu.node, 0) + 1
     while True:
         # Nodes with running slice pods keep them; one is drained (fewest pods first) only while the
         # slices do not fit otherwise, its pods then asking anew on its model.
         held = _held(gpus, {node: asked for node, asked in running.items() if node not in released})
         kinds, members = _kinds(gpus, held, frozenset(released))
-        moved = [
-            Need(((node_model[node], name),), count)
-            for node in released
-            for name, count in sorted(running[node].items())
-        ]
-        needs = [*(Need(s.on, s.count) for s in slices), *moved]
+        moved: dict[tuple[str, str], int] = {}
+        for node in released:
+            for name, count in running[node].items():
+                moved[(node_model[node], name)] = moved.get((node_model[node], name), 0) + count
+        needs = [*(Need(s.on, s.count) for s in slices), *(Need((on,), n) for on, n in sorted(moved.items()))]
         solution = solve(Problem(needs, kinds, geometries))
         staying = sorted(
             (n for n in running if n not in released), key=lambda n: (sum(running[n].values()), n)
         )
         if not any(solution.short) or not staying:
             break
-        released.append(staying[0])
+        # This round drains nodes holding at least the GPUs what is short takes (its bound), and at
+        # least as many nodes as before, so a fleet of busy nodes takes a few rounds, not one a node.
+        all_models = frozenset(m for need in needs for m, _ in need.on)
+        wanted = Problem(needs, [], geometries).bound(list(solution.short), all_models)[1]
+        rounds_least, taken = max(len(released), 1), 0
+        for count, node in enumerate(staying):
+            if count >= rounds_least and taken >= wanted:
+                break
+            released.append(node)
+            taken += per_node[node]
     planned: dict[int, GpuLayout] = {}
     for index, kind in enumerate(kinds):
         spots = iter(members[index])
@@ -180,13 +191,15 @@ def _held(
     """Per GPU of a node with running slice pods: what of its layout they hold, and what is spare
     (None: its layout is not known, so nothing is counted spare)."""
     held: dict[int, tuple[dict[str, int], Key | None]] = {}
+    on_node: dict[str, list[int]] = {}
+    for position, gpu in enumerate(gpus):
+        on_node.setdefault(gpu.node, []).append(position)
     for node, asked in running.items():
         left = {name: count for name, count in asked.items() if count > 0}
         if not left:
             continue
-        for position, gpu in enumerate(gpus):
-            if gpu.node != node:
-                continue
+        for position in on_node.get(node, ()):
+            gpu = gpus[position]
             if gpu.current is None:
                 held[position] = ({}, None)
                 continue

@@ -28,7 +28,7 @@ from webhook.core.vocabulary.catalogue import MigProfile
 Key = tuple[tuple[str, int], ...]  # a layout as sorted (profile, count) pairs
 Cost = tuple[int, int, int, int]  # short instances, GPUs used, repartitioned, repartitioned on busy nodes
 
-SEARCH_NODES = 20_000  # branch-and-bound steps before the search is cut short (well under a second)
+SEARCH_NODES = 8_000  # branch-and-bound steps before the search is cut short (about 0.3 s here)
 TAIL_GPUS = 10  # the greedy fill stops where the bound on what is left is this many GPUs; the search takes it
 
 
@@ -65,7 +65,7 @@ class Solution:
     proven: bool  # the search finished: no plan costs less
 
 
-_MEASURES = (0, 1, 2)
+_MEASURES = (0, 1, 2, 3)
 
 
 class _Cut(Exception):
@@ -101,6 +101,8 @@ class Problem:
                 mine += [(layout, True) for layout in layouts.get(kind.model, []) if layout != kind.current]
             self.options.append(mine)
         self._weights()
+        self._cache: dict[frozenset[str], list[tuple[int, int, int, int] | None]] = {}
+        self._scores = self._score_weights()
 
     def _weights(self) -> None:
         """Per need, the least share of any GPU it may sit on, in memory slots, compute slices and media
@@ -128,25 +130,56 @@ class Problem:
             self.media_w.append(media)
             self.most.append(most)
 
-    def bound(self, left: Sequence[int], models: frozenset[str]) -> tuple[int, int]:
-        """(instances no GPU of `models` can hold, fewest GPUs of `models` that hold the rest)."""
-        impossible = mem = comp = media = whole = 0
-        each = 0
-        for j, count in enumerate(left):
+    def bound(self, left: Sequence[int], models: frozenset[str], gpus: int = -1) -> tuple[int, int]:
+        """(fewest instances no plan on `gpus` GPUs of `models` can hold (any number when -1), fewest
+        GPUs of `models` that hold the rest, 0 when those GPUs cannot). Per measure (memory slots,
+        compute slices, media engines, each profile's count) a GPU holds at most one whole; a slice
+        taking every memory slot of each model it may use takes a GPU of its own."""
+        weights = self._cache.get(models)
+        if weights is None:
+            weights = self._cache[models] = [self._least(j, models) for j in range(len(self.needs))]
+        impossible = mem = comp = media = whole = each = 0
+        whole_comp = heaviest_mem = heaviest_comp = over = 0
+        for count, weight in zip(left, weights, strict=True):
             if not count:
                 continue
-            usable = [m for m, _ in self.needs[j].on if m in models]
-            if not usable:
+            if weight is None:
                 impossible += count
                 continue
-            if min(self.mem_w[j][m] for m in usable) == self.slots:
-                whole += count  # a whole GPU wherever it sits: nothing shares it
+            w_mem, w_comp, w_media, most = weight
+            heaviest_mem, heaviest_comp = max(heaviest_mem, w_mem), max(heaviest_comp, w_comp)
+            if gpus >= 0:
+                over = max(over, count - gpus * most)
+            if w_mem == self.slots:
+                whole += count
+                whole_comp += count * w_comp
                 continue
-            mem += count * min(self.mem_w[j][m] for m in usable)
-            comp += count * min(self.comp_w[j][m] for m in usable)
-            media += count * min(self.media_w[j][m] for m in usable)
-            each = max(each, -(-count // max(self.most[j][m] for m in usable)))
-        return impossible, whole + max(-(-mem // self.slots), -(-comp // self.compute), media, each)
+            mem += count * w_mem
+            comp += count * w_comp
+            media += count * w_media
+            each = max(each, -(-count // most))
+        fewest = whole + max(-(-mem // self.slots), -(-comp // self.compute), media, each)
+        if gpus < 0 or fewest <= gpus:
+            return impossible, fewest
+        beyond = [
+            over,
+            media - gpus,
+            -(-(whole * self.slots + mem - gpus * self.slots) // heaviest_mem),
+            -(-(whole_comp + comp - gpus * self.compute) // max(heaviest_comp, 1)),
+        ]
+        # Some of the rest is short too; how few GPUs hold what is not, this does not say: none.
+        return impossible + max(0, *beyond), 0
+
+    def _least(self, j: int, models: frozenset[str]) -> tuple[int, int, int, int] | None:
+        usable = [m for m, _ in self.needs[j].on if m in models]
+        if not usable:
+            return None
+        return (
+            min(self.mem_w[j][m] for m in usable),
+            min(self.comp_w[j][m] for m in usable),
+            min(self.media_w[j][m] for m in usable),
+            max(self.most[j][m] for m in usable),
+        )
 
     def serve(self, kind: int, layout: Key, left: Sequence[int]) -> tuple[int, ...]:
         served = [0] * len(left)
@@ -163,42 +196,60 @@ class Problem:
     def score(self, served: Sequence[int], by: int = 0) -> tuple[int, int]:
         """What a GPU serving `served` takes off the bound, by one measure (see _greedy), and how many
         instances it serves."""
-        total = 0
-        for j, count in enumerate(served):
-            if count:
-                mem = min(self.mem_w[j].values())
-                comp = min(self.comp_w[j].values())
-                if by == 0:
-                    media = min(self.media_w[j].values())
-                    w = max(mem * self.compute, comp * self.slots, media * self.slots * self.compute)
-                elif by == 1:
-                    w = mem * self.compute * self.slots + comp
-                else:
-                    w = 1
-                total += count * w
-        return total, sum(served)
+        weights = self._scores[by]
+        return sum(count * w for count, w in zip(served, weights, strict=True) if count), sum(served)
+
+    def weight(self, j: int) -> int:
+        """Need j's largest least share of a GPU, memory or compute, over a common denominator."""
+        return self._scores[0][j]
+
+    def _score_weights(self) -> list[list[int]]:
+        """Per measure of _greedy, each need's weight: its least share of any GPU it may sit on."""
+        by_measure: list[list[int]] = [[], [], [], []]
+        for j in range(len(self.needs)):
+            mem, comp = min(self.mem_w[j].values()), min(self.comp_w[j].values())
+            media = min(self.media_w[j].values())
+            by_measure[0].append(
+                max(mem * self.compute, comp * self.slots, media * self.slots * self.compute)
+            )
+            by_measure[1].append(mem * self.compute * self.slots + comp)
+            by_measure[2].append(1)
+            by_measure[3].append(comp * self.slots * self.compute + mem)
+        return by_measure
 
 
 def solve(problem: Problem, nodes: int = SEARCH_NODES) -> Solution:
-    """The greedy fill down to a small remainder, then the search over the remainder, seeded with the
-    greedy plan of it, which it only replaces by a cheaper one."""
+    """The greedy fill down to a small remainder (by each measure of _greedy, the one whose greedy
+    completion costs least), then the search over the remainder, seeded with the greedy plans of it,
+    which it only replaces by a cheaper one."""
     counts = [need.count for need in problem.needs]
-    remaining = [kind.count for kind in problem.kinds]
     models = frozenset(kind.model for kind in problem.kinds if kind.count)
     _, bound = problem.bound(counts, models)
-    prefix = _greedy(problem, counts, remaining, stop_at=TAIL_GPUS)
-    left = list(counts)
-    for choice in prefix:
-        _apply(choice, left, remaining)
-    seeds = [_greedy(problem, list(left), list(remaining), -1, by) for by in _MEASURES]
-    seed = min(seeds, key=lambda c: _cost(problem, c, _short(left, c)))
+    fills = []
+    for by in _MEASURES:
+        remaining = [kind.count for kind in problem.kinds]
+        prefix = _greedy(problem, counts, remaining, TAIL_GPUS, by)
+        left = list(counts)
+        for choice in prefix:
+            _apply(choice, left, remaining)
+        seeds = [_greedy(problem, list(left), list(remaining), -1, other) for other in _MEASURES]
+        seed = min(seeds, key=lambda c: _cost(problem, c, _short(left, c)))
+        fills.append(
+            (
+                _cost(problem, (*prefix, *seed), _short(counts, (*prefix, *seed))),
+                prefix,
+                left,
+                remaining,
+                seed,
+            )
+        )
+        if not prefix:
+            break  # nothing filled: the search sees it all
+    _, prefix, left, remaining, seed = min(fills, key=lambda fill: fill[0])
     tail, proven = _search(problem, left, remaining, seed, nodes)
     choices = (*prefix, *tail)
-    short = list(counts)
-    for choice in choices:
-        _apply(choice, short, [0] * len(remaining), count_kinds=False)
-    cost = _cost(problem, choices, short)
-    return Solution(choices, tuple(short), cost, bound, proven and not prefix)
+    short = _short(counts, choices)
+    return Solution(choices, tuple(short), _cost(problem, choices, short), bound, proven and not prefix)
 
 
 def _short(left: Sequence[int], choices: Sequence[Choice]) -> list[int]:
@@ -213,7 +264,8 @@ def _greedy(
     problem: Problem, left: list[int], remaining: list[int], stop_at: int, by: int = 0
 ) -> list[Choice]:
     """Each step the option serving the most of the bound (`by` 0: the scarcest of media, memory and
-    compute; 1: memory then compute, as first-fit-decreasing; 2: instances), ties going to kept, idle
+    compute; 1: memory then compute, as first-fit-decreasing; 2: instances; 3: compute then memory,
+    where compute binds), ties going to kept, idle
     node, fewer idle instances; repeated over the GPUs of its kind while the demand left takes it whole."""
     choices: list[Choice] = []
     left = list(left)
@@ -233,7 +285,10 @@ def _greedy(
                 if not score:
                     continue
                 idle = sum(c for _, c in layout) - instances
-                rank = (score, kind.prepaid, not changed, not kind.busy, -index, -idle)
+                # Of options alike, the one placing the largest slices (first-fit-decreasing's rule: the
+                # small ones fill the gaps later, the large ones find none).
+                large = sum(count * problem.weight(j) ** 2 for j, count in enumerate(served) if count)
+                rank = (score, kind.prepaid, not changed, not kind.busy, large, -index, -idle)
                 if best is None or rank > best[0]:
                     best = (rank, Choice(index, layout, served, 1))
         if best is None:
@@ -258,6 +313,7 @@ def _search(
         for i in range(len(kinds))
     ]
     after.append(frozenset())
+    later = [sum(remaining[i:]) for i in range(len(kinds) + 1)]  # GPUs of the kinds after each
     seed_short = list(left)
     for choice in seed:
         _apply(choice, seed_short, [0] * len(kinds), count_kinds=False)
@@ -282,7 +338,7 @@ def _search(
             return  # reached before at no greater cost
         seen[state] = cost
         models = after[ki + 1] | ({kinds[ki].model} if rem else frozenset())
-        impossible, more = problem.bound(left, models)
+        impossible, more = problem.bound(left, models, rem + later[ki + 1])
         if (impossible, cost[0] + more, cost[1], cost[2]) >= best_cost:
             return
         kind = kinds[ki]
