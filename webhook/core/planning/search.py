@@ -2,7 +2,7 @@
 maximal layouts, exact where the instance is small, after a greedy fill where it is not, and a lower
 bound that every plan respects, so a plan cut short says how far from the best it can be.
 
-One module because the greedy fill, the search and the bound share one reading of the problem:
+Why one module: the greedy fill, the search and the bound share one reading of the problem:
 
 - a `Need` is slices of one profile that may sit on any of some models (the profile's name on each);
 - a `Kind` is GPUs alike for planning (model, layout today, busy node, held), with how many there are;
@@ -66,10 +66,6 @@ class Solution:
 
 
 _MEASURES = (0, 1, 2, 3)
-
-
-class _Cut(Exception):
-    pass
 
 
 class Problem:
@@ -327,7 +323,7 @@ def _search(
         nonlocal best_cost, best, steps
         steps += 1
         if steps > nodes:
-            raise _Cut
+            return  # cut short: every open branch returns at once
         if ki == len(kinds) or not any(left):
             total = (sum(left), *cost)
             if total < best_cost:
@@ -360,11 +356,8 @@ def _search(
                 path.pop()
         dfs(ki + 1, 0, left, remaining[ki + 1] if ki + 1 < len(kinds) else 0, cost)
 
-    try:
-        dfs(0, 0, list(left), remaining[0] if kinds else 0, (0, 0, 0))
-    except _Cut:
-        return best, False
-    return best, True
+    dfs(0, 0, list(left), remaining[0] if kinds else 0, (0, 0, 0))
+    return best, steps <= nodes
 
 
 def _merged(path: list[Choice]) -> list[Choice]:
