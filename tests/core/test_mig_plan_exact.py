@@ -221,3 +221,48 @@ def test_a_fleet_without_node_selectors_is_planned_within_a_gpu_of_the_floor():
     assert plan.fits and _used(plan) <= sum(m.fewest_possible for m in plan.models) + 1
     # Within 2% of the bound no plan beats (the plan before: 2,713 GPUs, 7% over a bound of 2,538).
     assert plan.fewest_gpus <= _used(plan) <= 1.02 * plan.fewest_gpus
+
+
+def test_a_workloads_running_pods_are_not_counted_again_as_its_replicas():
+    from webhook.config.loading import build_context
+    from webhook.core.planning.slice_demand import slice_demand
+
+    def pod(name, node=None):
+        pod = {
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                "labels": {"app": "web", "pod-template-hash": "7d9"},
+            },
+            "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 1}}}]},
+        }
+        if node:
+            pod["spec"]["nodeName"], pod["status"] = node, {"phase": "Running"}
+        return pod
+
+    web = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {
+            "replicas": 4,
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [{"name": "m", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 1}}}]
+                },
+            },
+        },
+    }
+    inventory = _inventory(["p5-a"], [pod("web-a", "p5-a"), pod("web-b", "p5-a")])
+    context = build_context(default_directory(), "eks")
+    # Two running, one pending (as --kubeconfig lists it), one still to come: four in all, not seven.
+    demand = slice_demand([web, pod("web-c")], context, inventory)
+    assert sum(a.instances for a in demand.asks) == 4
+    assert sorted((a.workload, a.pods, bool(a.running_on)) for a in demand.asks) == [
+        ("Deployment/ml/web", 1, False),
+        ("Pod/ml/web-a", 1, True),
+        ("Pod/ml/web-b", 1, True),
+        ("Pod/ml/web-c", 1, False),
+    ]
