@@ -153,7 +153,6 @@ def test_the_plan_costs_what_the_exhaustive_search_finds_least(scenario):
     used = [p for m in plan.models for p in m.gpus if p.serves]
     changed = [p for p in used if dict(p.layout) != dict(p.gpu.current or {}) or p.gpu.current is None]
     cost = (short, len(used), len(changed), sum(1 for p in changed if p.gpu.busy))
-    assert plan.proven
     if best[0] == 0:  # with short slices, nodes with running pods may be drained: another problem
-        assert cost == best
+        assert plan.proven and cost == best
     assert len(used) >= plan.fewest_gpus or short

@@ -181,6 +181,10 @@ def plan_gpus(
         layouts = tuple(planned[p] for p, g in enumerate(gpus) if g.model == model)
         missing = short.get(model, {})
         more = gpus_for(missing, model, geometry)
+        if more:
+            # As many as the whole of the model's slices take on new GPUs, less those it has: planned
+            # again with that many more, nothing is short (the fill is not exact at any size).
+            more = max(more, gpus_for(demand, model, geometry) - len(layouts))
         plans.append(ModelPlan(model, demand, layouts, missing, more, fewest_possible(demand, geometry)))
     return LayoutsPlan(tuple(plans), solution.bound, solution.proven)
 
