@@ -84,3 +84,50 @@ def test_the_budget_s_memory_slices_are_the_geometry_s_for_every_model_and_profi
                 Fraction(profile.compute, geometry.compute_slices),
                 Fraction(placement.size, geometry.memory_slices),
             )
+
+
+def test_the_media_profiles_of_gh200_144gb_and_gb200_are_planned():
+    # Both print a '+me' 1g profile (ID 20, 1/1) in their nvidia-smi mig -lgip (mig-parted#139, #227).
+    from webhook.core.planning.layouts import check_layout
+
+    geometries = load_geometry(CATALOGUE)
+    for model, me, plain in (("GH200-144GB", "1g.18gb+me", "1g.18gb"), ("GB200", "1g.23gb+me", "1g.23gb")):
+        assert geometries[model].most[me] == 1
+        assert check_layout(geometries[model], {me: 1, plain: 6}).fits
+        assert not check_layout(geometries[model], {me: 2}).fits
+
+
+def test_gb200s_names_under_older_drivers_read_as_its_profiles():
+    gb200 = load_geometry(CATALOGUE)["GB200"]
+    assert [gb200.profile(n) for n in ("1g.24gb", "1g.24gb+me", "3g.95gb", "4g.95gb", "7g.189gb")] == [
+        "1g.23gb",
+        "1g.23gb+me",
+        "3g.93gb",
+        "4g.93gb",
+        "7g.186gb",
+    ]
+    assert gb200.profile("2g.47gb") == "2g.47gb"
+
+
+def test_every_balanced_layout_is_the_gpu_operators_and_fits():
+    # The GPU Operator's all-balanced: two 1g, one 2g, one 3g (the A30: two 1g, one 2g).
+    geometries = load_geometry(CATALOGUE)
+    assert geometries["A100-40GB"].balanced == {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+    assert geometries["GB200"].balanced == {"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1}
+    assert geometries["A30"].balanced == {"1g.6gb": 2, "2g.12gb": 1}
+    assert all(g.balanced for g in geometries.values())
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "problem"),
+    [
+        ("    balanced: {2g.12gb: 3}\n", 5, "A30: balanced must map its profiles to counts it holds"),
+        ("    balanced: {1g.6gb: 2, 2g.12gb: 1, 4g.24gb: 1}\n", 5, "A30: balanced does not fit"),
+        ("    aliases: {1g.7gb: 3g.1gb}\n", 5, "A30: aliases must map names it lacks onto profiles it has"),
+    ],
+)
+def test_a_bad_balanced_layout_or_alias_is_refused_at_its_line(extra, line, problem):
+    text = _text('      2g.12gb: "{0,2}:2"\n').replace("    source: a test\n", "    source: a test\n" + extra)
+    with pytest.raises(CloudMapError) as info:
+        parse_geometry_text(text, "mig.yaml", CATALOGUE)
+    assert info.value.line == line and info.value.problem.startswith(problem)

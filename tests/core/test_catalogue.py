@@ -28,9 +28,12 @@ MIG_TABLE = {
     ),
     "H20": (96, "1g.12gb ×7, 1g.12gb+me ×1, 1g.24gb ×4, 2g.24gb ×3, 3g.48gb ×2, 4g.48gb ×1, 7g.96gb ×1"),
     "H200": (141, "1g.18gb ×7, 1g.18gb+me ×1, 1g.35gb ×4, 2g.35gb ×3, 3g.71gb ×2, 4g.71gb ×1, 7g.141gb ×1"),
-    "GH200-144GB": (144, "1g.18gb ×7, 1g.36gb ×4, 2g.36gb ×3, 3g.72gb ×2, 4g.72gb ×1, 7g.144gb ×1"),
+    "GH200-144GB": (
+        144,
+        "1g.18gb ×7, 1g.18gb+me ×1, 1g.36gb ×4, 2g.36gb ×3, 3g.72gb ×2, 4g.72gb ×1, 7g.144gb ×1",
+    ),
     "B200": (180, "1g.23gb ×7, 1g.23gb+me ×1, 1g.45gb ×4, 2g.45gb ×3, 3g.90gb ×2, 4g.90gb ×1, 7g.180gb ×1"),
-    "GB200": (186, "1g.23gb ×7, 1g.47gb ×4, 2g.47gb ×3, 3g.93gb ×2, 4g.93gb ×1, 7g.186gb ×1"),
+    "GB200": (186, "1g.23gb ×7, 1g.23gb+me ×1, 1g.47gb ×4, 2g.47gb ×3, 3g.93gb ×2, 4g.93gb ×1, 7g.186gb ×1"),
     "RTX-PRO-6000": (
         96,
         "1g.24gb ×4, 1g.24gb+me ×1, 1g.24gb+gfx ×4, 1g.24gb-me ×4, 1g.24gb+me.all ×1, 2g.48gb ×2, "
@@ -86,6 +89,8 @@ def test_catalogue_has_exactly_the_reference_models():
         ("RTX-PRO-6000", "0x2BB5"),
         ("H100-94GB", "0x2321"),
         ("H20", "0x2329"),
+        # PG506-96GB: the GPU Operator's default mig-parted config groups it with the H100 96GB
+        ("H100-96GB", "0x20B6"),
     ],
 )
 def test_pci_ids(model_id, pci):
@@ -132,7 +137,9 @@ def test_profile_names_parse_and_print_back():
         ("1g.5gb+me", "H200", "1g.18gb+me"),
         ("1g.24gb", "RTX-PRO-6000", "1g.24gb"),
         ("7g.80gb", "A100-40GB", None),
-        ("1g.10gb+me", "GB200", None),
+        ("1g.10gb+me", "GB200", "1g.23gb+me"),  # its +me profile (mig-parted#227)
+        ("1g.10gb+me", "GH200-144GB", "1g.18gb+me"),
+        ("2g.20gb+me", "GB200", None),
     ],
 )
 def test_smallest_fit_rule(source, target, expected):

@@ -10,6 +10,7 @@ import yaml
 
 from webhook.config.cloudmap import CloudMapError, LoadedMaps, load_directory
 from webhook.config.manifest_text import UnreadableText, documents
+from webhook.config.mig_parted import MigConfigError, mig_configs_in
 from webhook.core.asks.claims import read_device_class, standing_classes
 from webhook.core.deciding.context import Context
 from webhook.core.rewriting.placement import PlacementHints
@@ -138,10 +139,11 @@ def with_cluster_dra(target: CloudMap, cluster: ClusterDra, loaded: LoadedMaps) 
 def load_inventory(path: Path) -> Inventory:
     """A file the user gave: every problem in it is theirs to fix, so the first one is an error."""
     try:
-        inventory = parse_inventory(documents(path.read_text(encoding="utf-8"), str(path)))
+        read = documents(path.read_text(encoding="utf-8"), str(path))
+        inventory = replace(parse_inventory(read), mig_configs=mig_configs_in(read))
     except UnreadableText as exc:
         raise StartupError(f"inventory {exc}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError, MigConfigError) as exc:
         raise StartupError(f"inventory {path}: {exc}") from None
     if inventory.problems:
         raise StartupError(f"inventory {path}: {inventory.problems[0]}")

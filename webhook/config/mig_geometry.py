@@ -15,6 +15,7 @@ import yaml
 from webhook.config.cloudmap import CloudMapError
 from webhook.config.yamlsource import duplicate_keys, error_line, line_of
 from webhook.core.planning.geometry import MigGeometry, parse_geometry
+from webhook.core.planning.layouts import check_layout
 from webhook.core.vocabulary.catalogue import Catalogue
 
 GEOMETRY_FILE = "geometry/mig.yaml"
@@ -40,6 +41,11 @@ def parse_geometry_text(text: str, source: Path | str, catalogue: Catalogue) -> 
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise CloudMapError(source, line_of(node, list(first.path)), first.problem + more)
+    for model, geometry in geometries.items():
+        verdict = check_layout(geometry, geometry.balanced or {})
+        if not verdict.fits:
+            where = line_of(node, ["models", model, "balanced"])
+            raise CloudMapError(source, where, f"{model}: balanced does not fit: {verdict.reason}")
     return geometries
 
 

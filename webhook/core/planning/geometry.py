@@ -5,7 +5,7 @@ Every problem names the path of keys it was found at, so the config layer can sa
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.vocabulary.catalogue import Catalogue, GpuModel, MigProfile, ProfileError
@@ -37,6 +37,12 @@ class MigGeometry:
     media_instances: int = 1  # "+me" instances one GPU holds, whatever their size
     seen_on: str = "hardware"  # or the model whose placements were copied
     source: str = ""
+    balanced: Mapping[str, int] | None = None  # each GPU's layout under the GPU Operator's all-balanced
+    aliases: Mapping[str, str] = field(default_factory=dict)  # an older driver's profile name → ours
+
+    def profile(self, name: str) -> str:
+        """The profile's name here: an older driver's alias read as the name the placements use."""
+        return self.aliases.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ def parse_geometry(
             media_instances=entry.get("media_instances", 1),
             seen_on=str(entry.get("seen_on", "hardware")),
             source=str(entry.get("source", "")),
+            balanced=dict(entry["balanced"]) if "balanced" in entry else None,
+            aliases={str(old): str(new) for old, new in (entry.get("aliases") or {}).items()},
         )
     return geometries, problems
 
@@ -107,6 +115,7 @@ def _model_problems(model: GpuModel, entry: Any, where: tuple[str, ...]) -> list
         problem = _placement_problem(model, str(name), text, slots)
         if problem:
             problems.append(GeometryProblem(at, problem))
+    problems += _named_problems(model, entry, where)
     missing = sorted(set(model.profiles) - {str(n) for n in placements})
     if missing:
         problems.append(
@@ -135,3 +144,34 @@ def _placement_problem(model: GpuModel, name: str, text: Any, slots: int) -> str
             f"memory slices"
         )
     return ""
+
+
+def _named_problems(
+    model: GpuModel, entry: Mapping[str, Any], where: tuple[str, ...]
+) -> list[GeometryProblem]:
+    """`balanced` names the model's profiles with counts within the catalogue's; `aliases` map names
+    the model lacks onto names it has (the layout itself is checked by the loader with the placements)."""
+    problems = []
+    balanced = entry.get("balanced", {})
+    if not isinstance(balanced, Mapping) or not all(
+        name in model.profiles
+        and isinstance(n, int)
+        and not isinstance(n, bool)
+        and 0 < n <= model.profiles[name]
+        for name, n in balanced.items()
+    ):
+        problems.append(
+            GeometryProblem(
+                (*where, "balanced"), f"{model.id}: balanced must map its profiles to counts it holds"
+            )
+        )
+    aliases = entry.get("aliases", {})
+    if not isinstance(aliases, Mapping) or not all(
+        str(old) not in model.profiles and new in model.profiles for old, new in aliases.items()
+    ):
+        problems.append(
+            GeometryProblem(
+                (*where, "aliases"), f"{model.id}: aliases must map names it lacks onto profiles it has"
+            )
+        )
+    return problems

@@ -10,12 +10,11 @@ short, and, for targets that do not take a layout per GPU, what to do instead.
 - by-memory (HAMi, Volcano) and DRA targets cut instances when pods arrive: nothing to plan.
 """
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.core.planning.geometry import MigGeometry
-from webhook.core.planning.planner import Gpu, ModelPlan, plan_model
+from webhook.core.planning.planner import Gpu, ModelPlan, Slices, plan_gpus
 from webhook.core.planning.slice_demand import SliceAsk, SliceDemand
 from webhook.core.vocabulary.catalogue import MigProfile
 from webhook.core.vocabulary.platform import CloudMap
@@ -46,6 +45,8 @@ class MigPlan:
     unplaced: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     note: str = ""
+    fewest_gpus: int = 0  # layouts: no plan holds what this one holds on fewer GPUs
+    proven: bool = True  # layouts: the search finished (fewest GPUs, then repartitioned, then busy nodes)
 
     @property
     def fits(self) -> bool:
@@ -75,16 +76,66 @@ def plan_mig(
             for profile, count in sorted(profiles.items())
         )
         return MigPlan(target.name, "pools", pools=pools, unplaced=unplaced, problems=demand.problems)
-    # Nodes where slice pods run today are changed last: a node the plan leaves alone needs no drain.
-    busy = Counter(ask.running_on for ask in demand.asks if ask.running_on)
-    ordered = sorted(gpus, key=lambda g: (busy[g.node], g.node, g.index))
-    models = tuple(
-        plan_model(
-            model, per_model.get(model, {}), [g for g in ordered if g.model == model], geometries[model]
-        )
-        for model in sorted(set(per_model) | {g.model for g in gpus})
+    slices, running, unplaced = _slices(demand.asks, gpus, geometries, target)
+    planned = plan_gpus(slices, gpus, geometries, running, models=sorted(per_model))
+    return MigPlan(
+        target.name,
+        "layouts",
+        planned.models,
+        unplaced=unplaced,
+        problems=demand.problems,
+        fewest_gpus=planned.fewest_gpus,
+        proven=planned.proven,
     )
-    return MigPlan(target.name, "layouts", models, unplaced=unplaced, problems=demand.problems)
+
+
+def _slices(
+    asks: Sequence[SliceAsk], gpus: Sequence[Gpu], geometries: Mapping[str, MigGeometry], target: CloudMap
+) -> tuple[list[Slices], dict[str, dict[str, int]], dict[str, tuple[int, str]]]:
+    """The asks as the planner takes them: a running pod's slices held on its node (of its node's
+    model, whatever the pod says), every other ask's slices on any model it accepts that has the
+    profile and that the target sells it for (charged first, when short, to the one with the most GPUs
+    in the target); and what no such model takes."""
+    present: dict[str, int] = {}
+    node_model: dict[str, str] = {}
+    for gpu in gpus:
+        present[gpu.model] = present.get(gpu.model, 0) + 1
+        node_model[gpu.node] = gpu.model
+    counts: dict[tuple[tuple[str, str], ...], int] = {}
+    running: dict[str, dict[str, int]] = {}
+    unplaced: dict[str, tuple[int, str]] = {}
+    for ask in asks:
+        model = node_model.get(ask.running_on)
+        if model is not None and geometries[model].profile(ask.profile) in geometries[model].placements:
+            on_node = running.setdefault(ask.running_on, {})
+            name = geometries[model].profile(ask.profile)
+            on_node[name] = on_node.get(name, 0) + ask.instances
+            continue
+        accepted = ask.models if ask.models is not None else frozenset(present)
+        if model is not None:
+            accepted = frozenset({model})
+        on = tuple(
+            sorted(
+                (
+                    (m, geometries[m].profile(ask.profile))
+                    for m in accepted
+                    if m in geometries
+                    and geometries[m].profile(ask.profile) in geometries[m].placements
+                    and _sold(target, m, geometries[m].profile(ask.profile))
+                ),
+                key=lambda pair: (-present.get(pair[0], 0), pair[0]),
+            )
+        )
+        if not on:
+            count, _ = unplaced.get(ask.profile, (0, ""))
+            models = ", ".join(sorted(accepted)) or "none in the inventory"
+            why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
+            if any(m in geometries and ask.profile in geometries[m].placements for m in accepted):
+                why = f"{target.name} sells it for no model it may run on (models: {models})"
+            unplaced[ask.profile] = (count + ask.instances, why)
+            continue
+        counts[on] = counts.get(on, 0) + ask.instances
+    return [Slices(on, count) for on, count in sorted(counts.items())], running, unplaced
 
 
 def _by_model(

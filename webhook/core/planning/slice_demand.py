@@ -44,6 +44,7 @@ def slice_demand(documents: list[Any], context: Context, inventory: Inventory | 
     asks: list[SliceAsk] = []
     problems: list[str] = []
     beside = ClaimsBeside(documents)
+    made = PodsMade(documents, inventory)
     for doc in documents:
         if not isinstance(doc, Mapping):
             continue
@@ -59,6 +60,8 @@ def slice_demand(documents: list[Any], context: Context, inventory: Inventory | 
             translated = jsonpatch.apply_patch(dict(template), decided.rewrite.patch)
             demand = read_demand(translated, context.dialects)
             pods = replica_count(doc, path, inventory)
+            if doc.get("kind") != "Pod":
+                pods = max(pods - len(made.of(namespace, template)), 0)
             asks += [
                 SliceAsk(workload, profile, count, pods, demand.selection.models)
                 for profile, count in _slices_per_pod(demand).items()
@@ -71,6 +74,37 @@ def slice_demand(documents: list[Any], context: Context, inventory: Inventory | 
             for profile, count in _slices_per_pod(demand).items()
         ]
     return SliceDemand(tuple(asks), tuple(problems))
+
+
+class PodsMade:
+    """The pods a workload has made already, each asking for itself (a running pod on its node, a
+    pending one as a Pod document): its replicas less these are what is still to come, so no pod is
+    counted twice. A pod is the workload's when it is in its namespace and carries every label of its
+    pod template, as the workload's selector picks its pods (a template without labels claims none)."""
+
+    def __init__(self, documents: list[Any], inventory: Inventory | None):
+        self.pods: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        listed = [p for p in documents if isinstance(p, Mapping) and p.get("kind") == "Pod"]
+        for pod in [*listed, *(p.manifest for p in (inventory.pods if inventory else ()))]:
+            metadata = _mapping(pod.get("metadata"))
+            namespace = str(metadata.get("namespace") or "default")
+            self.pods.setdefault(namespace, []).append(
+                (str(metadata.get("name", "")), _mapping(metadata.get("labels")))
+            )
+
+    def of(self, namespace: str, template: Mapping[str, Any]) -> set[str]:
+        wanted = _mapping(_mapping(template.get("metadata")).get("labels"))
+        if not wanted:
+            return set()
+        return {
+            name
+            for name, labels in self.pods.get(namespace, ())
+            if all(labels.get(key) == value for key, value in wanted.items())
+        }
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _slices_per_pod(demand: PodDemand) -> dict[str, int]:

@@ -55,6 +55,9 @@ class Inventory:
     quotas: tuple[NamespaceQuota, ...] = ()
     problems: tuple[str, ...] = ()  # node-agent records that could not be read, each with why
     pods: tuple[BoundPod, ...] = ()  # running pods (a live read, or Pods listed beside the nodes)
+    # mig-parted configurations by name (a ConfigMap listed beside the nodes: the one the ClusterPolicy
+    # names), each a list of entries as mig-parted reads them: what a node's nvidia.com/mig.config means
+    mig_configs: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
 
 def parse_inventory(documents: list[Any]) -> Inventory:
