@@ -102,10 +102,10 @@ def test_a_workload_is_told_how_its_pods_will_be_rewritten_and_its_template_stay
         "node.kubernetes.io/instance-type in "
     )
     amd = deployment({"amd.com/gpu": "1"}, {})
-    refused = pipeline.decide(parsed(review_of(amd)), context("eks"))
+    refused = pipeline.decide(parsed(review_of(amd)), context("gke"))  # EKS sells AMD GPUs (g4ad)
     assert refused.allowed and refused.warnings == (
         "gpuport: pods will be refused: containers[0] asks for an AMD GPU (amd.com/gpu: 1); "
-        "eks offers NVIDIA GPUs only",
+        "gke offers NVIDIA GPUs only",
     )
     # A ReplicaSet its Deployment's controller made: previewed with its owner, not again.
     owned = deployment({"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": "nvidia-l4"})

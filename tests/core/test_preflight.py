@@ -412,7 +412,7 @@ def test_preflight_and_translate_agree_on_the_translated_form(tmp_path, capsys):
 )
 def test_every_sample_inventory_parses_and_names_models_its_map_knows(path):
     inventory = parse_inventory(list(yaml.safe_load_all(path.read_text())))
-    name = path.stem.removesuffix("-small").removesuffix("-measured")
+    name = path.stem.removesuffix("-small").removesuffix("-measured").removesuffix("-rightsize")
     cloud = context(name).target
     keys = {label.label for label in cloud.model_labels}
     catalogue = context(name).dialects.catalogue

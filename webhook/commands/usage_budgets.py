@@ -2,12 +2,13 @@
 hold, read from the ResourceQuotas and pods the command read, and how each output form shows them."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.core.budget.overshoot import BudgetFigure
+if TYPE_CHECKING:  # the budget arithmetic imports the quantity grammar (kubernetes): only when run
+    from webhook.core.budget.overshoot import BudgetFigure
 
 
-def read_budgets(quotas: list[dict[str, Any]], pods: list[dict[str, Any]], context) -> list[BudgetFigure]:
+def read_budgets(quotas: list[dict[str, Any]], pods: list[dict[str, Any]], context) -> "list[BudgetFigure]":
     """Each namespace's GPU quota entries beside what its not-finished pods hold (DRA claims aside: the
     server counts them, `gpuport_gpu_budget_used`)."""
     from webhook.adapters.kube.clusterview import to_quota
@@ -30,7 +31,7 @@ def read_budgets(quotas: list[dict[str, Any]], pods: list[dict[str, Any]], conte
     return figures
 
 
-def budget_lines(budgets: Sequence[BudgetFigure]) -> list[str]:
+def budget_lines(budgets: "Sequence[BudgetFigure]") -> list[str]:
     """One line per GPU quota entry: namespace/quota, entry, held of allowed, OVER where past it."""
     if not budgets:
         return []
@@ -41,7 +42,7 @@ def budget_lines(budgets: Sequence[BudgetFigure]) -> list[str]:
     return lines
 
 
-def budget_markdown(budgets: Sequence[BudgetFigure]) -> list[str]:
+def budget_markdown(budgets: "Sequence[BudgetFigure]") -> list[str]:
     rows = [
         (f.namespace, f.quota, f.entry, f.used_shown, f.hard_shown, "**OVER**" if f.over else "")
         for f in budgets
@@ -50,7 +51,7 @@ def budget_markdown(budgets: Sequence[BudgetFigure]) -> list[str]:
     return header + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def budget_json(budgets: Sequence[BudgetFigure]) -> list[dict[str, Any]]:
+def budget_json(budgets: "Sequence[BudgetFigure]") -> list[dict[str, Any]]:
     return [
         {
             "namespace": f.namespace,
