@@ -1,7 +1,8 @@
 """`gpuport rightsize` at fleet size, in process: 10,000 GPU pods (1,250 Deployments of 8 replicas) on
 1,250 nodes of 8 GPUs, each node carrying its agent's week of peaks, read from one `kubectl get -o yaml`
 file and right-sized end to end (reading, sizing, the JSON written). Beside it, in the same run, the time
-to parse the same file alone, the part no right-sizing can skip: the ratio says what sizing adds.
+to parse the same file with PyYAML's C loader alone (how gpuport read inventories before): the ratio
+says what reading and sizing together cost against reading alone.
 
     .venv/bin/python bench/rightsize_bench.py [--pods 10000]
 """
