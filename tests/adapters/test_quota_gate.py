@@ -42,7 +42,7 @@ def test_reservations_expire_and_are_dropped_once_the_pod_is_in_the_view():
     ctx = context("generic")
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx) is None
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx) is not None
-    clock[0] += 31  # the first pod never appeared (a later step refused it): its reservation lapses
+    clock[0] += 41  # the first pod never appeared (a later step refused it): its reservation lapses
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "c"), ctx) is None
     view.pods.append(
         dict(pod({"nvidia.com/gpu": "1"}), metadata={"name": "c", "namespace": "team-a", "uid": "c"})
@@ -53,7 +53,7 @@ def test_reservations_expire_and_are_dropped_once_the_pod_is_in_the_view():
     # c stays in the store for its TTL (another replica's view may lag behind):
     assert [r.key for r in ledger.reservations("team-a")] == ["c"]
     view.pods.clear()  # c finished
-    clock[0] += 31
+    clock[0] += 41
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "e"), ctx) is None
 
 

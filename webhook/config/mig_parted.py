@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from webhook.core.vocabulary.inventory import inventory_items
+
 
 class MigConfigError(ValueError):
     """A ConfigMap's mig-parted file that is not one: said with the ConfigMap and key."""
@@ -17,7 +19,7 @@ def mig_configs_in(documents: list[Any]) -> dict[str, tuple[Mapping[str, Any], .
     """Every configuration by name, from every ConfigMap in the documents (a List's items too) whose
     data holds a mig-parted file; other ConfigMaps are passed over."""
     found: dict[str, tuple[Mapping[str, Any], ...]] = {}
-    for item in _items(documents):
+    for item in inventory_items(documents):
         if item.get("kind") != "ConfigMap":
             continue
         name = str((item.get("metadata") or {}).get("name", "?"))
@@ -38,15 +40,3 @@ def mig_configs_in(documents: list[Any]) -> dict[str, tuple[Mapping[str, Any], .
                     )
                 found[str(config)] = tuple(entries)
     return found
-
-
-def _items(documents: list[Any]) -> list[Mapping[str, Any]]:
-    items: list[Mapping[str, Any]] = []
-    for doc in documents:
-        if isinstance(doc, Mapping) and doc.get("kind") == "List":
-            items += [i for i in doc.get("items") or [] if isinstance(i, Mapping)]
-        elif isinstance(doc, list):
-            items += [i for i in doc if isinstance(i, Mapping)]
-        elif isinstance(doc, Mapping):
-            items.append(doc)
-    return items

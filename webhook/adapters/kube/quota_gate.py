@@ -49,6 +49,9 @@ log = logging.getLogger("gpuport.quota")
 # The quota step's share of an admission, counted from the review's arrival: the server cuts an exchange
 # at 4.5 s, the API server waits 5 s; the rest is reading the review, deciding and answering.
 ADMISSION_SECONDS = 3.5
+# The longest a validating webhook may make the API server wait (admissionregistration/v1's timeoutSeconds
+# is at most 30): another webhook beside gpuport's may answer that late, and the pod is stored after it.
+OTHER_WEBHOOKS_SECONDS = 30.0
 # Kept back from what the API server waits (its call's `timeout`) for the answer to travel back.
 ANSWER_MARGIN = 1.0
 # A review's timing: (when it arrived, time.monotonic(); the seconds its API server waits from then).
@@ -247,10 +250,13 @@ class QuotaGate:
     def _deadlines(self) -> tuple[float, float]:
         """(by when the quota step answers, time.monotonic(); until when the API server may still
         create this review's pod, time.monotonic()): both from the review's arrival and its API
-        server's `timeout`; from now when the server cannot say (a test calling the gate directly)."""
+        server's `timeout`; from now when the server cannot say (a test calling the gate directly).
+        The pod is stored only once every validating webhook has answered, and the others run beside
+        gpuport's with timeouts of their own, up to OTHER_WEBHOOKS_SECONDS: until then it may come."""
         now = time.monotonic()
         arrived, seconds = self.timing() or (now, ADMISSION_SECONDS + ANSWER_MARGIN)
-        return arrived + min(ADMISSION_SECONDS, seconds - ANSWER_MARGIN), arrived + seconds
+        creatable = max(seconds, OTHER_WEBHOOKS_SECONDS)
+        return arrived + min(ADMISSION_SECONDS, seconds - ANSWER_MARGIN), arrived + creatable
 
     def _take_slot(self, deadline: float) -> bool:
         """A slot to wait on the store in. Past `wait_for_slot`, waited for only while the store keeps

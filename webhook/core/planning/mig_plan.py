@@ -96,11 +96,7 @@ def _slices(
     model, whatever the pod says), every other ask's slices on any model it accepts that has the
     profile and that the target sells it for (charged first, when short, to the one with the most GPUs
     in the target); and what no such model takes."""
-    present: dict[str, int] = {}
-    node_model: dict[str, str] = {}
-    for gpu in gpus:
-        present[gpu.model] = present.get(gpu.model, 0) + 1
-        node_model[gpu.node] = gpu.model
+    present, node_model = _models_present(gpus)
     counts: dict[tuple[tuple[str, str], ...], int] = {}
     running: dict[str, dict[str, int]] = {}
     unplaced: dict[str, tuple[int, str]] = {}
@@ -127,12 +123,7 @@ def _slices(
             )
         )
         if not on:
-            count, _ = unplaced.get(ask.profile, (0, ""))
-            models = ", ".join(sorted(accepted)) or "none in the inventory"
-            why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
-            if any(m in geometries and ask.profile in geometries[m].placements for m in accepted):
-                why = f"{target.name} sells it for no model it may run on (models: {models})"
-            unplaced[ask.profile] = (count + ask.instances, why)
+            _unplaced(unplaced, ask, accepted, geometries, target)
             continue
         counts[on] = counts.get(on, 0) + ask.instances
     return [Slices(on, count) for on, count in sorted(counts.items())], running, unplaced
@@ -146,11 +137,7 @@ def _by_model(
     with the most GPUs in the target (a model it accepts but the target lacks still takes it: the
     plan then says how many GPUs of it are short). A running pod's is its node's model: 1g.10gb is
     a slice of an A100 40GB and of an H100 80GB alike."""
-    present: dict[str, int] = {}
-    node_model: dict[str, str] = {}
-    for gpu in gpus:
-        present[gpu.model] = present.get(gpu.model, 0) + 1
-        node_model[gpu.node] = gpu.model
+    present, node_model = _models_present(gpus)
     per_model: dict[str, dict[str, int]] = {}
     unplaced: dict[str, tuple[int, str]] = {}
     for ask in asks:
@@ -168,16 +155,37 @@ def _by_model(
             key=lambda m: (-present.get(m, 0), m),
         )
         if not holders:
-            count, _ = unplaced.get(ask.profile, (0, ""))
-            models = ", ".join(sorted(accepted)) or "none in the inventory"
-            why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
-            if any(m in geometries and ask.profile in geometries[m].placements for m in accepted):
-                why = f"{target.name} sells it for no model it may run on (models: {models})"
-            unplaced[ask.profile] = (count + ask.instances, why)
+            _unplaced(unplaced, ask, accepted, geometries, target)
             continue
         profiles = per_model.setdefault(holders[0], {})
         profiles[ask.profile] = profiles.get(ask.profile, 0) + ask.instances
     return per_model, unplaced
+
+
+def _models_present(gpus: Sequence[Gpu]) -> tuple[dict[str, int], dict[str, str]]:
+    """GPUs of each model in the target, and each node's model."""
+    present: dict[str, int] = {}
+    node_model: dict[str, str] = {}
+    for gpu in gpus:
+        present[gpu.model] = present.get(gpu.model, 0) + 1
+        node_model[gpu.node] = gpu.model
+    return present, node_model
+
+
+def _unplaced(
+    unplaced: dict[str, tuple[int, str]],
+    ask: SliceAsk,
+    accepted: frozenset[str],
+    geometries: Mapping[str, MigGeometry],
+    target: CloudMap,
+) -> None:
+    """Add an ask no model takes to what is unplaced, saying why."""
+    count, _ = unplaced.get(ask.profile, (0, ""))
+    models = ", ".join(sorted(accepted)) or "none in the inventory"
+    why = f"no model it may run on has the profile with known MIG geometry (models: {models})"
+    if any(m in geometries and ask.profile in geometries[m].placements for m in accepted):
+        why = f"{target.name} sells it for no model it may run on (models: {models})"
+    unplaced[ask.profile] = (count + ask.instances, why)
 
 
 def _sold(target: CloudMap, model: str, profile: str) -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from webhook.core.vocabulary.inventory import inventory_items
+
 _DAY_S = 86400
 
 
@@ -115,18 +117,16 @@ def node_peaks(documents: Iterable[Any], annotation: str) -> dict[str, Any]:
     import json
 
     found: dict[str, Any] = {}
-    for doc in documents:
-        items = doc.get("items") if isinstance(doc, Mapping) and doc.get("kind") == "List" else [doc]
-        for item in items or ():
-            if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
-                continue
-            metadata = item.get("metadata") or {}
-            text = (metadata.get("annotations") or {}).get(annotation)
-            if isinstance(text, str):
-                try:
-                    found[str(metadata.get("name", "?"))] = json.loads(text)
-                except ValueError:
-                    found[str(metadata.get("name", "?"))] = text
+    for item in inventory_items(list(documents)):
+        if item.get("kind", "Node") != "Node":
+            continue
+        metadata = item.get("metadata") or {}
+        text = (metadata.get("annotations") or {}).get(annotation)
+        if isinstance(text, str):
+            try:
+                found[str(metadata.get("name", "?"))] = json.loads(text)
+            except ValueError:
+                found[str(metadata.get("name", "?"))] = text
     return found
 
 

@@ -60,7 +60,8 @@ class Inventory:
     mig_configs: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
 
-def parse_inventory(documents: list[Any]) -> Inventory:
+def inventory_items(documents: list[Any]) -> list[Mapping[str, Any]]:
+    """The objects of `kubectl get -o yaml` documents: Lists unwrapped, plain lists and single objects."""
     items: list[Mapping[str, Any]] = []
     for doc in documents:
         if isinstance(doc, Mapping) and doc.get("kind") == "List":
@@ -69,6 +70,11 @@ def parse_inventory(documents: list[Any]) -> Inventory:
             items += [i for i in doc if isinstance(i, Mapping)]
         elif isinstance(doc, Mapping):
             items.append(doc)
+    return items
+
+
+def parse_inventory(documents: list[Any]) -> Inventory:
+    items = inventory_items(documents)
     nodes, quotas, problems, pods = [], [], [], []
     for item in items:
         kind = item.get("kind", "Node")
