@@ -170,3 +170,13 @@ def test_gke_s_network_annotations_and_hami_s_gpu_pins_are_said_where_nothing_re
     ]
     decision, _ = decide(gke_pod(annotations=annotations), "gke")
     assert not any(w.startswith("gpuport: annotation networking") for w in decision.warnings)
+
+
+def test_a_pod_that_asks_for_no_gpu_keeps_its_topology_keys_untouched_and_is_never_refused():
+    # A CPU pod's required co-location on GKE's blocks is none of gpuport's business on AKS: it passes
+    # as written (it was refused as a GPU job would be).
+    cpu = gke_pod(affinity=together("cloud.google.com/gce-topology-block"))
+    cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2"}}
+    del cpu["spec"]["nodeSelector"]
+    decision = pipeline.decide(parsed(review_of(cpu)), context("aks"))
+    assert decision.allowed and decision.patch == () and decision.warnings == ()

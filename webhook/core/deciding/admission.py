@@ -28,7 +28,7 @@ from webhook.core.rewriting.podedits import (
     missing_tolerations,
 )
 from webhook.core.rewriting.sharing_guard import sharing_refusals
-from webhook.core.rewriting.topology_keys import plan_topology
+from webhook.core.rewriting.topology_keys import NO_TOPOLOGY_EDITS, plan_topology
 from webhook.core.rewriting.translate import TRANSLATED_FROM, Untranslatable, translate_pod
 from webhook.core.rewriting.unmet import absent, too_small
 from webhook.core.rewriting.whole_gpus import keep_whole, slices_only, whole_only
@@ -103,7 +103,12 @@ def rewrite_pod(
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
     native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
     devices = plan_devices(demand.resource_names, target, context.dialects, translated=not native)
-    topology = plan_topology(spec, read.annotations, target, context.dialects, translated=not native)
+    # A pod that asks for no GPU is not gpuport's to judge: its topology keys are its own business.
+    topology = (
+        plan_topology(spec, read.annotations, target, context.dialects, translated=not native)
+        if demand.asks or demand.claims.any
+        else NO_TOPOLOGY_EDITS
+    )
     if refused or devices.refusals or topology.refusals:
         raise Untranslatable(refused + devices.refusals + topology.refusals)
     # A mutation that cannot say whether it may change this pod is asked nothing and runs.

@@ -46,7 +46,7 @@ class TopologyKeysPlan(NamedTuple):
     refusals: list[str]
 
 
-_NOTHING = TopologyKeysPlan([], [])
+NO_TOPOLOGY_EDITS = TopologyKeysPlan([], [])
 
 
 def plan_topology(
@@ -59,13 +59,13 @@ def plan_topology(
     """What becomes of each topology key the pod (`spec`, `annotations`) names on `target`;
     `translated`: whether the pod is being moved from another platform's words."""
     if not translated and not target.node_labels.owned:
-        return _NOTHING
+        return NO_TOPOLOGY_EDITS
     if (
         "affinity" not in spec
         and "topologySpreadConstraints" not in spec
         and annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS)
     ):
-        return _NOTHING  # the common pod: nothing to walk
+        return NO_TOPOLOGY_EDITS  # the common pod: nothing to walk
     uses = [u for u in topology_uses(spec, annotations) if not _carried(u.key, target)]
     renames: dict[str, str] = {}
     drops: set[str] = set()
@@ -91,7 +91,7 @@ def plan_topology(
     if refusals:
         return TopologyKeysPlan([], refusals)
     if not said:
-        return _NOTHING
+        return NO_TOPOLOGY_EDITS
     return TopologyKeysPlan([RewriteTopology(renames, frozenset(drops), tuple(said))], [])
 
 
