@@ -72,3 +72,12 @@ def test_a_view_still_loading_refuses_in_words():
     view = View([GPU_QUOTA])
     view.listed.discard("pods")
     assert validate(view, claim("team-gpus")).reason == "claim-view-loading"
+
+
+def test_a_claim_only_finished_pods_name_may_be_made_again():
+    # A Job's pod that completed holds no devices: its claim name is free to be made again.
+    done = waiting("done", {"resourceClaimName": "team-gpus"})
+    done["status"]["phase"] = "Succeeded"
+    assert validate(View([GPU_QUOTA], pods=[done]), claim("team-gpus")).allowed
+    failed = dict(done, status={"phase": "Failed"})
+    assert validate(View([GPU_QUOTA], pods=[failed]), claim("team-gpus")).allowed

@@ -15,11 +15,13 @@ from typing import Any
 
 
 def pods_naming(claim: str, pods: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The names of the pods that name `claim`: in spec.resourceClaims (resourceClaimName) or as a claim
+    """The names of the not-finished pods that name `claim`: in spec.resourceClaims (resourceClaimName) or as a claim
     the cluster made for them (status.resourceClaimStatuses), sorted."""
     found = set()
     for pod in pods:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue  # a finished pod holds no devices: its claim may be made again
         named = [entry.get("resourceClaimName") for entry in spec.get("resourceClaims") or ()]
         named += [entry.get("resourceClaimName") for entry in status.get("resourceClaimStatuses") or ()]
         if claim in named:
