@@ -15,8 +15,8 @@ from typing import Any
 
 
 def pods_naming(claim: str, pods: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The names of the not-finished pods that name `claim`: in spec.resourceClaims (resourceClaimName) or as a claim
-    the cluster made for them (status.resourceClaimStatuses), sorted."""
+    """The names of the not-finished pods that name `claim`: in spec.resourceClaims (resourceClaimName)
+    or as a claim the cluster made for them (status.resourceClaimStatuses), sorted."""
     found = set()
     for pod in pods:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
