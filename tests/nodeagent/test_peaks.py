@@ -119,3 +119,21 @@ def test_the_agent_serves_each_pods_compute_for_prometheus_and_none_on_mig():
         lines = [line for line in text.splitlines() if line.startswith("gpuport_pod_gpu_compute_ratio{")]
         assert len(lines) == expected
         assert all(line.endswith(" 1.0") for line in lines)
+
+
+def test_a_sample_that_did_not_read_a_pods_memory_neither_lowers_its_peak_nor_covers_the_window():
+    # Two processes of one pod, NVML reporting the memory of one: the sum of the other alone would read
+    # low, so the sample has no memory figure and the time it stands for is not memory measured.
+    devices = [
+        {
+            "compute_percent": 37.2,
+            "processes": [
+                {"pid": 1, "memory_mib": 900, "pod_uid": "u"},
+                {"pid": 2, "memory_mib": None, "pod_uid": "u"},
+            ],
+        }
+    ]
+    assert peaks.pod_samples(devices) == {"u": (None, 38)}  # compute rounded up, never down
+    record = peaks.add_sample(peaks.empty(), T0, 60, peaks.pod_samples(devices))
+    (day,) = record["pods"]["u"]
+    assert (day["m"], day["s"], day["cs"]) == (None, 0, 60)

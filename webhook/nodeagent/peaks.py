@@ -19,8 +19,8 @@ coarser, never lower). The record is published in USAGE_PEAKS_ANNOTATION and rea
 starts, so a restart loses nothing. Format (the reader is webhook/core/sizing/history.py):
 
     {"v": 1, "day_s": 86400,
-     "pods": {"<uid>": [{"t": <day start, epoch s>, "s": <seconds measured>, "cs": <of them with compute>,
-                         "m": <peak MiB or null>,
+     "pods": {"<uid>": [{"t": <day start, epoch s>, "s": <seconds with memory read>,
+                         "cs": <seconds with compute read>, "m": <peak MiB or null>,
                          "c": {"<percent of one GPU, rounded up>": <samples>}, "w": <bin width>}]}}
 """
 
@@ -42,25 +42,29 @@ def empty() -> dict[str, Any]:
 
 
 def pod_samples(devices: Iterable[Mapping[str, Any]]) -> dict[str, Sample]:
-    """Per pod UID, this sample's GPU memory (Σ its processes') and compute (Σ the utilisation of each
-    device it runs on; None when one of them did not answer, as on MIG)."""
+    """Per pod UID, this sample's GPU memory (Σ its processes'; None when NVML did not report one of
+    them: a part of the sum read as the whole would be low) and compute (Σ the utilisation of each
+    device it runs on, in whole percent rounded up; None when one of them did not answer, as on MIG)."""
     memory: dict[str, int | None] = {}
     compute: dict[str, int | None] = {}
     for device in devices:
-        uids = {p["pod_uid"] for p in device["processes"] if p["pod_uid"] is not None}
-        for uid in uids:
-            used = [p["memory_mib"] for p in device["processes"] if p["pod_uid"] == uid]
-            known = [m for m in used if m is not None]
-            if known:
-                memory[uid] = (memory.get(uid) or 0) + sum(known)
-            else:
-                memory.setdefault(uid, None)
-            rate = device["compute_percent"]
+        rate = device["compute_percent"]
+        for process in device["processes"]:
+            uid = process["pod_uid"]
+            if uid is None:
+                continue
+            mib = process["memory_mib"]
+            memory[uid] = (
+                None
+                if mib is None or (uid in memory and memory[uid] is None)
+                else ((memory.get(uid) or 0) + mib)
+            )
+        for uid in {p["pod_uid"] for p in device["processes"] if p["pod_uid"] is not None}:
             if rate is None or (uid in compute and compute[uid] is None):
                 compute[uid] = None
             else:
-                compute[uid] = (compute.get(uid) or 0) + int(rate)
-    return {uid: (memory.get(uid), compute.get(uid)) for uid in sorted(memory)}
+                compute[uid] = (compute.get(uid) or 0) + math.ceil(rate)
+    return {uid: (memory[uid], compute.get(uid)) for uid in sorted(memory)}
 
 
 def add_sample(
@@ -75,8 +79,8 @@ def add_sample(
         if not days or days[-1]["t"] != day:
             days.append({"t": day, "s": 0, "cs": 0, "m": None, "c": {}, "w": 1})
         bucket = days[-1]
-        bucket["s"] += max(round(seconds), 0)
-        if memory is not None:
+        if memory is not None:  # only a sample that read the memory covers the window for it
+            bucket["s"] += max(round(seconds), 0)
             bucket["m"] = memory if bucket["m"] is None else max(bucket["m"], memory)
         if compute is not None:
             bucket["cs"] += max(round(seconds), 0)
