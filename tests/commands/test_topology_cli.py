@@ -124,3 +124,14 @@ def test_the_annotation_on_a_kind_no_controller_reads_it_from_is_left_alone(caps
     code, out, err = translate(capsys, tmp_path, annotated, "eks")
     assert code == 0, err
     assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == "cloud.google.com/gke-nodepool"
+
+
+def test_a_jobset_whose_pods_are_refused_keeps_its_exclusive_placement_as_written(capsys, tmp_path):
+    # Two kinds of GPU in one container are refused: the JobSet is not moved, so its placement is not
+    # rewritten for EKS either (it was, leaving half a translation).
+    refused = yaml.safe_load((TOPOLOGY / "gke-jobset-exclusive-nodepool.yaml").read_text())
+    container = refused["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = 1
+    code, out, err = translate(capsys, tmp_path, yaml.safe_dump(refused), "eks")
+    assert code == 1, err
+    assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == "cloud.google.com/gke-nodepool"

@@ -187,7 +187,11 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
                         entries.append((path, annotations[TRANSLATED_FROM]))
             results.append(result)
         _merge_records(recorded)
-        results += _exclusive_topology(number, document, kind, name, context)
+        mine = [r for r in results if r.document == number]
+        if document.changed and all(r.allowed for r in mine):
+            # Only beside pods translated here: a workload refused, or left in its own words, keeps its
+            # placement as written (half a translation would say one cloud's nodes and the other's GPUs).
+            results += _exclusive_topology(number, document, kind, name, context)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         key = claim_object_key(document.edited)
