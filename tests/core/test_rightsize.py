@@ -3,6 +3,7 @@ never below it, never on a model it was not measured on, and always an ask the m
 
 from fractions import Fraction
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -237,3 +238,28 @@ def test_no_proposal_is_below_the_peak_with_headroom_or_outside_the_model_or_unr
         only = frozenset({model})
         pinned = demand._replace(selection=demand.selection._replace(models=only), charged_models=only)
         assert pod_use(pinned, ctx.target, ctx.dialects.catalogue).equivalents == p.gpus
+
+
+# What nvidia-smi mig -lgip prints for these slices (shared/reference/gpus.md, "Usable memory is below
+# the name"): MiB usable, SMs of the slice, SMs of the whole GPU. The judge of the two read-low constants,
+# written apart from them.
+PUBLISHED_SLICES = [
+    ("A100-40GB", "1g.5gb", 4864, 14, 108),
+    ("A100-40GB", "7g.40gb", 40448, 98, 108),
+    ("H100-80GB", "7g.80gb", 81152, 132, 132),
+    ("H200", "1g.18gb", 16384, 16, 132),
+    ("H200", "7g.141gb", 143360, 132, 132),
+]
+
+
+@pytest.mark.parametrize(("model", "profile", "usable_mib", "sms", "all_sms"), PUBLISHED_SLICES)
+def test_a_slice_is_never_credited_more_memory_or_compute_than_nvidia_smi_shows(
+    model, profile, usable_mib, sms, all_sms
+):
+    from webhook.core.sizing.recommend import _slice
+    from webhook.core.vocabulary.catalogue import MigProfile
+
+    ctx = context("generic")
+    proposal = _slice(MigProfile.parse(profile), ctx.dialects.catalogue.models[model], ctx)
+    assert proposal.memory_mib <= usable_mib
+    assert proposal.compute <= Fraction(sms, all_sms)
