@@ -157,9 +157,16 @@ def test_an_update_that_marks_a_claim_as_a_pods_is_refused_and_other_updates_rea
     assert validate_with(
         view, dict(plain, metadata={**plain["metadata"], "labels": {"a": "b"}}), old=plain
     ).allowed
-    # Marks taken off: the claim is no pod's any more.
+    # Marks taken off: the claim is no pod's any more (the garbage collector orphaning it keeps the
+    # annotation); an annotation alone puts a claim under no pod.
     assert validate_with(view, plain, templates, old=marked("holder-mine", 8)).allowed
+    orphaned = marked("holder-mine", 8)
+    orphaned["metadata"]["ownerReferences"] = []
+    assert validate_with(view, orphaned, templates, old=marked("holder-mine", 8)).allowed
+    assert validate_with(view, orphaned, templates).allowed
     assert templates.reads == []
+    # The reference added to an annotated claim makes it the pod's: reviewed.
+    assert validate_with(view, marked("holder-mine", 8), old=orphaned).reason == "claim-marked-as-a-pods"
 
 
 def test_the_owner_is_found_by_its_uid_and_read_where_the_view_has_not_seen_it_yet():

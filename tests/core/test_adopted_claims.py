@@ -55,14 +55,15 @@ def test_a_marked_claim_asking_more_than_the_template_is_refused():
     assert problem(claim(other)) == "its spec is not what its ResourceClaimTemplate one makes"
 
 
-def test_either_mark_makes_a_claim_a_pods():
+def test_a_claim_is_a_pods_through_its_controlling_pod_reference():
     assert marks_of(claim()) == Marks(("holder", "uid-1"), "gpus")
     assert marks_of(claim(entry=None)) == Marks(("holder", "uid-1"), None)
     assert marks_of(claim(owner=None)) == Marks(None, "gpus")
+    assert not marks_of(claim(owner=None)).adoptable  # the controller finds a pod's claims by reference
     # An owner that is not the controller, or not a v1 Pod, is not the controller's index key.
-    assert not marks_of(claim(owner={**OWNER, "controller": False}, entry=None)).any
-    assert not marks_of(claim(owner={**OWNER, "kind": "Job", "apiVersion": "batch/v1"}, entry=None)).any
-    assert not marks_of({"metadata": {"name": "plain"}, "spec": EIGHT}).any
+    assert not marks_of(claim(owner={**OWNER, "controller": False}, entry=None)).adoptable
+    assert not marks_of(claim(owner={**OWNER, "kind": "Job", "apiVersion": "batch/v1"}, entry=None)).adoptable
+    assert not marks_of({"metadata": {"name": "plain"}, "spec": EIGHT}).adoptable
     # An empty annotation is a mark: present, it names no entry, which the controller tells apart.
     assert marks_of(claim(owner=None, entry="")).entry == ""
 
@@ -78,7 +79,7 @@ def test_a_claim_named_as_controllers_before_1_28_named_them_is_held_to_the_entr
 
 
 def test_marks_that_name_no_pod_entry_or_template_are_refused_saying_which():
-    assert problem(claim(owner=None)) == "no pod is its controller, so no pod's template says what it may ask"
+    assert problem(claim(EIGHT, owner=None)) is None  # no pod controls it: no controller takes it
     assert problem(claim(), pod=None) == (
         "its controller, pod holder (uid uid-1), is not in this namespace as gpuport reads it"
     )

@@ -36,9 +36,9 @@ class ClaimCreateGate:
         claim_object = request.object or {}
         claim = request.name or str((claim_object.get("metadata") or {}).get("name") or "")
         marks = marks_of(claim_object)
-        if request.operation == "UPDATE" and (not marks.any or marks == marks_of(request.old_object)):
+        if request.operation == "UPDATE" and (not marks.adoptable or marks == marks_of(request.old_object)):
             return None  # only the marks make a claim that exists a pod's: the spec cannot change
-        if not claim and not marks.any:
+        if not claim and not marks.adoptable:
             return None  # a generated name: no pod can name it yet
         if not self.view.has_synced("pods", *BUDGET_STORES):
             return deny(
@@ -52,7 +52,7 @@ class ClaimCreateGate:
             pods = pods_naming(claim, self.view.pods_in(request.namespace))
             if pods:
                 return deny("claim-named-by-pods", replaced_message(claim, request.namespace, pods))
-        if not marks.any:
+        if not marks.adoptable:
             return None
         pod = self._owner(request.namespace, marks.owner)
         template = None

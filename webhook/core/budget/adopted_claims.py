@@ -9,9 +9,11 @@ writes it into the pod's status; the scheduler then allocates what that claim as
 its template when it was admitted, so a user who may write claims could make one asking 8 GPUs under a
 new name (no pod names it yet, so replaced_claims lets it by), marked as a 1-GPU pod's, and delete the
 controller's claim: the pod was allocated 8 GPUs and charged 1. Where there is a GPU budget, a claim
-that carries either mark, at its create or added by an update, is refused unless its spec is exactly
-what the owning pod's entry's ResourceClaimTemplate makes: the controller's own claims pass whoever
-makes them, and nothing depends on who asks.
+a pod controls (at its create, or by an update that changes either mark) is refused unless its spec is
+exactly what the owning pod's entry's ResourceClaimTemplate makes: the controller's own claims pass
+whoever makes them, and nothing depends on who asks. The annotation alone puts a claim under no pod
+(the controller finds a pod's claims through the reference), and an update taking the reference off
+(the garbage collector orphaning it) makes it no pod's: both pass.
 """
 
 from collections.abc import Mapping
@@ -30,8 +32,10 @@ class Marks:
     entry: str | None
 
     @property
-    def any(self) -> bool:
-        return self.owner is not None or self.entry is not None
+    def adoptable(self) -> bool:
+        """Whether a controller could take it as a pod's: only through its controlling Pod reference
+        (the annotation alone puts it under no pod; an update adding the reference is reviewed)."""
+        return self.owner is not None
 
 
 def marks_of(claim: Mapping[str, Any] | None) -> Marks:
@@ -83,7 +87,7 @@ def adoption_problem(
     version, so that both carry the same defaults (None: missing or unread)."""
     marks = marks_of(claim)
     if marks.owner is None:
-        return "no pod is its controller, so no pod's template says what it may ask"
+        return None  # no pod controls it: no controller takes it as a pod's
     owner, uid = marks.owner
     if pod is None:
         return f"its controller, pod {owner} (uid {uid}), is not in this namespace as gpuport reads it"
