@@ -194,3 +194,17 @@ def test_a_template_gpuport_cannot_read_refuses_the_marked_claim_asking_to_retry
     assert (
         "gpuport could not read ResourceClaimTemplate one, which pod holder names; retry" in refused.message
     )
+
+
+def test_a_template_made_again_after_its_pod_refuses_the_claim_the_controller_makes_from_it():
+    holder = {**HOLDER, "firstSeen": 100}
+    remade = {**TEMPLATE, "metadata": {"name": "one", "resourceVersion": "120"}}
+    refused = validate_with(
+        View([GPU_QUOTA], pods=[holder]), marked("holder-gpus-x7k2p", 1), Templates({"one": remade})
+    )
+    assert refused.reason == "claim-marked-as-a-pods"
+    assert "ResourceClaimTemplate one was made or changed after pod holder was created" in refused.message
+    older = {**TEMPLATE, "metadata": {"name": "one", "resourceVersion": "90"}}
+    assert validate_with(
+        View([GPU_QUOTA], pods=[holder]), marked("holder-gpus-x7k2p", 1), Templates({"one": older})
+    ).allowed

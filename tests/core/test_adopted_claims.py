@@ -102,3 +102,17 @@ def test_the_refusal_names_the_claim_the_namespace_and_what_to_do():
         "its spec is not what its ResourceClaimTemplate one makes. Leave the claims of a template" in message
     )
     assert "name it in a new pod's resourceClaimName" in message
+
+
+def test_a_template_made_again_after_the_pod_was_created_is_not_the_one_it_was_charged():
+    # Its owner deleted it and made it again under the same name before the controller made the
+    # pod's claim: the claim is what the template makes now, not what the pod was charged.
+    remade = copy.deepcopy(TEMPLATE)
+    remade["metadata"]["resourceVersion"] = "120"
+    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade, pod_version=100) == (
+        "ResourceClaimTemplate one was made or changed after pod holder was created (resourceVersion "
+        "120 > 100), and the pod was charged the template it was admitted with (delete the pod and "
+        "create it again to be charged this one)"
+    )
+    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade, pod_version=130) is None
+    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade) is None  # the pod's version unknown

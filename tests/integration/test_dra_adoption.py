@@ -12,6 +12,8 @@ namespace unless its spec is what the pod's template makes; the controller's own
 """
 
 import json
+import os
+import signal
 
 import pytest
 from kubernetes import client
@@ -138,3 +140,44 @@ def test_a_claim_marked_as_a_pods_own_cannot_be_adopted_past_its_template(cluste
     message = json.loads(refused.body)["message"]
     assert f'resourceclaims "holder-mine" is forbidden: namespace {namespace} has a GPU budget' in message
     assert "its spec is not what its ResourceClaimTemplate one makes" in message, message
+
+
+def test_a_template_made_again_larger_after_the_pod_was_admitted_gives_it_no_claim(cluster):
+    """The template a pod was charged at its admission, deleted and made again asking 8 before the
+    controller made the pod's claim (the controller manager paused here; a user deleting it right after
+    the create races the controller, which retries a missing template): the claim the controller then
+    makes from it is refused, so the pod is never allocated what it was not charged."""
+    namespace = quota_namespace(cluster, 1)
+    wait_until_quota_is_watched(cluster, namespace, 1)
+    template(cluster, namespace, "one", {"deviceClassName": "gpu.nvidia.com", "count": 1})
+    user = editor(cluster, namespace)
+    core, custom = client.CoreV1Api(user), client.CustomObjectsApi(user)
+    controller = cluster.components.processes[0].pid  # kube-controller-manager
+    log = cluster.workdir / "controller-manager.log"
+    os.kill(controller, signal.SIGSTOP)
+    try:
+        body = claimed_pod("holder", {"resourceClaimTemplateName": "one"})
+        body["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+        core.create_namespaced_pod(namespace, body)  # admitted, charged 1 GPU
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", "one")
+        remade = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 8}
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one"},
+        }
+        body["spec"] = {"spec": {"devices": {"requests": [remade]}}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", body)
+    finally:
+        os.kill(controller, signal.SIGCONT)
+
+    def refused():  # the controller logs the API server's refusal of its create, and tries again
+        said = "ResourceClaimTemplate one was made or changed after pod holder was created"
+        return any(
+            namespace in line and said in line for line in log.read_text(errors="replace").splitlines()
+        )
+
+    outcome = wait_for(lambda: made_claim(core, namespace, "holder") or refused(), timeout=60)
+    assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
+    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
+    assert claims == []

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.adapters.kube.charge_freeze import BUDGET_STORES, has_gpu_budget
+from webhook.adapters.kube.clusterview import as_version
 from webhook.core.budget.adopted_claims import adoption_message, adoption_problem, marks_of, template_named
 from webhook.core.budget.replaced_claims import pods_naming, replaced_message
 from webhook.core.deciding.context import Context
@@ -60,7 +61,9 @@ class ClaimCreateGate:
         if template_name is not None and self.templates is not None:
             version = str(claim_object.get("apiVersion") or f"{request.group}/{request.version}")
             template = self.templates.template_as(request.namespace, template_name, version)
-        problem = adoption_problem(claim_object, claim, pod, template)
+        problem = adoption_problem(
+            claim_object, claim, pod, template, self._created_at(request.namespace, pod)
+        )
         if problem is None:
             return None
         return deny("claim-marked-as-a-pods", adoption_message(claim, request.namespace, problem))
@@ -74,6 +77,15 @@ class ClaimCreateGate:
         if found is None and self.read_pod is not None and name:
             found = self.read_pod(namespace, name)
         return found if found is not None and (found.get("metadata") or {}).get("uid") == uid else None
+
+    def _created_at(self, namespace: str, pod: Mapping[str, Any] | None) -> int | None:
+        """The resourceVersion the view first saw the pod at (its create, where the watch saw it made);
+        for a pod read by name, the one it has now (later: the check is then only less strict)."""
+        if pod is None:
+            return None
+        metadata = pod.get("metadata") or {}
+        seen = self.view.pod_first_seen(namespace, str(metadata.get("uid")))
+        return seen if seen is not None else as_version(metadata.get("resourceVersion"))
 
 
 def pod_reader(api_client: Any) -> OwnerRead:

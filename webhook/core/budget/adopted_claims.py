@@ -80,11 +80,13 @@ def adoption_problem(
     name: str,
     pod: Mapping[str, Any] | None,
     template: Mapping[str, Any] | None,
+    pod_version: int | None = None,
 ) -> str | None:
     """Why the marked claim `name` is not what its owning pod's template makes; None when it is.
     `pod` is the pod its ownerReference names (None: no pod of that name and uid was read); `template`
     the ResourceClaimTemplate the pod's entry names (template_named), read in the claim's own API
-    version, so that both carry the same defaults (None: missing or unread)."""
+    version, so that both carry the same defaults (None: missing or unread); `pod_version` the
+    resourceVersion the pod was first seen at (its create, where the watch saw it made), if known."""
     marks = marks_of(claim)
     if marks.owner is None:
         return None  # no pod controls it: no controller takes it as a pod's
@@ -102,6 +104,17 @@ def adoption_problem(
         return f"gpuport could not read ResourceClaimTemplate {template_name}, which pod {owner} names; retry"
     if (claim.get("spec") or {}) != ((template.get("spec") or {}).get("spec") or {}):
         return f"its spec is not what its ResourceClaimTemplate {template_name} makes"
+    # A template's spec cannot change, but its owner may delete it and make it again under the same name
+    # after the pod was admitted (before the controller makes the pod's claim): the pod was charged the
+    # template admission read, which existed before the pod did. One written after the pod was stored
+    # (a larger revision) is not the one charged.
+    made = str((template.get("metadata") or {}).get("resourceVersion") or "")
+    if pod_version is not None and made.isdigit() and int(made) > pod_version:
+        return (
+            f"ResourceClaimTemplate {template_name} was made or changed after pod {owner} was created "
+            f"(resourceVersion {made} > {pod_version}), and the pod was charged the template it was "
+            "admitted with (delete the pod and create it again to be charged this one)"
+        )
     return None
 
 
