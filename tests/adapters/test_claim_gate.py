@@ -208,3 +208,13 @@ def test_a_template_made_again_after_its_pod_refuses_the_claim_the_controller_ma
     assert validate_with(
         View([GPU_QUOTA], pods=[holder]), marked("holder-gpus-x7k2p", 1), Templates({"one": older})
     ).allowed
+
+
+def test_a_claim_its_pod_controls_without_the_controllers_annotation_is_no_template_claim():
+    # The scheduler's claim for extended resources a DeviceClass stands for (KEP-5004): controlled by
+    # its pod, annotated otherwise, made under a generated name. The controller never takes it.
+    extended = marked("", 2, entry=None)
+    extended["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    templates = Templates()
+    assert validate_with(View([GPU_QUOTA], pods=[HOLDER]), extended, templates).allowed
+    assert templates.reads == []

@@ -38,12 +38,12 @@ def claim(spec=ONE, owner=OWNER, entry="gpus"):
     return {"metadata": metadata, "spec": copy.deepcopy(spec)}
 
 
-def problem(body, name="holder-gpus-x7k2p", pod=POD, template=TEMPLATE):
-    return adoption_problem(body, name, pod, template)
+def problem(body, pod=POD, template=TEMPLATE):
+    return adoption_problem(body, pod, template)
 
 
 def test_the_claim_the_controller_makes_from_the_template_passes():
-    assert template_named(claim(), "holder-gpus-x7k2p", POD) == "one"
+    assert template_named(claim(), POD) == "one"
     assert problem(claim()) is None
 
 
@@ -55,31 +55,28 @@ def test_a_marked_claim_asking_more_than_the_template_is_refused():
     assert problem(claim(other)) == "its spec is not what its ResourceClaimTemplate one makes"
 
 
-def test_a_claim_is_a_pods_through_its_controlling_pod_reference():
-    assert marks_of(claim()) == Marks(("holder", "uid-1"), "gpus")
-    assert marks_of(claim(entry=None)) == Marks(("holder", "uid-1"), None)
+def test_a_claim_is_a_pods_template_claim_through_both_marks():
+    assert marks_of(claim()) == Marks(("holder", "uid-1"), "gpus") and marks_of(claim()).adoptable
+    # The annotation alone puts it under no pod (the controller finds a pod's claims by reference; the
+    # garbage collector orphaning a claim leaves the annotation); without the annotation the controller
+    # takes no claim as a template entry's since 1.28 (not even one named <pod>-<entry>), and the
+    # scheduler's claims for extended resources (KEP-5004) are controlled by the pod without it.
     assert marks_of(claim(owner=None)) == Marks(None, "gpus")
-    assert not marks_of(claim(owner=None)).adoptable  # the controller finds a pod's claims by reference
+    assert not marks_of(claim(owner=None)).adoptable
+    assert not marks_of(claim(entry=None)).adoptable
+    extended = claim(EIGHT, entry=None)
+    extended["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert problem(extended) is None and problem(claim(EIGHT, owner=None)) is None
     # An owner that is not the controller, or not a v1 Pod, is not the controller's index key.
-    assert not marks_of(claim(owner={**OWNER, "controller": False}, entry=None)).adoptable
-    assert not marks_of(claim(owner={**OWNER, "kind": "Job", "apiVersion": "batch/v1"}, entry=None)).adoptable
+    assert not marks_of(claim(owner={**OWNER, "controller": False})).adoptable
+    assert not marks_of(claim(owner={**OWNER, "kind": "Job", "apiVersion": "batch/v1"})).adoptable
     assert not marks_of({"metadata": {"name": "plain"}, "spec": EIGHT}).adoptable
     # An empty annotation is a mark: present, it names no entry, which the controller tells apart.
-    assert marks_of(claim(owner=None, entry="")).entry == ""
-
-
-def test_a_claim_named_as_controllers_before_1_28_named_them_is_held_to_the_entry_it_is_named_for():
-    # Without the annotation, older controllers took the claim named <pod>-<entry> as the entry's.
-    unannotated = claim(EIGHT, entry=None)
-    assert problem(unannotated, "holder-gpus") == "its spec is not what its ResourceClaimTemplate one makes"
-    assert problem(claim(entry=None), "holder-gpus") is None
-    assert problem(claim(entry=None), "holder-other") == (
-        "pod holder has no claim that holder-other is made for in spec.resourceClaims"
-    )
+    assert marks_of(claim(entry="")).adoptable
+    assert problem(claim(entry="")) == "pod holder has no claim  in spec.resourceClaims"
 
 
 def test_marks_that_name_no_pod_entry_or_template_are_refused_saying_which():
-    assert problem(claim(EIGHT, owner=None)) is None  # no pod controls it: no controller takes it
     assert problem(claim(), pod=None) == (
         "its controller, pod holder (uid uid-1), is not in this namespace as gpuport reads it"
     )
@@ -109,10 +106,10 @@ def test_a_template_made_again_after_the_pod_was_created_is_not_the_one_it_was_c
     # pod's claim: the claim is what the template makes now, not what the pod was charged.
     remade = copy.deepcopy(TEMPLATE)
     remade["metadata"]["resourceVersion"] = "120"
-    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade, pod_version=100) == (
+    assert adoption_problem(claim(), POD, remade, pod_version=100) == (
         "ResourceClaimTemplate one was made or changed after pod holder was created (resourceVersion "
         "120 > 100), and the pod was charged the template it was admitted with (delete the pod and "
         "create it again to be charged this one)"
     )
-    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade, pod_version=130) is None
-    assert adoption_problem(claim(), "holder-gpus-x7k2p", POD, remade) is None  # the pod's version unknown
+    assert adoption_problem(claim(), POD, remade, pod_version=130) is None
+    assert adoption_problem(claim(), POD, remade) is None  # the pod's version unknown

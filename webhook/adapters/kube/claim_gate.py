@@ -57,13 +57,11 @@ class ClaimCreateGate:
             return None
         pod = self._owner(request.namespace, marks.owner)
         template = None
-        template_name = template_named(claim_object, claim, pod)
+        template_name = template_named(claim_object, pod)
         if template_name is not None and self.templates is not None:
             version = str(claim_object.get("apiVersion") or f"{request.group}/{request.version}")
             template = self.templates.template_as(request.namespace, template_name, version)
-        problem = adoption_problem(
-            claim_object, claim, pod, template, self._created_at(request.namespace, pod)
-        )
+        problem = adoption_problem(claim_object, pod, template, self._created_at(request.namespace, pod))
         if problem is None:
             return None
         return deny("claim-marked-as-a-pods", adoption_message(claim, request.namespace, problem))
