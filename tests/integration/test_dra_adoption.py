@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.conftest import new_namespace
 from tests.integration.test_dra import GROUP, VERSION, add_node, allocated_devices, gpu, wait_for
 from tests.integration.test_dra_budget import (
     claimed_pod,
@@ -181,3 +182,19 @@ def test_a_template_made_again_larger_after_the_pod_was_admitted_gives_it_no_cla
     assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
     claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
     assert claims == []
+
+
+def test_the_owner_of_a_claim_is_read_by_name_where_the_view_has_not_seen_it(cluster):
+    """What the claim gate reads when its view lags the controller: the pod as the API server holds it
+    (raw JSON, as the view keeps pods), or None where there is none; never an exception."""
+    from webhook.adapters.kube.claim_gate import pod_reader
+
+    namespace = new_namespace(cluster)  # no budget: a pod naming a claim not made yet is admitted
+    created = client.CoreV1Api(cluster.client()).create_namespaced_pod(
+        namespace, claimed_pod("holder", {"resourceClaimName": "absent"})
+    )
+    read = pod_reader(cluster.client())
+    found = read(namespace, "holder")
+    assert found["metadata"]["uid"] == created.metadata.uid
+    assert found["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimName": "absent"}]
+    assert read(namespace, "missing") is None
