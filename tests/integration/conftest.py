@@ -479,6 +479,7 @@ def dra_cluster(tmp_path_factory):
         extra_args=(f"--feature-gates={DRA_GATES}", "--runtime-config=resource.k8s.io/v1beta1=true"),
     )
     components = Scheduling(server)
+    server.components = components  # a test may pause the controller manager (SIGSTOP) for a while
     yield server
     components.stop()
     server.stop()

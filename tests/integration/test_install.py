@@ -349,6 +349,8 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
     who = f"system:serviceaccount:{NAMESPACE}:gpuport"
     expected = {
         ("list", "pods", ""): "yes",
+        ("get", "pods", "default"): "yes",  # a claim's controlling pod the watch has not brought yet
+        ("update", "pods", "default"): "no",
         ("watch", "nodes", ""): "yes",
         ("watch", "resourcequotas", ""): "yes",
         ("list", "limitranges", ""): "yes",

@@ -130,8 +130,13 @@ def test_webhooks_follow_the_good_practices(index):
     assert {"key": "gpuport.io/admission", "operator": "NotIn", "values": ["disabled"]} in expressions
     assert "objectSelector" not in hook  # a pod's own labels must not opt it out
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
-    if resources <= VALIDATED_ONLY:  # every claim create in a budget namespace is read: no condition
-        assert kind == "ValidatingWebhookConfiguration" and hook["rules"][0]["operations"] == ["CREATE"]
+    if resources <= VALIDATED_ONLY:  # every claim create in a budget namespace is read, and the updates
+        # that mark a claim as a pod's (only those: its condition)
+        assert kind == "ValidatingWebhookConfiguration"
+        assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+        assert [c["name"] for c in hook["matchConditions"]] == [
+            "a-create-or-an-update-that-marks-it-as-a-pods"
+        ]
         return
     assert resources <= ADMITTED_RESOURCES
     assert hook["matchConditions"]
@@ -241,11 +246,16 @@ def test_rbac_is_least_privilege():
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], f"{doc['metadata']['name']} uses a wildcard"
             if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-view":
-                # Read-only watches of what quota needs; no secrets, no writes.
-                assert rule["verbs"] == ["list", "watch"]
-                assert (rule["apiGroups"], set(rule["resources"])) in (
-                    ([""], {"pods", "resourcequotas", "limitranges", "namespaces", "nodes"}),
-                    (["resource.k8s.io"], {"deviceclasses", "resourceslices"}),
+                # Read-only watches of what quota needs, and a pod read by name (the owner of a claim
+                # marked as a pod's, where the watch has not brought it yet); no secrets, no writes.
+                assert (rule["apiGroups"], set(rule["resources"]), rule["verbs"]) in (
+                    (
+                        [""],
+                        {"pods", "resourcequotas", "limitranges", "namespaces", "nodes"},
+                        ["list", "watch"],
+                    ),
+                    (["resource.k8s.io"], {"deviceclasses", "resourceslices"}, ["list", "watch"]),
+                    ([""], {"pods"}, ["get"]),
                 )
             elif doc["kind"] == "Role" and doc["metadata"]["name"] == "gpuport-reservations":
                 assert rule == {
@@ -543,3 +553,43 @@ def test_the_packaged_charge_keys_are_every_shipped_maps_and_a_registration_adds
         for c in hook["matchConditions"]
     ]
     assert len(conditions) == 4 and all("'example.com/gpu-model'" in c for c in conditions)
+
+
+def test_claim_creates_and_only_the_claim_updates_that_change_its_marks_as_a_pods_cost_a_call():
+    """Issue 45: the resourceclaim controller takes a claim controlled by a pod and annotated with the
+    pod's entry as that pod's; an update may add those marks to a claim made ahead, so such updates are
+    sent (webhook/core/budget/adopted_claims.py). Other updates (the scheduler's finalizer) are not."""
+    hooks = [h for _, h in webhooks() if any("resourceclaims" in r["resources"] for r in h["rules"])]
+    assert len(hooks) == 2 and all(h["rules"][0]["operations"] == ["CREATE", "UPDATE"] for h in hooks)
+    environment = celpy.Environment()
+    programs = [
+        environment.program(environment.compile(c["expression"])) for h in hooks for c in h["matchConditions"]
+    ]
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}
+    plain = {"metadata": {"name": "c", "labels": {"a": "b"}}, "spec": {}}
+
+    def called(operation, old, new):
+        activation = {
+            "request": celpy.json_to_cel({"operation": operation}),
+            "object": celpy.json_to_cel(new),
+            "oldObject": celpy.json_to_cel(old),
+        }
+        (answer,) = {bool(p.evaluate(activation)) for p in programs}
+        return answer
+
+    annotated = _edited(plain, metadata__annotations={"resource.kubernetes.io/pod-claim-name": "gpus"})
+    owned = _edited(plain, metadata__ownerReferences=[owner])
+    assert called("CREATE", None, plain)
+    assert called("UPDATE", plain, annotated) and called("UPDATE", annotated, plain)
+    assert called("UPDATE", plain, owned) and called(
+        "UPDATE", owned, _edited(owned, metadata__ownerReferences=[])
+    )
+    renamed = _edited(annotated, metadata__annotations={"resource.kubernetes.io/pod-claim-name": "other"})
+    assert called("UPDATE", annotated, renamed)
+    empty = _edited(plain, metadata__annotations={"resource.kubernetes.io/pod-claim-name": ""})
+    assert called("UPDATE", plain, empty)  # present and empty is not absent
+    finalized = _edited(owned, metadata__finalizers=["resource.kubernetes.io/delete-protection"])
+    assert not called("UPDATE", owned, finalized)
+    assert not called("UPDATE", plain, _edited(plain, metadata__labels={"a": "c"}))
+    not_controller = _edited(plain, metadata__ownerReferences=[{**owner, "controller": False}])
+    assert not called("UPDATE", plain, not_controller)

@@ -9,7 +9,7 @@ from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.capabilities import Capabilities
 from webhook.adapters.kube.charge_freeze import ChargeFreeze
-from webhook.adapters.kube.claim_gate import ClaimCreateGate
+from webhook.adapters.kube.claim_gate import ClaimCreateGate, pod_reader
 from webhook.adapters.kube.limit_gate import LimitGate
 from webhook.config.cloudmap import directory_signature
 from webhook.config.loading import ClusterDra, build_context
@@ -105,6 +105,14 @@ def registrar_for(settings: Settings, state: ServerState, gate, capabilities: Ca
     )
 
 
+def claim_gate(settings: Settings, gate, templates) -> ClaimCreateGate:
+    """Claims made under names pods hold, or marked as a pod's: the pods from the view (read through
+    where it has not seen one yet), the templates read now."""
+    from webhook.adapters.kube.kubeclient import api_client
+
+    return ClaimCreateGate(gate.view, templates, pod_reader(api_client(settings.cluster)))
+
+
 def build_app(settings: Settings) -> Flask:
     # Taken before the maps are read, so an edit made while they load is noticed by the reloader.
     signature = (directory_signature(settings.cloudmap_dir, settings.inventory), 0)
@@ -124,7 +132,7 @@ def build_app(settings: Settings) -> Flask:
         context=context,
         maps_signature=signature,
         gates=(
-            Gates(LimitGate(gate.view), gate, ChargeFreeze(gate.view), ClaimCreateGate(gate.view))
+            Gates(LimitGate(gate.view), gate, ChargeFreeze(gate.view), claim_gate(settings, gate, templates))
             if gate
             else NO_GATES
         ),

@@ -135,6 +135,11 @@ class ClaimTemplateStore:
             found.update(self._devices_per_node())
         return found.get
 
+    def template_as(self, namespace: str, name: str, api_version: str) -> Mapping[str, Any] | None:
+        """A ResourceClaimTemplate as the API server holds it now, read in `api_version` (a claim's own:
+        both then carry that version's defaults); None when missing or unread."""
+        return self._read(namespace, name, TEMPLATES, api_version)
+
     def device_classes(self) -> tuple[Mapping[str, Any], ...]:
         """Every DeviceClass of the cluster, as now; () when unreadable."""
         return self._device_classes() or ()
@@ -209,11 +214,13 @@ class ClaimTemplateStore:
             while len(self._known) > KEPT:
                 self._known.popitem(last=False)
 
-    def _read(self, namespace: str, name: str, plural: str) -> Mapping[str, Any] | None:
+    def _read(
+        self, namespace: str, name: str, plural: str, api_version: str | None = None
+    ) -> Mapping[str, Any] | None:
         """The object as the API server holds it now; None when it is missing or cannot be read."""
         from kubernetes.client.exceptions import ApiException
 
-        group, version = dra_api.group_and_version(self.api_version)
+        group, version = dra_api.group_and_version(api_version or self.api_version)
         # Raw JSON: read for every pod, and the client's own deserializing is a fifth of the call.
         try:
             if plural == CLASSES:

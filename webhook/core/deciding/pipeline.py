@@ -74,7 +74,7 @@ class UpdateGate(Protocol):
 
 class ClaimGate(Protocol):
     def admit_claim(self, request: AdmissionRequest, context: Context) -> Decision | None:
-        """A refusal, or None when this gate has nothing against the ResourceClaim create."""
+        """A refusal, or None when this gate has nothing against the ResourceClaim create or update."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class Gates:
     limits: Gate | None = None
     quota: Gate | None = None
     charges: UpdateGate | None = None  # a pod's charge annotations kept as its create set them
-    claim_creates: ClaimGate | None = None  # a claim made under a name pods already hold
+    # a claim made under a name pods already hold, or marked as a pod's unlike its template
+    claim_creates: ClaimGate | None = None
 
     # Worked out once per server, not per review: every admission asks for its route's order.
     @functools.cached_property
@@ -195,7 +196,7 @@ def validate(
         # A pod's containers cannot change once it exists: what the checks say was said at its create.
         return validate_pod_update(review, context, gates, claims) or CHECKED
     if review.kind == "ResourceClaim" and review.group == dra_api.GROUP:
-        if review.operation != "CREATE" or gates.claim_creates is None:
+        if review.operation not in ("CREATE", "UPDATE") or gates.claim_creates is None:
             return CHECKED
         return gates.claim_creates.admit_claim(review, context) or CHECKED
     read = check_request(review, context)
