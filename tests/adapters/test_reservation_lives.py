@@ -157,6 +157,7 @@ def test_the_record_s_size_does_not_follow_the_rate_and_it_counts_every_admissio
             LeaseLedger(api, "gpuport-system"),
             clock=lambda clock=clock: clock[0],
             timing=lambda: (time.monotonic(), 5.0),
+            allotment=0,  # every pod reserved on its own: what folding bounds
         )
         for n in range(rate * 50):
             clock[0] = 1000.0 + n / rate

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from webhook.adapters.kube.allotments import ALLOTMENT_KEY, Allotments, replace_closed
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
@@ -189,9 +190,13 @@ def fold(reservations: list[Reservation], now: float) -> list[Reservation]:
     ends sooner than what it holds). Rows are written in the record's format, a sum's key saying how
     many admissions it holds, so a replica of the previous build reads a sum as one reservation that
     nothing settles: what it is."""
+    # An allotment stays itself (its process replaces it by what it drew); there are few.
     named = [r for r in reservations if not is_sum(r) and r.since + FOLD_AFTER > now]
+    allotted = [r for r in reservations if r.key.startswith(ALLOTMENT_KEY)]
+    named = [r for r in named if not r.key.startswith(ALLOTMENT_KEY)]
     if len(named) > NAMED_LIMIT:
         named = sorted(named, key=lambda r: r.since)[len(named) - NAMED_LIMIT :]
+    named += allotted
     keep = {id(r) for r in named}
     sums: dict[tuple[tuple[str, ...], int], tuple[Reservation, int]] = {}
     for r in reservations:
@@ -346,6 +351,7 @@ class LeaseLedger:
         self._waiting: dict[str, list[_Ask]] = {}
         self._last_written: dict[str, StoredLease] = {}  # only read or changed under the name's turn
         self._guard = threading.Lock()
+        self.allotments = Allotments()
 
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
@@ -416,7 +422,8 @@ class LeaseLedger:
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
                 stored = decode(annotations.get(RESERVATIONS_ANNOTATION))
-                current = unexpired(stored, now)
+                closed = self.allotments.closing(namespace)
+                current = replace_closed(unexpired(stored, now), closed, now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
@@ -451,7 +458,9 @@ class LeaseLedger:
                 if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
                     continue  # too late for some: decide again without them, write nothing for them
                 # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
-                tidy = fresh and all(a.write for a in group) and _worth_writing(stored, kept)
+                tidy = (
+                    fresh and all(a.write for a in group) and (bool(closed) or _worth_writing(stored, kept))
+                )
                 if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
@@ -459,6 +468,7 @@ class LeaseLedger:
                     if settled_through:
                         body[SETTLED_THROUGH] = str(settled_through)
                     self._last_written[name] = self.store.write(name, lease, body, _call_timeout(group))
+                    self.allotments.written(namespace, closed)
                 elif not fresh:
                     continue  # decided on the kept copy and nothing to write: decide on a fresh read
                 for ask, denial in decided:
