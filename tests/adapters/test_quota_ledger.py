@@ -179,6 +179,29 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
     assert reserve(replica_b, "u3", ViewMark(130, lambda uid: None)) is None  # caught up: decides
 
 
+def test_a_reservation_dropped_as_over_makes_views_behind_its_writer_wait():
+    """A reservation whose life ended leaves the record on the time argument (its pod, if stored at the
+    API server's last moment, reached every view since). A view lagging far more than that would count
+    the pod nowhere: the write that drops it records how far its writer's view had read, and a replica
+    whose view has not read as far waits before deciding (it decided at once before)."""
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key, mark, now):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30, since=now)
+        return ledger.reserve("team-a", reservation, lambda current: None, now, lambda uid: False, mark=mark)
+
+    assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None), 1000.0) is None
+    assert reserve(replica_a, "u2", ViewMark(150, lambda uid: None), 1031.0) is None  # u1 ended
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert annotations[SETTLED_THROUGH] == "150"
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", ViewMark(120, lambda uid: None), 1031.0)
+    assert reserve(replica_b, "u3", ViewMark(150, lambda uid: None), 1031.0) is None
+
+
 def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     from webhook.adapters.kube.ledger import ViewMark
 

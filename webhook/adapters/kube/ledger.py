@@ -423,7 +423,8 @@ class LeaseLedger:
                 annotations = lease.annotations if lease else {}
                 stored = decode(annotations.get(RESERVATIONS_ANNOTATION))
                 closed = self.allotments.closing(namespace)
-                current = replace_closed(unexpired(stored, now), closed, now)
+                live = unexpired(stored, now)
+                current = replace_closed(live, closed, now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
@@ -432,6 +433,11 @@ class LeaseLedger:
                 if not group:
                     return
                 kept, settled_through = _settle(current, group[0], through, now)
+                if len(live) < len(stored) and group[0].mark is not None:
+                    # What ended may have been stored (by its API server's last moment): the time
+                    # since says every view holds it; the writer's view has read this far, and a view
+                    # that has not, lagging more than that, waits to read as far before it decides.
+                    settled_through = max(settled_through, group[0].mark.read_through)
                 kept = fold(kept, now)
                 # The record as read holds `kept`: its length bounds their size, made exact only near
                 # the limit (encoding a full record costs milliseconds on every group).
