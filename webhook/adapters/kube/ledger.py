@@ -12,7 +12,7 @@ The store is small by design: in memory for unit tests; a Lease per namespace in
 namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
 API server checks on update).
 
-Why one module of ~450 lines: the reservation record, the in-memory store and the grouped
+Why one module of ~520 lines: the reservation record, the in-memory store and the grouped
 compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 

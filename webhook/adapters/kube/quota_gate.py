@@ -9,10 +9,12 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~590 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~710 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
-pod's charge only while what it was worked out from is current, and reads claims made ahead again.
+pod's charge only while what it was worked out from is current, and reads claims made ahead again. Far
+below its quotas, identical creates are admitted from an allotment (allotments.py): whether one fits is
+the same sum against the same quotas.
 """
 
 import hashlib
@@ -395,9 +397,9 @@ class QuotaGate:
         try:
             if allotments.draw(room.namespace, room.tag, reservation):
                 return True  # taken by another thread while this one waited
-            use = reservation.usage
-            share = GpuUse(use.equivalents * self.allotment, use.memory_mib * self.allotment)
-            needed = GpuUse(share.equivalents * self.headroom_factor, share.memory_mib * self.headroom_factor)
+            # Sums, not products: the gate names no measure of a use (a measure is a row in gpu_use.py).
+            share = sum((reservation.usage for _ in range(self.allotment)), NO_GPU)
+            needed = sum((share for _ in range(self.headroom_factor)), NO_GPU)
             # It ends no sooner than the reservation of any pod drawn while it is usable would.
             entry = Reservation(
                 f"{ALLOTMENT_KEY}{uuid.uuid4().hex}",
