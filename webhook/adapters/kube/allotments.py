@@ -21,10 +21,20 @@ import threading
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # the ledger imports this module
-    from webhook.adapters.kube.ledger import Reservation
+
+class _Held(Protocol):
+    """What of a ledger's reservation an allotment reads (the ledger, which imports this module, has
+    the class)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def expires(self) -> float: ...
+    @property
+    def quotas(self) -> tuple[str, ...]: ...
+
 
 ALLOTMENT = 64  # pods' worth reserved in one write
 HEADROOM_FACTOR = 8  # taken only where this many allotments more would fit under every quota
@@ -37,11 +47,11 @@ ALLOTMENT_KEY = "+"
 
 @dataclass(eq=False)
 class Allotment:
-    entry: "Reservation"  # as written: ALLOTMENT_KEY and a unique tail, ALLOTMENT times the pod's use
+    entry: _Held  # as written: ALLOTMENT_KEY and a unique tail, ALLOTMENT times the pod's use
     tag: Hashable  # what a pod drawing from it must have: the quotas as read (limits included), its use
     left: int
     usable_until: float  # time.monotonic()
-    drawn: "list[Reservation]" = field(default_factory=list)
+    drawn: list[_Held] = field(default_factory=list)
     closed: bool = False  # drawn from no more: replaced in the record by `drawn` at its process's next write
 
 
@@ -57,7 +67,7 @@ class Allotments:
         with self._lock:
             self._by_namespace.setdefault(namespace, []).append(allotment)
 
-    def draw(self, namespace: str, tag: Hashable, reservation: "Reservation") -> bool:
+    def draw(self, namespace: str, tag: Hashable, reservation: _Held) -> bool:
         """Admit a pod from an allotment when one covers it: same tag, some left, still usable, and
         ending no sooner than the pod's own reservation would."""
         now = time.monotonic()
@@ -94,12 +104,12 @@ class Allotments:
             ]
 
 
-def replace_closed(current: "list[Reservation]", closed: list[Allotment], now: float) -> "list[Reservation]":
+def replace_closed(current: list[Any], closed: list[Allotment], now: float) -> list[Any]:
     """The record with each closed allotment replaced by the reservations of the pods drawn from it. One
     no longer in the record as itself was folded into a sum (which covers its pods as long) or ended
     (and its pods' lives with it): nothing of it is added."""
     by_key = {a.entry.key: a for a in closed}
-    out: list[Reservation] = []
+    out: list[Any] = []
     for r in current:
         allotment = by_key.get(r.key)
         if allotment is None:

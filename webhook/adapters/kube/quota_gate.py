@@ -391,6 +391,8 @@ class QuotaGate:
         with self._taking_guard:
             if len(self._no_room) > 1024:
                 self._no_room.clear()
+            if len(self._taking) > 1024:  # many namespaces: a lock forgotten costs at most a second taker
+                self._taking.clear()
             taking = self._taking.setdefault(slot, threading.Lock())
         if not taking.acquire(timeout=max(_left(deadline) - RESERVING_SECONDS, 0.0)):
             return False
