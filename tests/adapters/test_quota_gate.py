@@ -123,7 +123,7 @@ def test_lease_ledger_unreachable_is_reported_not_swallowed():
     with pytest.raises(LedgerUnavailable, match="503"):
         LeaseLedger(Down(), "gpuport-system").reserve(
             "team-a",
-            Reservation("a", GpuUse(Fraction(1)), ("gpus",), 1.0),
+            Reservation("a", GpuUse(Fraction(1)), ("gpus",), 1.0, 0.0),
             lambda c: None,
             0.0,
             lambda u: False,

@@ -15,7 +15,7 @@ from webhook.core.vocabulary.gpu_use import GpuUse
 
 
 def test_reservations_round_trip_exactly():
-    reservations = [Reservation("u1", GpuUse(Fraction(3, 7), 10240), ("gpus",), 100.0)]
+    reservations = [Reservation("u1", GpuUse(Fraction(3, 7), 10240), ("gpus",), 100.0, 0.0)]
     assert decode(encode(reservations)) == reservations
 
 
@@ -23,7 +23,7 @@ def test_lease_ledger_retries_on_conflict_and_keeps_every_reservation():
     api = FakeCoordination(conflicts=2)
     ledger = LeaseLedger(api, "gpuport-system")
     for key in ("a", "b"):
-        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a", "b"]
@@ -37,7 +37,7 @@ def test_every_reservation_call_has_a_deadline_inside_the_webhook_timeout():
     ledger = LeaseLedger(api, "gpuport-system")
     for key in ("a", "b"):
         ledger.reserve(
-            "team-a", Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0), lambda c: None, 0.0, str
+            "team-a", Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0), lambda c: None, 0.0, str
         )
     assert api.timeouts and all(t == CALL_TIMEOUT for t in api.timeouts)
     assert sum(CALL_TIMEOUT) <= DEADLINE_SECONDS < 5  # the API server's limit for a webhook call
@@ -64,7 +64,7 @@ def test_a_burst_in_one_namespace_is_written_in_groups_and_exactly_the_quota_pas
     results = {}
 
     def admit(n):
-        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         results[n] = ledger.reserve(
             "team-a", reservation, at_most_ten, 0.0, lambda uid: False, deadline=time.monotonic() + 30
         )
@@ -97,7 +97,7 @@ def test_conflicts_cost_a_wait_never_a_refusal_however_many():
     api = FakeCoordination(conflicts=60)  # another process writes before every one of 60 attempts
     ledger = LeaseLedger(api, "gpuport-system")
     api.leases["gpuport-quota-team-a"] = (1, {})
-    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
     assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
@@ -109,7 +109,7 @@ def test_a_namespace_that_never_stops_conflicting_is_refused_when_the_deadline_p
     api = FakeCoordination(conflicts=10**9)
     api.leases["gpuport-quota-team-a"] = (1, {})
     ledger = LeaseLedger(api, "gpuport-system")
-    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
     with pytest.raises(LedgerUnavailable, match="deadline passed"):
         ledger.reserve(
             "team-a", reservation, lambda c: None, 0.0, lambda uid: False, deadline=time.monotonic() + 0.3
@@ -130,7 +130,7 @@ def test_a_throttled_api_server_costs_a_wait_not_a_refusal():
             return super().read_namespaced_lease(*args, **kwargs)
 
     api = Throttled()
-    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
     assert LeaseLedger(api, "gpuport-system").reserve("team-a", reservation, lambda c: None, 0.0, str) is None
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["a"]
@@ -146,7 +146,7 @@ def test_an_unreachable_api_server_is_refused_in_those_words():
             raise urllib3.exceptions.MaxRetryError(None, "/leases", "Connection refused")
 
     ledger = LeaseLedger(Away(), "gpuport-system")
-    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0)
+    reservation = Reservation("a", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
     with pytest.raises(LedgerUnavailable, match="API server unreachable"):
         ledger.reserve("team-a", reservation, lambda c: None, 0.0, lambda uid: False)
 
@@ -179,6 +179,29 @@ def test_reservations_of_pods_every_deciding_view_holds_leave_the_lease():
     assert reserve(replica_b, "u3", ViewMark(130, lambda uid: None)) is None  # caught up: decides
 
 
+def test_a_reservation_dropped_as_over_makes_views_behind_its_writer_wait():
+    """A reservation whose life ended leaves the record on the time argument (its pod, if stored at the
+    API server's last moment, reached every view since). A view lagging far more than that would count
+    the pod nowhere: the write that drops it records how far its writer's view had read, and a replica
+    whose view has not read as far waits before deciding (it decided at once before)."""
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH, LedgerUnavailable, ViewMark
+
+    api = FakeCoordination()
+    replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
+
+    def reserve(ledger, key, mark, now):
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), now + 30, since=now)
+        return ledger.reserve("team-a", reservation, lambda current: None, now, lambda uid: False, mark=mark)
+
+    assert reserve(replica_a, "u1", ViewMark(90, lambda uid: None), 1000.0) is None
+    assert reserve(replica_a, "u2", ViewMark(150, lambda uid: None), 1031.0) is None  # u1 ended
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    assert annotations[SETTLED_THROUGH] == "150"
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        reserve(replica_b, "u3", ViewMark(120, lambda uid: None), 1031.0)
+    assert reserve(replica_b, "u3", ViewMark(150, lambda uid: None), 1031.0) is None
+
+
 def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     from webhook.adapters.kube.ledger import ViewMark
 
@@ -198,11 +221,46 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u198", "u199"]
 
 
-def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_in_words():
+def test_a_record_full_of_names_is_folded_into_sums_and_admits_on():
+    """3,700 named reservations whose pods never came (as the previous build wrote them, which refused
+    past 192 KiB): they are folded into a sum per second they end in, every admission passes, the
+    record keeps NAMED_LIMIT names at most, and the sums hold every admission, never less."""
+    from webhook.adapters.kube.ledger import NAMED_LIMIT, is_sum
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    quota = "gpus-for-the-training-team"
+
+    def uid(n):
+        return f"{n:08d}-7c1e-4a53-9f0b-3d2e6a8b1c4d"
+
+    earlier = [
+        Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0 + n / 1000, 1000.0)
+        for n in range(3700)
+    ]
+    api.leases["gpuport-quota-team-a"] = (1, {"gpuport.io/reservations": encode(earlier)})
+    for n in range(3700, 3900):
+        reservation = Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1036.0, since=1006.0)
+        assert ledger.reserve("team-a", reservation, lambda current: None, 1006.0, lambda uid: False) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    record = decode(annotations["gpuport.io/reservations"])
+    assert len(annotations["gpuport.io/reservations"]) < 16 * 1024
+    assert len([r for r in record if not is_sum(r)]) <= NAMED_LIMIT
+    assert sum((r.usage for r in record), GpuUse(Fraction(0))) == GpuUse(Fraction(3900, 7), 3900 * 10240)
+    assert all(r.expires >= 1030.0 for r in record)  # a sum never ends before what it holds
+    assert len([r for r in record if r.expires < 1036.0]) == 5  # 1031..1035: a sum per second
+
+
+def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_in_words(monkeypatch):
     """A view that reads nothing settles nothing: reservations then stay their whole lives. However many
     arrive, the record stays under its limit (the fake API server refuses annotations past 256 KiB, as
-    the real one does) and an admission past it is refused saying why, not with the server's 422."""
+    the real one does) and an admission past it is refused saying why, not with the server's 422. Folding
+    keeps a record of few quota sets far below it: here every reservation stays named."""
+    from webhook.adapters.kube import ledger as ledger_module
     from webhook.adapters.kube.ledger import RECORD_LIMIT, LedgerUnavailable
+
+    monkeypatch.setattr(ledger_module, "FOLD_AFTER", 1e9)
+    monkeypatch.setattr(ledger_module, "NAMED_LIMIT", 10**9)
 
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
@@ -217,7 +275,9 @@ def test_the_record_never_passes_its_limit_and_an_admission_past_it_is_refused_i
 
     # The burst so far, as the ledger itself wrote it (building it one admission at a time costs a
     # full record's read and write per admission: the test would take half a minute).
-    earlier = [Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0) for n in range(3700)]
+    earlier = [
+        Reservation(uid(n), GpuUse(Fraction(1, 7), 10240), (quota,), 1030.0, 1000.0) for n in range(3700)
+    ]
     api.leases["gpuport-quota-team-a"] = (1, {"gpuport.io/reservations": encode(earlier)})
     admitted, refused = len(earlier), []
     for n in range(3700, 3900):
@@ -246,7 +306,7 @@ def test_a_ledger_writes_on_its_own_last_write_without_reading_it_again():
     api = FakeCoordination()
     ledger = LeaseLedger(api, "gpuport-system")
     for n in range(5):
-        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         assert ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False) is None
     verbs = [verb for verb, _ in api.calls]
     assert verbs == ["read", "create", "replace", "replace", "replace", "replace"]
@@ -263,7 +323,7 @@ def two_replicas_with_quota(gpus):
         return "over" if sum(r.usage.equivalents for r in current) >= gpus else None
 
     def reserve(ledger, key):
-        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         return ledger.reserve("team-a", reservation, within_quota, 0.0, lambda uid: False)
 
     return api, LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system"), reserve
@@ -330,14 +390,14 @@ def test_a_full_quota_rewrites_the_lease_only_when_settling_drops_a_quarter_of_i
 
     api, ledger = ledger_holding(8)
     one_seen = ViewMark(2000, {"u0": 1500}.get)
-    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1010.0 + 30, since=1010.0)
+    late = Reservation("late", GpuUse(Fraction(1)), ("gpus",), 1003.0 + 30, since=1003.0)
     api.calls.clear()
     assert (
-        ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0"}.__contains__, mark=one_seen) == "over"
+        ledger.reserve("team-a", late, lambda c: "over", 1003.0, {"u0"}.__contains__, mark=one_seen) == "over"
     )
     assert [verb for verb, _ in api.calls] == ["read"]  # 1 of 8 settled: not worth a write
     two_seen = ViewMark(2000, {"u0": 1500, "u1": 1501}.get)
-    assert ledger.reserve("team-a", late, lambda c: "over", 1010.0, {"u0", "u1"}.__contains__, mark=two_seen)
+    assert ledger.reserve("team-a", late, lambda c: "over", 1003.0, {"u0", "u1"}.__contains__, mark=two_seen)
     _, annotations = api.leases["gpuport-quota-team-a"]
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == [f"u{n}" for n in range(2, 8)]
 
@@ -347,7 +407,7 @@ def test_a_kept_copy_of_a_lease_someone_deleted_is_created_again():
     ledger = LeaseLedger(api, "gpuport-system")
 
     def reserve(key):
-        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         return ledger.reserve("team-a", reservation, lambda current: None, 0.0, lambda uid: False)
 
     assert reserve("u1") is None
@@ -382,7 +442,7 @@ def test_two_replicas_sharing_one_lease_never_overshoot_and_refuse_only_for_the_
     answers = {}
 
     def admit(n, gpus, on_b):
-        reservation = Reservation(f"u{n}", GpuUse(Fraction(gpus)), ("gpus",), 100.0)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(gpus)), ("gpus",), 100.0, 0.0)
         answers[n] = replicas[on_b].reserve(
             "team-a", reservation, within_quota(gpus), 0.0, lambda uid: False, deadline=time.monotonic() + 30
         )
@@ -413,7 +473,7 @@ def test_a_replica_killed_between_its_write_and_its_answers_loses_only_those_ans
     replica_a, replica_b = LeaseLedger(api, "gpuport-system"), LeaseLedger(api, "gpuport-system")
 
     def reserve(ledger, key):
-        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0)
+        reservation = Reservation(key, GpuUse(Fraction(1)), ("gpus",), 100.0, 0.0)
         decide = lambda current: "over" if len(current) >= 3 else None  # noqa: E731
         return ledger.reserve("team-a", reservation, decide, 0.0, lambda uid: False)
 

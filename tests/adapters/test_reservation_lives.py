@@ -144,6 +144,33 @@ def test_the_record_stops_growing_when_pods_never_come_whatever_the_length_of_th
     assert sizes[90] <= live * 60
 
 
+def test_the_record_s_size_does_not_follow_the_rate_and_it_counts_every_admission_that_may_still_land():
+    """At 20 and at 100 admissions a second whose pods never appear, the record is under 16 KiB after
+    50 s (named, each took ~55 bytes: 44 KiB at 20 a second, 220 KiB at 100, refused past 192), and it
+    still holds every admission whose pod its API server may create: folded into sums, never lost."""
+    from webhook.adapters.kube.ledger import admissions
+
+    for rate in (20, 100):
+        view, api, clock = view_with_quota(1_000_000), FakeCoordination(), [1000.0]
+        gate = QuotaGate(
+            view,
+            LeaseLedger(api, "gpuport-system"),
+            clock=lambda clock=clock: clock[0],
+            timing=lambda: (time.monotonic(), 5.0),
+            allotment=0,  # every pod reserved on its own: what folding bounds
+        )
+        for n in range(rate * 50):
+            clock[0] = 1000.0 + n / rate
+            assert one_gpu(gate, f"{n:08d}-7c1e-4a53-9f0b-3d2e6a8b1c4d")
+        text = api.leases["gpuport-quota-team-a"][1][RESERVATIONS_ANNOTATION]
+        record = decode(text)
+        assert len(text) < 16 * 1024, (rate, len(text))
+        lives = OTHER_WEBHOOKS_SECONDS + LANDING_SECONDS
+        may_land = len([n for n in range(rate * 50) if 1000.0 + n / rate + lives > clock[0]])
+        assert admissions(record) >= may_land  # never fewer than may still come
+        assert admissions(record) <= may_land + 2 * rate  # what ended leaves within a second or so
+
+
 def test_the_seconds_a_review_has_are_read_from_the_api_servers_call():
     """The API server puts its wait in the call's URL as a Go duration, rounded up to whole seconds."""
     from webhook.adapters.http.admission_wsgi import DEFAULT_CALL_SECONDS, call_seconds

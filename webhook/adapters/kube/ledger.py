@@ -12,7 +12,7 @@ The store is small by design: in memory for unit tests; a Lease per namespace in
 namespace on a cluster (least privilege: leases in one namespace; Leases carry a resourceVersion the
 API server checks on update).
 
-Why one module of ~450 lines: the reservation record, the in-memory store and the grouped
+Why one module of ~520 lines: the reservation record, the in-memory store and the grouped
 compare-and-swap commit are one protocol; the Lease's raw API calls are in lease_store.py.
 """
 
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from webhook.adapters.kube.allotments import ALLOTMENT_KEY, Allotments, replace_closed
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
 
@@ -41,6 +42,17 @@ SETTLE_AFTER = 2.0  # seconds a reservation stays at least, even once its pod is
 # kept under 192 KiB, about 1,900 reservations, leaving room for kubectl's and other tools' annotations:
 # an admission that would push it past is refused in words, never answered by a failing write.
 RECORD_LIMIT = 192 * 1024
+# A reservation is named (its pod's UID) only so that its pod's arrival in the view can settle it. A pod is
+# stored right after the webhooks answer (gpuport within ADMISSION_SECONDS), so past FOLD_AFTER seconds
+# nearly every pod that comes has come; the rest are pods refused after gpuport (a full CPU quota, another
+# webhook) that never come. They are folded into per-second sums by the second they end in, which name no
+# pod: a pod that lands later is counted twice (in the view and its sum) until the sum ends, never less.
+# With lives of ~40 s, named reservations whose pods never come made the record grow with the rate
+# (about 1,800 at 45 a second, 100 KiB rewritten by every group commit); folded, it holds at most
+# NAMED_LIMIT names and a sum per quota set and second: some 16 KiB whatever the rate.
+FOLD_AFTER = 5.0
+NAMED_LIMIT = 256  # past it the oldest names are folded sooner: a burst faster than NAMED_LIMIT / FOLD_AFTER
+BUCKET = "#"  # a sum's key starts with it (a pod's UID never does), then how many admissions it holds
 
 
 class LedgerUnavailable(RuntimeError):
@@ -79,7 +91,7 @@ class Reservation:
     usage: GpuUse
     quotas: tuple[str, ...]
     expires: float  # wall-clock time after which no API server can still create its pod unseen
-    since: float | None = None  # wall-clock time of the admission; None: never settled before it expires
+    since: float  # wall-clock time of the admission (a bucket's: its oldest)
 
 
 # Decides with the reservations still live: returns a denial message, or None to reserve.
@@ -127,7 +139,7 @@ def encode(reservations: list[Reservation]) -> str:
     quota_sets: dict[tuple[str, ...], int] = {}
     usages: dict[str, int] = {}
     wires: list[dict] = []
-    base = math.floor(min((r.since if r.since is not None else r.expires for r in reservations), default=0))
+    base = math.floor(min((r.since for r in reservations), default=0))
     rows = []
     for r in reservations:
         wire = to_wire(r.usage)
@@ -137,7 +149,7 @@ def encode(reservations: list[Reservation]) -> str:
             wires.append(wire)
         q = quota_sets.setdefault(r.quotas, len(quota_sets))
         # The admission's time rounded down and its end rounded up: never younger nor shorter-lived.
-        since = -1 if r.since is None else math.floor((r.since - base) * _TICK)
+        since = math.floor((r.since - base) * _TICK)
         rows.append([r.key, q, usages[usage_key], since, math.ceil((r.expires - base) * _TICK)])
     record = {"v": RECORD_FORMAT, "t": base, "q": [list(q) for q in quota_sets], "u": wires, "r": rows}
     return json.dumps(record, sort_keys=True, separators=(",", ":"))
@@ -156,11 +168,52 @@ def decode(text: str | None) -> list[Reservation]:
         ]
     base, quota_sets = record["t"], [tuple(q) for q in record["q"]]
     usages = [from_wire(w) for w in record["u"]]
+    # An earlier build wrote -1 for "never settled": as old as the record's base, as it is.
     return [
-        Reservation(
-            key, usages[u], quota_sets[q], base + expires / _TICK, None if since < 0 else base + since / _TICK
-        )
+        Reservation(key, usages[u], quota_sets[q], base + expires / _TICK, base + max(since, 0) / _TICK)
         for key, q, u, since, expires in record["r"]
+    ]
+
+
+def is_sum(reservation: Reservation) -> bool:
+    return reservation.key.startswith(BUCKET)
+
+
+def admissions(reservations: list[Reservation]) -> int:
+    """How many admissions these hold: a sum's key says how many it adds up."""
+    return sum(int(r.key[len(BUCKET) :] or 1) if is_sum(r) else 1 for r in reservations)
+
+
+def fold(reservations: list[Reservation], now: float) -> list[Reservation]:
+    """The named reservations younger than FOLD_AFTER (the NAMED_LIMIT youngest at most), and every other
+    one added into the sum of its quota set and of the whole second it ends in (rounded up: a sum never
+    ends sooner than what it holds). Rows are written in the record's format, a sum's key saying how
+    many admissions it holds, so a replica of the previous build reads a sum as one reservation that
+    nothing settles: what it is."""
+    # An allotment stays itself (its process replaces it by what it drew); there are few.
+    named = [r for r in reservations if not is_sum(r) and r.since + FOLD_AFTER > now]
+    allotted = [r for r in reservations if r.key.startswith(ALLOTMENT_KEY)]
+    named = [r for r in named if not r.key.startswith(ALLOTMENT_KEY)]
+    if len(named) > NAMED_LIMIT:
+        named = sorted(named, key=lambda r: r.since)[len(named) - NAMED_LIMIT :]
+    named += allotted
+    keep = {id(r) for r in named}
+    sums: dict[tuple[tuple[str, ...], int], tuple[Reservation, int]] = {}
+    for r in reservations:
+        if id(r) in keep:
+            continue
+        slot = (r.quotas, math.ceil(r.expires))
+        held = admissions([r])
+        if slot in sums:
+            other, count = sums[slot]
+            r, held = (
+                Reservation("", other.usage + r.usage, r.quotas, 0, min(other.since, r.since)),
+                held + count,
+            )
+        sums[slot] = (r, held)
+    return named + [
+        Reservation(f"{BUCKET}{count}", r.usage, quotas, end, r.since)
+        for (quotas, end), (r, count) in sums.items()
     ]
 
 
@@ -254,7 +307,7 @@ def _settle(
     for reservation in current:
         if leader.mark.gone(reservation.key):
             continue
-        old_enough = reservation.since is not None and reservation.since + SETTLE_AFTER <= now
+        old_enough = reservation.since + SETTLE_AFTER <= now
         seen = (
             leader.mark.first_seen(reservation.key)
             if old_enough and leader.settled(reservation.key)
@@ -281,11 +334,11 @@ class LeaseLedger:
     reservations whose pods can no longer be created, those whose pods the writer's view saw deleted or
     finished, and those SETTLE_AFTER old whose pods it holds. So it holds the admissions of the last
     SETTLE_AFTER seconds (longer only while a deciding view lags) plus those whose pods never appeared
-    (refused after gpuport, answer lost) until their API server stopped waiting and LANDING_SECONDS more
-    (15 s with the registered 5 s timeout, where they lived 30 s): about 55 bytes each, some 37 KiB at
-    46 a second whose pods never come. Whatever the burst, it never passes RECORD_LIMIT: an admission
-    that would push it past is refused saying so (about 3,500 live reservations: some 230 a second into
-    one namespace whose pods never come).
+    (refused after gpuport, answer lost) until their API server can no longer create them and
+    LANDING_SECONDS more (~40 s). Those are named only FOLD_AFTER seconds (NAMED_LIMIT at most), then
+    kept as a sum per quota set and second they end in: some 16 KiB whatever the rate (named, 100 KiB
+    at 45 a second). It never passes RECORD_LIMIT: an admission that would push it past (hundreds of
+    quota sets) is refused saying so.
 
     The Lease as this process last wrote it is kept and tried first: when nobody wrote since, the
     compare-and-swap succeeds and the read is saved; when somebody did, it fails (409) and the group is
@@ -298,6 +351,7 @@ class LeaseLedger:
         self._waiting: dict[str, list[_Ask]] = {}
         self._last_written: dict[str, StoredLease] = {}  # only read or changed under the name's turn
         self._guard = threading.Lock()
+        self.allotments = Allotments()
 
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
@@ -368,7 +422,9 @@ class LeaseLedger:
                 kept_copy = None
                 annotations = lease.annotations if lease else {}
                 stored = decode(annotations.get(RESERVATIONS_ANNOTATION))
-                current = unexpired(stored, now)
+                closed = self.allotments.closing(namespace)
+                live = unexpired(stored, now)
+                current = replace_closed(live, closed, now)
                 through = int(annotations.get(SETTLED_THROUGH) or 0)
                 for ask in group:  # `through` only grows: behind a kept copy's is behind the current one
                     if through and (ask.mark is None or ask.mark.read_through < through):
@@ -377,6 +433,12 @@ class LeaseLedger:
                 if not group:
                     return
                 kept, settled_through = _settle(current, group[0], through, now)
+                if len(live) < len(stored) and group[0].mark is not None:
+                    # What ended may have been stored (by its API server's last moment): the time
+                    # since says every view holds it; the writer's view has read this far, and a view
+                    # that has not, lagging more than that, waits to read as far before it decides.
+                    settled_through = max(settled_through, group[0].mark.read_through)
+                kept = fold(kept, now)
                 # The record as read holds `kept`: its length bounds their size, made exact only near
                 # the limit (encoding a full record costs milliseconds on every group).
                 size, exact = len(annotations.get(RESERVATIONS_ANNOTATION) or ""), False
@@ -402,7 +464,9 @@ class LeaseLedger:
                 if accepted and any(time.monotonic() > a.deadline for a, _ in decided):
                     continue  # too late for some: decide again without them, write nothing for them
                 # A dryRun review has no side effects (the webhook says NoneOnDryRun), housekeeping included.
-                tidy = fresh and all(a.write for a in group) and _worth_writing(stored, kept)
+                tidy = (
+                    fresh and all(a.write for a in group) and (bool(closed) or _worth_writing(stored, kept))
+                )
                 if accepted or tidy:
                     keys = {r.key for r in accepted}
                     kept = [r for r in kept if r.key not in keys] + accepted
@@ -410,6 +474,7 @@ class LeaseLedger:
                     if settled_through:
                         body[SETTLED_THROUGH] = str(settled_through)
                     self._last_written[name] = self.store.write(name, lease, body, _call_timeout(group))
+                    self.allotments.written(namespace, closed)
                 elif not fresh:
                     continue  # decided on the kept copy and nothing to write: decide on a fresh read
                 for ask, denial in decided:
@@ -448,5 +513,6 @@ def _worth_writing(stored: list[Reservation], kept: list[Reservation]) -> bool:
     """A group that admits nothing (the quota is full, or dryRun) still writes when what is over (lives
     ended, pods gone or settled) is a quarter of the Lease: otherwise the last seconds of a burst stay
     stored until the next admission."""
-    dropped = len(stored) - len(kept)
-    return dropped > 0 and dropped * 4 >= len(stored)
+    held = admissions(stored)
+    dropped = held - admissions(kept)  # folding into sums drops none: only a write's by-product
+    return dropped > 0 and dropped * 4 >= held

@@ -9,10 +9,12 @@ When the store cannot be reached it denies (fail closed): quota is a promise to 
 owner, and a GPU pod that waits for a retry costs less than an over-committed budget. Pods outside
 GPU quotas are never affected.
 
-Why one module of ~590 lines: a pod create's and a pod update's charges, the namespace's sum they are
+Why one module of ~710 lines: a pod create's and a pod update's charges, the namespace's sum they are
 checked against and the reservation that makes the check race-free are one protocol; what a reservation
 key means (a pod, or a pod as an update leaves it) is read where the sum is made. The sum remembers a
-pod's charge only while what it was worked out from is current, and reads claims made ahead again.
+pod's charge only while what it was worked out from is current, and reads claims made ahead again. Far
+below its quotas, identical creates are admitted from an allotment (allotments.py): whether one fits is
+the same sum against the same quotas.
 """
 
 import hashlib
@@ -20,11 +22,19 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
+from webhook.adapters.kube.allotments import (
+    ALLOTMENT,
+    ALLOTMENT_KEY,
+    HEADROOM_FACTOR,
+    USABLE_SECONDS,
+    Allotment,
+)
 from webhook.adapters.kube.clusterview import compact_pod
 from webhook.adapters.kube.ledger import (
     LANDING_SECONDS,
@@ -64,6 +74,9 @@ ANSWERING_WITHIN = 1.5
 # A pod update's reservation is keyed <uid><UPDATE_KEY><the pod after it, digested>: the pod's own UID
 # is counted as soon as a view holds the pod at all, and that view may still hold it as it was before.
 UPDATE_KEY = "@update:"
+# After a namespace had no room for an allotment, its pods are reserved one by one this long before another
+# allotment is asked for (each ask is a write that admits nothing).
+NO_ROOM_SECONDS = 2.0
 
 
 class QuotaGate:
@@ -76,6 +89,8 @@ class QuotaGate:
         wait_for_slot: float = 0.5,
         templates: ClaimTemplates | None = None,
         timing: RequestTiming = lambda: None,
+        allotment: int = ALLOTMENT,
+        headroom_factor: int = HEADROOM_FACTOR,
     ):
         self.view = view
         # When the review being answered arrived and how long its API server waits: its deadlines
@@ -95,6 +110,13 @@ class QuotaGate:
         self._usage: dict[str, tuple[dict, tuple[GpuUse, object, dict[str, GpuUse]], object]] = {}
         self._usage_context: Context | None = None  # held, so its identity cannot be reused
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
+        # Far below its quotas, a namespace's identical pods are admitted from allotments (see
+        # allotments.py): `allotment` pods' worth reserved in one write where `headroom_factor` times as
+        # much would still fit. 0: every pod reserved on its own.
+        self.allotment, self.headroom_factor = allotment, headroom_factor
+        self._taking: dict[tuple[str, object], threading.Lock] = {}  # one thread takes each allotment
+        self._taking_guard = threading.Lock()
+        self._no_room: dict[tuple[str, object], float] = {}  # (namespace, tag) → until, time.monotonic()
 
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A denial, or None when quota has nothing against this pod create."""
@@ -336,16 +358,76 @@ class QuotaGate:
         _, creatable_until = self._deadlines()
         expires = now + max(creatable_until - time.monotonic(), 0.0) + LANDING_SECONDS
         reservation = Reservation(key, most, tuple(q.name for q in quotas), expires, since=now)
+        settled = _settled_in(records, self._gone(request.namespace))
+        # A create charging each quota the same (no claim made ahead it is the first to use) may be
+        # admitted from an allotment; an update, a dry run or anything else is reserved on its own.
+        if update is None and not request.dry_run and all(asked[q.name] == most for q in quotas):
+            room = _Room(request.namespace, (repr(quotas), most), quotas, used, target.whole_gpu)
+            if self._allotted(room, reservation, settled, mark, deadline):
+                return None
         return self.ledger.reserve(
             request.namespace,
             reservation,
             decide,
             now,
-            _settled_in(records, self._gone(request.namespace)),
+            settled,
             write=not request.dry_run,
             mark=mark,
             deadline=deadline,
         )
+
+    def _allotted(self, room: "_Room", reservation: Reservation, settled, mark, deadline: float) -> bool:
+        """Whether the pod was admitted from an allotment of this process: one it holds, or one taken
+        now where the namespace has room for `headroom_factor` of them (one thread takes it; the others
+        wait for it rather than each taking one)."""
+        allotments = getattr(self.ledger, "allotments", None)
+        if allotments is None or self.allotment <= 0:
+            return False
+        if allotments.draw(room.namespace, room.tag, reservation):
+            return True
+        slot = (room.namespace, room.tag)
+        if time.monotonic() < self._no_room.get(slot, 0.0):
+            return False
+        with self._taking_guard:
+            if len(self._no_room) > 1024:
+                self._no_room.clear()
+            if len(self._taking) > 1024:  # many namespaces: a lock forgotten costs at most a second taker
+                self._taking.clear()
+            taking = self._taking.setdefault(slot, threading.Lock())
+        if not taking.acquire(timeout=max(_left(deadline) - RESERVING_SECONDS, 0.0)):
+            return False
+        try:
+            if allotments.draw(room.namespace, room.tag, reservation):
+                return True  # taken by another thread while this one waited
+            # Sums, not products: the gate names no measure of a use (a measure is a row in gpu_use.py).
+            share = sum((reservation.usage for _ in range(self.allotment)), NO_GPU)
+            needed = sum((share for _ in range(self.headroom_factor)), NO_GPU)
+            # It ends no sooner than the reservation of any pod drawn while it is usable would.
+            entry = Reservation(
+                f"{ALLOTMENT_KEY}{uuid.uuid4().hex}",
+                share,
+                reservation.quotas,
+                reservation.expires + USABLE_SECONDS + 1.0,
+                reservation.since,
+            )
+            denial = self.ledger.reserve(
+                room.namespace,
+                entry,
+                room.decide(needed),
+                reservation.since,
+                settled,
+                mark=mark,
+                deadline=deadline,
+            )
+            if denial is not None:
+                self._no_room[slot] = time.monotonic() + NO_ROOM_SECONDS
+                return False
+            allotments.hold(
+                room.namespace, Allotment(entry, room.tag, self.allotment, time.monotonic() + USABLE_SECONDS)
+            )
+            return allotments.draw(room.namespace, room.tag, reservation)
+        finally:
+            taking.release()
 
     def _counted_in(self, record: Mapping[str, Any] | None, quota, context: Context) -> GpuUse:
         """What this view's sum charges `quota` for the pod as it holds it (its own use; claims made
@@ -534,6 +616,31 @@ class QuotaGate:
             found = (other, (use, pod_facts(other), shared), dra)
             self._usage[key] = found
         return found[1]
+
+
+@dataclass(frozen=True)
+class _Room:
+    """What an allotment is judged on: the namespace, what a pod drawing from it must have (the quotas as
+    read, limits included, and its use), the quotas and this view's usage of them."""
+
+    namespace: str
+    tag: tuple[str, GpuUse]
+    quotas: list
+    used: dict[str, GpuUse]
+    whole_gpu: str
+
+    def decide(self, needed: GpuUse):
+        """Room for `needed` beside the pods and every reservation counted (an allotment is written only
+        where that much fits, far more than it holds)."""
+
+        def decide(reservations: list[Reservation]) -> str | None:
+            for quota in self.quotas:
+                reserved = sum((r.usage for r in reservations if quota.name in r.quotas), NO_GPU)
+                if exceeded(quota, needed, self.used[quota.name] + reserved, self.whole_gpu):
+                    return "no room for an allotment"
+            return None
+
+        return decide
 
 
 def _left(deadline: float) -> float:
