@@ -50,6 +50,9 @@ class Remembering:
     def ensure(self, namespace, templates):
         return self.store.ensure(namespace, templates)
 
+    def charged_uids(self, namespace, names, context):
+        return self.store.charged_uids(namespace, names, context)
+
     def referenced(self, namespace, pod):
         spec = pod.get("spec") or {}
         key = (namespace, repr(spec.get("resourceClaims")), repr(pod.get("status") or {}))

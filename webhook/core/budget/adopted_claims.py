@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.asks.charged_templates import recorded_uids, remade_reason
+
 POD_CLAIM = "resource.kubernetes.io/pod-claim-name"  # the controller's annotation: which entry it is
 
 
@@ -98,6 +100,13 @@ def adoption_problem(
         return f"pod {owner}'s claim {entry.get('name')} names no ResourceClaimTemplate"
     if template is None:
         return f"gpuport could not read ResourceClaimTemplate {template_name}, which pod {owner} names; retry"
+    # The template the pod was charged, by the uid /mutate recorded (charged_templates): one made again
+    # since, whatever its resourceVersion says, is not it. A claim made from it would hold what was not
+    # charged; the pod is to be made again.
+    recorded = (recorded_uids(pod) or {}).get(template_name)
+    now = (template.get("metadata") or {}).get("uid")
+    if recorded is not None and now != recorded:
+        return remade_reason(template_name, recorded, str(now or "") or None)
     if (claim.get("spec") or {}) != ((template.get("spec") or {}).get("spec") or {}):
         return f"its spec is not what its ResourceClaimTemplate {template_name} makes"
     # A template's spec cannot change, but its owner may delete it and make it again under the same name
