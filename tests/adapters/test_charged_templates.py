@@ -103,9 +103,10 @@ def test_mutate_records_the_uid_of_the_template_it_read_where_there_is_a_budget(
         "one": "uid-1"
     }
     # No GPU budget: nothing is recorded.
-    assert CLAIM_TEMPLATES not in mutated(holder(), store(Api(template("uid-1", 1)), View()), None)["metadata"][
-        "annotations"
-    ]
+    assert (
+        CLAIM_TEMPLATES
+        not in mutated(holder(), store(Api(template("uid-1", 1)), View()), None)["metadata"]["annotations"]
+    )
 
 
 def test_validate_charges_the_recorded_template_from_memory_without_a_read():
