@@ -189,3 +189,26 @@ def test_a_value_forged_at_create_is_charged_what_it_names_and_gains_nothing():
     assert charged(holder({CLAIM_TEMPLATES: '{"one": "nope"}'}), store(api)).charges == ()
     garbage = charged(holder({CLAIM_TEMPLATES: "[1]"}), store(api))
     assert [c.use.equivalents for c in garbage.charges] == [8]
+
+
+def test_a_remembered_decision_records_the_uid_the_template_has_now():
+    """The record is added after the memo: the next replica of a workload, answered from a remembered
+    decision, records the template as it is when that replica is admitted, not as the first one read it."""
+    from webhook.adapters.http.memo import DecisionMemo
+
+    now = [0.0]
+    api = Api(template("uid-1", 1))
+    templates = ClaimTemplateStore(None, V1BETA1, clock=lambda: now[0], view=View([GPU_QUOTA]))
+    templates.api = api
+    memo = DecisionMemo()
+
+    def replica():
+        body = holder()
+        body["metadata"] = {"generateName": "holder-", "namespace": "team-a", "annotations": {}}
+        decision = pipeline.mutate(parsed(review_of(body)), CTX, pipeline.NO_GATES, memo, templates)
+        return recorded_uids(jsonpatch.apply_patch(body, list(decision.patch)))
+
+    assert replica() == {"one": "uid-1"}
+    api.templates["one"] = template("uid-2", 8, version="9")
+    now[0] += 5  # past the read the first decision made
+    assert replica() == {"one": "uid-2"}
