@@ -2,7 +2,8 @@
 (issue 35): the quota step of /validate (the pod's claims read, then the namespace's usage and the
 decision) against a real kube-apiserver with DRA on, for
 
-- a pod whose claim is made from a template (the template is read again for every pod),
+- a pod whose claim is made from a template (the template is read again for every pod), and one
+  carrying the template's uid as /mutate records it (charged by that uid, from memory),
 - a pod sharing a claim made ahead with 20 pods already in the namespace (the claim is read again for
   every decision),
 - a device-plugin pod (`nvidia.com/gpu: 1`), which is now read against the cluster's DeviceClasses
@@ -16,6 +17,7 @@ written, so what is measured is the reading and the decision.
 """
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -33,6 +35,7 @@ from webhook.adapters.kube.claim_templates import ClaimTemplateStore  # noqa: E4
 from webhook.adapters.kube.clusterview import ClusterView  # noqa: E402
 from webhook.adapters.kube.ledger import LeaseLedger  # noqa: E402
 from webhook.adapters.kube.quota_gate import QuotaGate  # noqa: E402
+from webhook.core.asks.charged_templates import CLAIM_TEMPLATES  # noqa: E402
 from webhook.core.deciding.pipeline import read_pod_demand  # noqa: E402
 from webhook.core.vocabulary.workloads import read_pod  # noqa: E402
 
@@ -50,11 +53,14 @@ class Remembering:
     def ensure(self, namespace, templates):
         return self.store.ensure(namespace, templates)
 
-    def referenced(self, namespace, pod):
+    def charged_uids(self, namespace, names, context):
+        return self.store.charged_uids(namespace, names, context)
+
+    def referenced(self, namespace, pod, uids=None):
         spec = pod.get("spec") or {}
-        key = (namespace, repr(spec.get("resourceClaims")), repr(pod.get("status") or {}))
+        key = (namespace, repr(spec.get("resourceClaims")), repr(pod.get("status") or {}), repr(uids))
         if key not in self.known:
-            self.known[key] = self.store.referenced(namespace, pod)
+            self.known[key] = self.store.referenced(namespace, pod, uids)
         return self.known[key]
 
 
@@ -120,8 +126,19 @@ def plugin(name):
     }
 
 
+def recorded(n):
+    """A template pod as /mutate leaves it in a budget namespace: the template's uid recorded on it, so
+    the quota step charges the template of that uid from memory (issue 45)."""
+    body = claimed(f"r{n}", {"resourceClaimTemplateName": "t"})
+    body["metadata"]["annotations"] = {CLAIM_TEMPLATES: json.dumps({"t": RECORDED["t"]})}
+    return body
+
+
+RECORDED: dict[str, str] = {}  # the template's uid, read once the API server has it
+
 SHAPES = {
     "template claim": lambda n: claimed(f"t{n}", {"resourceClaimTemplateName": "t"}),
+    "template claim, uid recorded": recorded,
     "shared claim, 20 pods": lambda n: claimed(f"s{n}", {"resourceClaimName": "shared"}),
     "device-plugin pod": plugin,
 }
@@ -131,7 +148,7 @@ def one(gate, store, ctx, body, n) -> float:
     body = {**body, "metadata": {**body["metadata"], "uid": f"u{n}"}}
     request = parsed(review_of(body, uid=f"r{n}", dry_run=True))
     started = time.perf_counter()
-    demand = read_pod_demand(read_pod(body), NS, ctx, store)
+    demand = read_pod_demand(read_pod(body), NS, ctx, store, charged=True)
     decision = gate.admit(request, ctx, demand)
     elapsed = time.perf_counter() - started
     assert decision is None, decision
@@ -159,6 +176,7 @@ def main() -> int:
             view.start()
             assert view.wait_synced(30) and _wait(lambda: view.dra_version() is not None)
             store = ClaimTemplateStore(api, f"{GROUP}/{VERSION}", view=view)
+            RECORDED.update(store.charged_uids(NS, ["t"], ctx))  # as /mutate records it
             ledger = LeaseLedger(client.CoordinationV1Api(api), "gpuport-system")
             now_gate = QuotaGate(view, ledger, templates=store)
             remembered = Remembering(store)

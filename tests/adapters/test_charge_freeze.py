@@ -158,3 +158,14 @@ def test_a_kai_per_container_memory_key_added_changed_or_removed_is_a_charge_cha
     # Only KAI's own pattern: a look-alike key is no charge.
     other = {"metadata": {"annotations": {"nvidia.com/container.vllm.note": "x"}}}
     assert changed_charge_annotations(bare, other, keys, per_container) == ()
+
+
+def test_the_recorded_claim_template_uids_cannot_be_changed_where_there_is_a_budget():
+    """Issue 45: gpuport.io/claim-templates names the templates a pod was charged; the claim gate holds
+    its claims to them. An update may not add, change or remove it in a budget namespace."""
+    key = "gpuport.io/claim-templates"
+    pod = bound(kai_pod({"gpu-fraction": "0.5", key: '{"one": "uid-1"}'}))
+    for after in (without(pod, key), annotated(pod, **{key: '{"one": "uid-2"}'})):
+        refused = validate(View([GPU_QUOTA]), pod, after)
+        assert (refused.allowed, refused.reason, key in refused.message) == (False, "gpu-charge-frozen", True)
+    assert validate(View([CPU_QUOTA]), pod, without(pod, key)).allowed  # no GPU budget

@@ -113,3 +113,18 @@ def test_a_template_made_again_after_the_pod_was_created_is_not_the_one_it_was_c
     )
     assert adoption_problem(claim(), POD, remade, pod_version=130) is None
     assert adoption_problem(claim(), POD, remade) is None  # the pod's version unknown
+
+
+def test_a_template_made_again_before_the_pod_was_stored_is_not_the_one_its_record_names():
+    """Issue 45: made again (larger) after gpuport read it and before the pod was stored, the template is
+    older than the pod (resourceVersion 9 < 100) and the claim is its spec: only the uid gpuport
+    recorded on the pod (gpuport.io/claim-templates) says it is not the template charged."""
+    remade = {"metadata": {"name": "one", "uid": "t-2", "resourceVersion": "9"}, "spec": {"spec": EIGHT}}
+    recorded = copy.deepcopy(POD)
+    recorded["metadata"]["annotations"] = {"gpuport.io/claim-templates": '{"one": "t-1"}'}
+    problem = adoption_problem(claim(EIGHT), recorded, remade, 100)
+    assert problem is not None and "ResourceClaimTemplate one was deleted and made again" in problem
+    assert "records uid t-1; it is uid t-2 now" in problem
+    charged = dict(remade, metadata={**remade["metadata"], "uid": "t-1"})
+    assert adoption_problem(claim(EIGHT), recorded, charged, 100) is None  # the one it was charged
+    assert adoption_problem(claim(EIGHT), POD, remade, 100) is None  # no record: the older checks alone

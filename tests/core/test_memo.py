@@ -30,6 +30,9 @@ class TemplatesExist:
     def referenced(self, namespace, pod):
         return {}.get  # no template, claim or device class beyond those the decision makes
 
+    def charged_uids(self, namespace, names, context):
+        return {}  # a namespace without a GPU budget: nothing recorded
+
 
 TEMPLATES_EXIST = TemplatesExist()
 

@@ -11,6 +11,7 @@ it and the scheduler allocated 8 devices to a pod charged 1. Such a claim is ref
 namespace unless its spec is what the pod's template makes; the controller's own claims pass.
 """
 
+import base64
 import json
 import os
 import signal
@@ -198,3 +199,128 @@ def test_the_owner_of_a_claim_is_read_by_name_where_the_view_has_not_seen_it(clu
     assert found["metadata"]["uid"] == created.metadata.uid
     assert found["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimName": "absent"}]
     assert read(namespace, "missing") is None
+
+
+class _Remaking:
+    """Another validating webhook on the pod's create, as a cluster may run (policy engines take up to
+    30 s): while it answers, after gpuport's review of the pod has read its template, the template's
+    owner deletes it and makes it again asking 8. The pod is stored after; so the template made again
+    is older than the pod, and its spec is what the controller's claim will hold."""
+
+    def __init__(self, cluster, cert_dir, namespace):
+        import http.server
+        import ssl
+        import threading
+        import time
+
+        custom = client.CustomObjectsApi(cluster.client())
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                request = review["request"]
+                if request["namespace"] == namespace and not outer.remade:
+                    time.sleep(2)  # gpuport's own review (called at once, beside this one) has read it
+                    custom.delete_namespaced_custom_object(
+                        GROUP, VERSION, namespace, "resourceclaimtemplates", "one"
+                    )
+                    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaimTemplate"}
+                    body["metadata"] = {"name": "one"}
+                    remade = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 8}
+                    body["spec"] = {"spec": {"devices": {"requests": [remade]}}}
+                    custom.create_namespaced_custom_object(
+                        GROUP, VERSION, namespace, "resourceclaimtemplates", body
+                    )
+                    outer.remade = True
+                answer = {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {"uid": request["uid"], "allowed": True},
+                }
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.remade = False
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.name = f"remake-{namespace}"
+        client.AdmissionregistrationV1Api(cluster.client()).create_validating_webhook_configuration(
+            {
+                "metadata": {"name": self.name},
+                "webhooks": [
+                    {
+                        "name": "remake.example.com",
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None",
+                        "timeoutSeconds": 15,
+                        "failurePolicy": "Fail",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{self.server.server_address[1]}/",
+                            "caBundle": base64.b64encode((cert_dir / "ca.crt").read_bytes()).decode(),
+                        },
+                        "rules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "resources": ["pods"],
+                                "operations": ["CREATE"],
+                            }
+                        ],
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": namespace},
+                        },
+                    }
+                ],
+            }
+        )
+
+    def stop(self, cluster):
+        client.AdmissionregistrationV1Api(cluster.client()).delete_validating_webhook_configuration(self.name)
+        self.server.shutdown()
+
+
+def test_a_template_made_again_larger_while_the_pod_is_admitted_gives_it_no_claim(cluster, tmp_path):
+    """Issue 45: the template deleted and made again asking 8 after gpuport's review of the pod read it
+    and before the pod was stored (another webhook's time): the made-again template is older than the
+    pod, so only the uid gpuport recorded on the pod tells them apart. The controller's claim from it is
+    refused: never 8 devices for a pod charged 1 under a quota of 1."""
+    from tests.server_process import make_certs
+
+    namespace = quota_namespace(cluster, 1)
+    wait_until_quota_is_watched(cluster, namespace, 1)
+    template(cluster, namespace, "one", {"deviceClassName": "gpu.nvidia.com", "count": 1})
+    make_certs(tmp_path)
+    other = _Remaking(cluster, tmp_path, namespace)
+    core, custom = client.CoreV1Api(cluster.client()), client.CustomObjectsApi(cluster.client())
+    log = cluster.workdir / "controller-manager.log"
+    try:
+        body = claimed_pod("holder", {"resourceClaimTemplateName": "one"})
+        body["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+        core.create_namespaced_pod(namespace, body)  # admitted, charged the template it was read as: 1
+    finally:
+        other.stop(cluster)
+    assert other.remade
+    stored = core.read_namespaced_pod("holder", namespace).metadata.annotations or {}
+    assert "gpuport.io/claim-templates" in stored, stored
+
+    def refused():  # the controller logs the API server's refusal of its create, and tries again
+        said = "ResourceClaimTemplate one was deleted and made again"
+        return any(
+            namespace in line and said in line for line in log.read_text(errors="replace").splitlines()
+        )
+
+    outcome = wait_for(lambda: made_claim(core, namespace, "holder") or refused(), timeout=60)
+    assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
+    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
+    assert claims == []

@@ -593,3 +593,14 @@ def test_claim_creates_and_only_the_claim_updates_that_change_its_marks_as_a_pod
     assert not called("UPDATE", plain, _edited(plain, metadata__labels={"a": "c"}))
     not_controller = _edited(plain, metadata__ownerReferences=[{**owner, "controller": False}])
     assert not called("UPDATE", plain, not_controller)
+
+
+def test_an_update_that_touches_the_recorded_claim_template_uids_costs_a_call():
+    """Issue 45: the uids of the claim templates a pod was charged (gpuport.io/claim-templates) are
+    frozen like the charge annotations: every update adding, changing or removing them reaches gpuport."""
+    key = "gpuport.io/claim-templates"
+    pod = fixture("pod-create-gpu-limit-1.json")["request"]["object"]
+    recorded = _edited(pod, metadata__annotations={key: '{"one": "uid-1"}'})
+    assert _called("UPDATE", pod, recorded)
+    assert _called("UPDATE", recorded, _edited(recorded, metadata__annotations={key: '{"one": "uid-2"}'}))
+    assert _called("UPDATE", recorded, _edited(recorded, metadata__annotations={}))

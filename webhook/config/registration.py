@@ -37,6 +37,7 @@ PACKAGED_CHARGE_KEYS = (
     "gpu-fraction-container-name",
     "gpu-fraction-num-devices",
     "gpu-memory",
+    "gpuport.io/claim-templates",
     "nvidia.com/nouse-gputype",
     "nvidia.com/use-gputype",
     "nvidia.com/vgpu-mode",

@@ -29,7 +29,9 @@ from fractions import Fraction
 from typing import Any
 
 from webhook.adapters.kube.capabilities import Capabilities, is_refusal, reason_of
+from webhook.adapters.kube.charge_freeze import BUDGET_STORES, has_gpu_budget
 from webhook.adapters.kube.objects import says_all_written
+from webhook.core.asks.charged_templates import remade_reason
 from webhook.core.asks.claims import (
     CLASS_RESOURCE_PREFIX,
     EXTENDED_RESOURCES,
@@ -49,6 +51,9 @@ CLASSES = "deviceclasses"
 SLICES = "resourceslices"
 KEPT = 4096  # (namespace, name) pairs of templates made remembered
 FOR_SECONDS = 60.0  # then created again: someone may have deleted one
+# A template read this long ago is the one a review records the uid of (mutate reads a pod's templates
+# as it decides; a remembered decision reads none): later, it is read again.
+SAME_READ = 1.0
 TIMEOUT = (2, 3)  # connect, read: well inside the webhook's own deadline
 
 
@@ -77,6 +82,9 @@ class ClaimTemplateStore:
         # read (a pod's claims are read again each time: a template may be deleted and made anew).
         self._known: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._lock = threading.Lock()
+        # The templates read lately, by (namespace, name), with when: a budget charges one by the uid its
+        # pod recorded (a uid's spec cannot change), so a copy of that uid is as good as a read.
+        self._seen: OrderedDict[tuple[str, str], tuple[Mapping[str, Any], float]] = OrderedDict()
         self._counted: tuple[int, dict[str, Mapping[str, Any]]] | None = None  # slices, by view version
 
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
@@ -91,10 +99,15 @@ class ClaimTemplateStore:
             self._remember(namespace, name)
         return None
 
-    def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
+    def referenced(
+        self, namespace: str, pod: Mapping[str, Any], uids: Mapping[str, str] | None = None
+    ) -> TemplateLookup:
         """What the pod's claims need, read now: the templates and claims they name, the device
         classes those ask for that no map names, and for `allocationMode: All` the most devices a
-        node publishes. A lookup the pure core can call."""
+        node publishes. A lookup the pure core can call. `uids`: the template uids the pod was charged
+        by (webhook.core.asks.charged_templates): each such template is the one of that uid, from
+        memory where it was read before (its spec cannot change), else read and kept only if its uid
+        is that one; another uid is said as the reason it cannot be counted."""
         found: dict[str, Mapping[str, Any]] = {}
         for source in claim_sources(pod):  # a running pod's claims are read as the cluster made them
             if source.key in found:
@@ -103,6 +116,10 @@ class ClaimTemplateStore:
                 claim = self._read(namespace, source.key.removeprefix(STANDALONE), CLAIMS)
                 if claim is not None:  # in a template's shape, as the core reads it
                     found[source.key] = {"spec": {"spec": claim.get("spec") or {}}}
+            elif uids and source.key in uids:
+                template = self._with_uid(namespace, source.key, uids[source.key])
+                if template is not None:
+                    found[source.key] = template
             else:
                 template = self._read(namespace, source.key, TEMPLATES)
                 if template is not None:
@@ -134,6 +151,42 @@ class ClaimTemplateStore:
         if every_device:
             found.update(self._devices_per_node())
         return found.get
+
+    def charged_uids(self, namespace: str, names: Sequence[str], context: Any) -> dict[str, str]:
+        """Where the namespace has a GPU budget (or the view cannot say yet), the uid of each template
+        as this process read it within SAME_READ seconds (the read of this very review, as a rule),
+        else as read now; templates missing or unread are left out. {} where there is no budget."""
+        view = self.view
+        if (
+            view is not None
+            and view.has_synced(*BUDGET_STORES)
+            and not has_gpu_budget(view, namespace, context)
+        ):
+            return {}
+        now = self.clock()
+        found: dict[str, str] = {}
+        for name in names:
+            with self._lock:
+                seen = self._seen.get((namespace, name))
+            if seen is None or now - seen[1] > SAME_READ:
+                template = self._read(namespace, name, TEMPLATES)
+                seen = (template, now) if template is not None else None
+            uid = _uid(seen[0]) if seen is not None else ""
+            if uid:
+                found[name] = uid
+        return found
+
+    def _with_uid(self, namespace: str, name: str, uid: str) -> Mapping[str, Any] | None:
+        """The template `name` of `uid`: remembered (a uid's spec never changes), else read now; where
+        the one of that name now has another uid, why it is not counted; None when unread or missing."""
+        with self._lock:
+            seen = self._seen.get((namespace, name))
+        if seen is not None and _uid(seen[0]) == uid:
+            return seen[0]
+        template = self._read(namespace, name, TEMPLATES)
+        if template is None or _uid(template) == uid:
+            return template
+        return {"unread": remade_reason(name, uid, _uid(template))}
 
     def template_as(self, namespace: str, name: str, api_version: str) -> Mapping[str, Any] | None:
         """A ResourceClaimTemplate as the API server holds it now, read in `api_version` (a claim's own:
@@ -202,6 +255,13 @@ class ClaimTemplateStore:
         self.capabilities.available(capability)
         return counts.most()
 
+    def _keep(self, namespace: str, name: str, template: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._seen[(namespace, name)] = (template, self.clock())
+            self._seen.move_to_end((namespace, name))
+            while len(self._seen) > KEPT:
+                self._seen.popitem(last=False)
+
     def _made_lately(self, namespace: str, name: str) -> bool:
         with self._lock:
             made = self._known.get((namespace, name))
@@ -232,6 +292,8 @@ class ClaimTemplateStore:
                     group, version, namespace, plural, name, _preload_content=False, _request_timeout=TIMEOUT
                 )
             found = json.loads(found.data) if hasattr(found, "data") else found
+            if plural == TEMPLATES and api_version in (None, self.api_version) and isinstance(found, Mapping):
+                self._keep(namespace, name, found)
         except ApiException as exc:
             if is_refusal(exc) and exc.status != 404:  # the RBAC's no holds for every pod: said once
                 self.capabilities.missing(f"get {plural}.{group}", reason_of(exc))
@@ -250,9 +312,11 @@ class ClaimTemplateStore:
         name = template["metadata"]["name"]
         where = f"ResourceClaimTemplate {namespace}/{name}"
         try:
-            self.api.create_namespaced_custom_object(
+            created = self.api.create_namespaced_custom_object(
                 group, version, namespace, TEMPLATES, dict(template), _request_timeout=TIMEOUT
             )
+            if isinstance(created, Mapping) and template["apiVersion"] == self.api_version:
+                self._keep(namespace, name, created)  # its uid: what the pod's annotation records
             log.info("created %s", where)
             return None
         except ApiException as exc:
@@ -278,6 +342,12 @@ class ClaimTemplateStore:
         if not isinstance(found, Mapping) or not says_all_written(found.get("spec"), template["spec"]):
             return f"{where} exists with content gpuport did not write; delete it or rename it"
         return None
+
+
+def _uid(template: Mapping[str, Any]) -> str:
+    metadata = template.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+    return uid if isinstance(uid, str) else ""
 
 
 def _class_resources(pod: Mapping[str, Any]) -> set[str]:

@@ -202,7 +202,14 @@ def read_pod_claims(
         found = objects(source)
         claim_spec = mapping_at(found, ("spec", "spec")) if found is not None else None
         if claim_spec is None:
-            uncountable.append(f"{said}: it could not be read (create it before the pod, or retry)")
+            # A lookup may say why instead (a template made again since the pod was charged by its uid).
+            why = found.get("unread") if found is not None else None
+            why = (
+                why
+                if isinstance(why, str) and why
+                else "it could not be read (create it before the pod, or retry)"
+            )
+            uncountable.append(f"{said}: {why}")
             continue
         try:
             readings, whole_claim = read_claim_requests(claim_spec, maps, catalogue, objects)

@@ -10,8 +10,9 @@ one asking 8 GPUs under a new name (no pod names it yet, so replaced_claims lets
 1-GPU pod's, and delete the controller's claim: the pod was allocated 8 GPUs and charged 1. Where there
 is a GPU budget, a claim carrying both marks (at its create, or by an update that changes either) is
 refused unless its spec is exactly what the owning pod's entry's ResourceClaimTemplate makes, and that
-template was not written after the pod was created: the controller's own claims pass whoever makes
-them, and nothing depends on who asks.
+template was not written after the pod was created (nor, where the pod records the uid it was charged
+by in gpuport.io/claim-templates, made again before it was stored): the controller's own claims pass
+whoever makes them, and nothing depends on who asks.
 
 One mark alone makes no claim a pod's template claim, and passes: the annotation alone puts it under no
 pod (the controller finds a pod's claims through the reference; the garbage collector orphaning a claim
@@ -24,6 +25,8 @@ controlled by their pod and carry another annotation: they are not template clai
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from webhook.core.asks.charged_templates import recorded_uids, remade_reason
 
 POD_CLAIM = "resource.kubernetes.io/pod-claim-name"  # the controller's annotation: which entry it is
 
@@ -111,6 +114,13 @@ def adoption_problem(
             f"(resourceVersion {made} > {pod_version}), and the pod was charged the template it was "
             "admitted with (delete the pod and create it again to be charged this one)"
         )
+    # The template the pod was charged, by the uid /mutate recorded (charged_templates): one made again
+    # since, even before the pod was stored (older than the pod: the check above passes it), is not it.
+    # A claim made from it would hold what was not charged; the pod is to be made again.
+    recorded = (recorded_uids(pod) or {}).get(template_name)
+    now = (template.get("metadata") or {}).get("uid")
+    if recorded is not None and now != recorded:
+        return remade_reason(template_name, recorded, str(now or "") or None)
     return None
 
 

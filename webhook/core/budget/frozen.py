@@ -12,13 +12,15 @@ after a restart. Elsewhere there is no budget to undercut, and the update passes
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from webhook.core.asks.charged_templates import CLAIM_TEMPLATES
 from webhook.core.vocabulary.platform import CloudMap
 
 
 def charge_annotations(maps: Iterable[CloudMap]) -> frozenset[str]:
     """Every pod annotation a loaded map reads as (part of) a GPU ask: gpuport reads a pod by every
-    dialect, so an annotation any of them reads may change its charge."""
-    return frozenset().union(*(m.annotation_keys() for m in maps))
+    dialect, so an annotation any of them reads may change its charge; and the uids of the claim
+    templates a pod was charged (charged_templates), which its claims are held to."""
+    return frozenset({CLAIM_TEMPLATES}).union(*(m.annotation_keys() for m in maps))
 
 
 def per_container_charge(maps: Iterable[CloudMap]) -> Callable[[str], bool]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from webhook.core.asks.charged_templates import named_templates, recorded_uids, recording_patch
 from webhook.core.asks.demand import PodDemand, read_demand, reads_claims
 from webhook.core.asks.pod_claims import TemplateLookup
 from webhook.core.deciding.admission import check_request, mutation_after_checks
@@ -39,21 +40,37 @@ class ClaimTemplates(Protocol):
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
         """Make each template exist in `namespace`; None when they all do, else why not."""
 
-    def referenced(self, namespace: str, pod: Mapping[str, Any]) -> TemplateLookup:
-        """The templates the pod's claims name, as far as they could be read."""
+    def referenced(
+        self, namespace: str, pod: Mapping[str, Any], uids: Mapping[str, str] | None = None
+    ) -> TemplateLookup:
+        """The templates the pod's claims name, as far as they could be read; those in `uids` (name →
+        uid) as the template of that uid, or a reason why not (charged_templates)."""
+
+    def charged_uids(self, namespace: str, names: Sequence[str], context: Context) -> Mapping[str, str]:
+        """The uid of each named template as gpuport reads it now, where there is a GPU budget to
+        charge it to ({} elsewhere): what /mutate records on the pod."""
 
 
 def read_pod_demand(
-    read: PodRead, namespace: str, context: Context, claims: ClaimTemplates | None
+    read: PodRead,
+    namespace: str,
+    context: Context,
+    claims: ClaimTemplates | None,
+    charged: bool = False,
 ) -> PodDemand:
     """The asks of a pod as read, its DRA claims' included when there is a cluster to read templates
-    from (the one way every step reads a pod: mutate, validate, and the quota of pods already running)."""
+    from (the one way every step reads a pod: mutate, validate, and the quota of pods already running).
+    `charged`: a pod create being charged, whose templates are those its annotation records by uid."""
     lookup = None
     # A GPU name a map reads is read against the cluster's classes too: one may stand for it (KEP-5004).
     if claims is not None and (
         reads_claims(read, context.dialects) or any(n in context.dialects for n in read.resource_names)
     ):
-        lookup = context.claim_objects(claims.referenced(namespace, read.pod))
+        uids = recorded_uids(read.pod) if charged else None
+        found = (
+            claims.referenced(namespace, read.pod, uids) if uids else claims.referenced(namespace, read.pod)
+        )
+        lookup = context.claim_objects(found)
     return read_demand(read, context.dialects, lookup)
 
 
@@ -123,7 +140,22 @@ def mutate(
     templates the translated pod refers to. With a memo, a pod create equal in everything the
     decision reads to a recent one (the next replica of a ReplicaSet) takes that one's demand and
     decision; the gates and the templates still run."""
-    return with_claim_templates(review, decide(review, context, gates, memo, claims), claims)
+    decision = with_claim_templates(review, decide(review, context, gates, memo, claims), claims)
+    return with_charged_templates(review, decision, context, claims)
+
+
+def with_charged_templates(
+    review: AdmissionRequest, decision: Decision, context: Context, claims: ClaimTemplates | None
+) -> Decision:
+    """The decision with the uid of each template the pod names recorded on it (charged_templates),
+    where there is a budget: never remembered with the decision, since a template may be made again."""
+    if claims is None or not decision.allowed or not review.is_pod_create or review.object is None:
+        return decision
+    names = named_templates(review.object, decision.claim_templates)
+    uids = claims.charged_uids(review.namespace, names, context) if names else None
+    if not uids:
+        return decision
+    return decision._replace(patch=recording_patch(review.object, decision.patch, uids))
 
 
 def with_claim_templates(
@@ -206,7 +238,7 @@ def validate(
     order = gates.on_validate
     if not (order and review.is_pod_create):
         return decision
-    demand = read_pod_demand(read, review.namespace, context, claims)
+    demand = read_pod_demand(read, review.namespace, context, claims, charged=True)
     for gate in order:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:
