@@ -10,8 +10,11 @@ allow-all answers "allowed"; label-once adds one label on the mutating call, so 
 server what any mutating webhook's patch costs (decode, apply, decode the pod again). Creates are one
 at a time over a kept-alive connection, with generateName as a ReplicaSet sends them; "each new" pods
 differ by their container's name, so no decision is remembered; "indexed Job" pods differ by their
-completion index (label and annotation), which no decision reads, so they are. Each case reports its
-median create over the rounds; ratios are against the bare pairs with the same pod.
+completion index (label and annotation), which no decision reads, so they are. The native and
+repeated pods name a ReplicaSet as their controller and the indexed-Job pods a Job, as those
+controllers write them (gpuport records one Event per owner, with a count); "each new" pods name no
+owner (each gets its own Event, under the namespace's rate limit). Each case reports its median
+create over the rounds; ratios are against the bare pairs with the same pod.
 """
 
 import argparse
@@ -22,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,8 +45,26 @@ NATIVE = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 GKE = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
 
 
-def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None, index: int | None = None) -> dict:
+# The controllers the repeated and indexed-Job pods come from, as the pods' ownerReferences name them
+# (the API server does not look the owner up; no controller manager runs here to collect the pods).
+REPLICA_SET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-7c9f8d"}
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "bench-job"}
+
+
+def owned(owner: dict, uid: str) -> list[dict]:
+    return [{**owner, "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+
+
+def gpu_pod(
+    selector: dict[str, str],
+    gpus: str,
+    seq: int | None = None,
+    index: int | None = None,
+    owner: dict | None = None,
+) -> dict:
     metadata: dict = {"generateName": "bench-"}
+    if owner is not None:
+        metadata["ownerReferences"] = owned(owner, BENCH_UIDS[owner["kind"]])
     if index is not None:  # as the Job controller writes an indexed Job's pods
         metadata["labels"] = {"batch.kubernetes.io/job-completion-index": str(index)}
         metadata["annotations"] = {"batch.kubernetes.io/job-completion-index": str(index)}
@@ -55,11 +77,14 @@ def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None, index: 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+# One uid per owner for the whole run, as one ReplicaSet or Job makes all its pods.
+BENCH_UIDS = {"ReplicaSet": str(uuid.uuid4()), "Job": str(uuid.uuid4())}
+
 PODS = {
-    "native": lambda seq: gpu_pod(NATIVE, "1"),
-    "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4"),
+    "native": lambda seq: gpu_pod(NATIVE, "1", owner=REPLICA_SET),
+    "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4", owner=REPLICA_SET),
     "GKE 4×H100, each new": lambda seq: gpu_pod(GKE, "4", seq),
-    "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq),
+    "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq, owner=JOB),
 }
 
 
@@ -103,6 +128,8 @@ def server_counts(server: RunningServer, ca_file: Path) -> dict[str, float]:
         for result in ("hit", "miss"):
             if line.startswith(f'gpuport_decision_memo_total{{result="{result}"}}'):
                 counts["memo_" + result] = float(line.rsplit(" ", 1)[1])
+        if line.startswith('gpuport_events_total{outcome="'):
+            counts["events " + line.split('"')[1]] = float(line.rsplit(" ", 1)[1])
     return counts
 
 
@@ -186,6 +213,8 @@ def main() -> int:
         print(f"gpuport /{route}: {count:.0f} reviews, {total / max(count, 1) * 1000:.2f} ms each in gpuport")
     # Each new pod is a miss; the repeated and indexed-Job pods after their first are hits.
     print(f"gpuport memo: {reviews.get('memo_hit', 0):.0f} hits, {reviews.get('memo_miss', 0):.0f} misses")
+    said = {k.removeprefix("events "): v for k, v in reviews.items() if k.startswith("events ")}
+    print("gpuport Events: " + (", ".join(f"{v:.0f} {k}" for k, v in sorted(said.items())) or "none counted"))
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     rows = {f"{b} / {p}": v for (b, p), v in medians.items()}

@@ -58,7 +58,8 @@ class ServerState:
     # Each GPU-quota namespace's budget beside what it holds, for /metrics and the overshoot log
     # (adapters.kube.budget_watch; started per worker).
     budgets: Any = None
-    # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
+    # Records the Events saying which pods gpuport rewrote, once the API server has named them
+    # (adapters.kube.events: one per owner and rewrite, a lone pod's own under a rate limit).
     events: Any = None
     # What gpuport goes without because the RBAC or the cluster refuses it, in words ("" when nothing):
     # logged once where it is found missing (adapters.kube), and shown in /readyz's body till it is back.
@@ -182,7 +183,8 @@ def _record_rewrites(events: Any, review: AdmissionRequest) -> None:
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     said = annotations.get(REWRITES) if isinstance(annotations, dict) else None
     if isinstance(said, str) and said and review.name and isinstance(metadata, dict):
-        events.rewritten(review.namespace, review.name, str(metadata.get("uid") or ""), said)
+        uid = str(metadata.get("uid") or "")
+        events.rewritten(review.namespace, review.name, uid, said, metadata.get("ownerReferences"))
 
 
 def _text(status: int, message: str) -> Response:
