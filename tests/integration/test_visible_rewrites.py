@@ -130,3 +130,4 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     assert "gpuport.io/rewrites" in described and spot in described
     described = admin("describe", "replicaset", owner[1], "-n", namespace).stdout
     assert "Translated" in described and "gpuport rewrote the GPU asks of this ReplicaSet's pods" in described
+    assert "(x3 over" in described  # kubectl's way of saying an Event's count
