@@ -88,12 +88,25 @@ def create_app(state: ServerState) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # for any body Flask itself would read
 
     def admission_route(route: str, decide: DecideReview, on_error: Callable[[], Decision]) -> Route:
+        # The metrics' children, looked up once each: labels() takes a lock and builds its key on every
+        # call, twice a review on the path the API server waits on.
+        latency = metrics.LATENCY.labels(route)
+        counters: dict[tuple[str, str], Any] = {}
+
+        def count(result: str, reason: str) -> None:
+            counter = counters.get((result, reason))
+            if counter is None:
+                counter = counters.setdefault(
+                    (result, reason), metrics.REQUESTS.labels(route, result, reason)
+                )
+            counter.inc()
+
         def answer(body: bytes) -> Answer:
             started = time.perf_counter()
             try:
                 review = parse_review(body)
             except ReviewError as exc:
-                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                count("bad-request", "malformed-review")
                 return text(400, f"malformed AdmissionReview: {exc}")
             try:
                 decision = decide(review, state.context)
@@ -101,7 +114,7 @@ def create_app(state: ServerState) -> Flask:
             except RecursionError:
                 # Nesting Python's reader accepted but the decision's own walk cannot: still the
                 # client's malformed input, not gpuport's failure.
-                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                count("bad-request", "malformed-review")
                 return text(400, "malformed AdmissionReview: the object is nested too deeply")
             except Exception:
                 # Never a 500: the API server would show the user an opaque failure (or, with a
@@ -115,8 +128,8 @@ def create_app(state: ServerState) -> Flask:
                 )
                 decision, result = on_error(), "error"
             body_out = orjson.dumps(build_response(review.uid, decision))
-            metrics.REQUESTS.labels(route, result, decision.reason).inc()
-            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+            count(result, decision.reason)
+            latency.observe(time.perf_counter() - started)
             return Answer(200, body_out)
 
         return answer
