@@ -62,8 +62,9 @@ def controller_of(owner_references: Any) -> Involved | None:
     for ref in owner_references:
         if isinstance(ref, dict) and ref.get("controller") is True:
             values = [ref.get(k) for k in ("apiVersion", "kind", "name", "uid")]
-            if all(isinstance(v, str) and v for v in values):
-                return Involved(*values)
+            said = [v for v in values if isinstance(v, str) and v]
+            if len(said) == len(values):
+                return Involved(*said)
     return None
 
 
