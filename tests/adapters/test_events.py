@@ -267,3 +267,13 @@ def test_events_the_rbac_refuses_are_said_once_not_for_every_rewritten_pod(caplo
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert core.asked == 20 and len(said) == 1 and "403 Forbidden" in said[0], said
     assert events.capabilities.summary() == "create events unavailable: 403 Forbidden"
+
+
+def test_an_owner_that_is_not_the_pod_s_controller_leaves_it_a_pod_of_its_own():
+    events, api, _, _ = recorder()
+    not_controlling = [{**RS[0], "controller": False}]
+    events.rewritten("team-a", "adopted", "uid-1", SAID, not_controlling)
+    events.rewritten("team-a", "half-written", "uid-2", SAID, [{"kind": "ReplicaSet", "controller": True}])
+    events.step(drained(events))
+    assert [e["involvedObject"]["name"] for e in api.about("Pod")] == ["adopted", "half-written"]
+    assert api.about("ReplicaSet") == []

@@ -49,6 +49,8 @@ class ServerState:
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
     # Decisions of recent pod creates: the replicas of one workload pay for one translation.
     memo: DecisionMemo = field(default_factory=DecisionMemo)
+    # What /validate read of recent pod creates (the pods as mutated): their replicas are read once too.
+    validate_memo: DecisionMemo = field(default_factory=lambda: DecisionMemo(counted=False))
     # Creates the ResourceClaimTemplates translated pods need on a DRA cluster (adapters.kube).
     claim_templates: pipeline.ClaimTemplates | None = None
     # What a DRA cluster says of itself (API version, device classes), asked again on every reload.
@@ -138,7 +140,7 @@ def create_app(state: ServerState) -> Flask:
         return pipeline.mutate(review, context, state.gates, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        decision = pipeline.validate(review, context, state.gates, state.claim_templates)
+        decision = pipeline.validate(review, context, state.gates, state.claim_templates, state.validate_memo)
         if state.events is not None and decision.allowed and review.is_pod_create and not review.dry_run:
             _record_rewrites(state.events, review)
         return decision
