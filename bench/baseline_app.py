@@ -58,6 +58,12 @@ def add_baselines(app: Flask) -> Flask:
 
 
 def main(argv: list[str]) -> int:
+    import os
+    import tempfile
+
+    # As `gpuport serve` does, but before the wiring below imports prometheus_client (which picks its
+    # storage at import): otherwise each worker counts in its own memory and /metrics reports nothing.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpuport-metrics-"))
     from webhook.commands import app as wiring
     from webhook.commands.cli import main as gpuport
 

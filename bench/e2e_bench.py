@@ -1,5 +1,5 @@
 """Pod-create latency through a real kube-apiserver: with no webhook, with bare pairs on gpuport's own
-stack, and with gpuport, for a native and a translated pod, in turns within one run.
+stack, and with gpuport, for a native and a translated pod, interleaved create by create in one run.
 
     KUBEBUILDER_ASSETS=$(python3 ../shared/bin/assets.py) .venv/bin/python bench/e2e_bench.py [--creates 200]
 
@@ -7,10 +7,17 @@ The webhook configurations are the shipped ones (manifests/), pointed at one gpu
 shipped workers and threads, watching the cluster as a deployment does. The bare pairs are the same
 configurations aimed at that server's bench routes (same processes, TLS and API server, no decision):
 allow-all answers "allowed"; label-once adds one label on the mutating call, so it costs the API
-server what any mutating webhook's patch costs (decode, apply, decode the pod again). Creates are one
-at a time over a kept-alive connection, with generateName as a ReplicaSet sends them; "each new" pods
-differ by their container's name, so no decision is remembered; "indexed Job" pods differ by their
-completion index (label and annotation), which no decision reads, so they are. Each case reports its
+server what any mutating webhook's patch costs (decode, apply, decode the pod again). Each backend's
+pair is registered at once for a namespace of its own (one more namespaceSelector term), and "none"
+has a namespace no webhook matches, so the backends take turns create by create, in an order that
+rotates with every create: each sees the machine's load as it is at that moment (the build machines
+are shared; measured case after case, a backend run later saw a busier machine and more stored pods).
+Creates are one at a time over a kept-alive connection, with generateName as a ReplicaSet sends them;
+"each new" pods differ by their container's name, so no decision is remembered; "indexed Job" pods
+differ by their completion index (label and annotation), which no decision reads, so they are. The
+native and repeated pods name a ReplicaSet as their controller and the indexed-Job pods a Job, as
+those controllers write them (gpuport records one Event per owner, with a count); "each new" pods
+name no owner (each gets its own Event, under the namespace's rate limit). Each case reports its
 median create over the rounds; ratios are against the bare pairs with the same pod.
 """
 
@@ -22,27 +29,46 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kubernetes import client  # noqa: E402
-from kubernetes.client.exceptions import ApiException  # noqa: E402
 
-from tests.integration.conftest import ApiServer, kubeconfig, register_webhooks  # noqa: E402
+from tests.integration.conftest import ApiServer, kubeconfig  # noqa: E402
 from tests.server_process import RunningServer, make_certs  # noqa: E402
 from webhook.adapters.http.settings import Settings  # noqa: E402
+from webhook.config.registration import Endpoint, webhook_configurations  # noqa: E402
 
-NAMESPACE = "bench"
+BACKEND_LABEL = "bench.gpuport.io/backend"
 # Which route the shipped webhook configurations call (None: their own, /mutate and /validate).
 BACKENDS = {"none": "", "allow-all": "/bench/allow-all", "label-once": "/bench/label-once", "gpuport": None}
 NATIVE = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 GKE = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
 
 
-def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None, index: int | None = None) -> dict:
+# The controllers the repeated and indexed-Job pods come from, as the pods' ownerReferences name them
+# (the API server does not look the owner up; no controller manager runs here to collect the pods).
+REPLICA_SET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-7c9f8d"}
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "bench-job"}
+
+
+def owned(owner: dict, uid: str) -> list[dict]:
+    return [{**owner, "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+
+
+def gpu_pod(
+    selector: dict[str, str],
+    gpus: str,
+    seq: int | None = None,
+    index: int | None = None,
+    owner: dict | None = None,
+) -> dict:
     metadata: dict = {"generateName": "bench-"}
+    if owner is not None:
+        metadata["ownerReferences"] = owned(owner, BENCH_UIDS[owner["kind"]])
     if index is not None:  # as the Job controller writes an indexed Job's pods
         metadata["labels"] = {"batch.kubernetes.io/job-completion-index": str(index)}
         metadata["annotations"] = {"batch.kubernetes.io/job-completion-index": str(index)}
@@ -55,11 +81,14 @@ def gpu_pod(selector: dict[str, str], gpus: str, seq: int | None = None, index: 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+# One uid per owner for the whole run, as one ReplicaSet or Job makes all its pods.
+BENCH_UIDS = {"ReplicaSet": str(uuid.uuid4()), "Job": str(uuid.uuid4())}
+
 PODS = {
-    "native": lambda seq: gpu_pod(NATIVE, "1"),
-    "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4"),
+    "native": lambda seq: gpu_pod(NATIVE, "1", owner=REPLICA_SET),
+    "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4", owner=REPLICA_SET),
     "GKE 4×H100, each new": lambda seq: gpu_pod(GKE, "4", seq),
-    "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq),
+    "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq, owner=JOB),
 }
 
 
@@ -74,11 +103,11 @@ class Creator:
         self.headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
         self.seq = 0
 
-    def create(self, make) -> float:
+    def create(self, make, namespace: str) -> float:
         self.seq += 1
         body = json.dumps(make(self.seq))
         started = time.perf_counter()
-        self.conn.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=body, headers=self.headers)
+        self.conn.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body, headers=self.headers)
         response = self.conn.getresponse()
         answer = response.read()
         elapsed = time.perf_counter() - started
@@ -103,20 +132,35 @@ def server_counts(server: RunningServer, ca_file: Path) -> dict[str, float]:
         for result in ("hit", "miss"):
             if line.startswith(f'gpuport_decision_memo_total{{result="{result}"}}'):
                 counts["memo_" + result] = float(line.rsplit(" ", 1)[1])
+        if line.startswith('gpuport_events_total{outcome="'):
+            counts["events " + line.split('"')[1]] = float(line.rsplit(" ", 1)[1])
     return counts
 
 
-def unregister(admission) -> None:
-    for delete in (
-        admission.delete_mutating_webhook_configuration,
-        admission.delete_validating_webhook_configuration,
-    ):
-        try:
-            delete("gpuport")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    time.sleep(1.5)  # the API server drops webhook configurations asynchronously
+def namespace_of(backend: str) -> str:
+    return f"bench-{backend}"
+
+
+def register_backends(api_client, url: str, ca_bundle: bytes) -> None:
+    """gpuport's webhook configurations as it registers them, once per backend (aimed at its route),
+    each for its backend's namespace alone; "none" gets none."""
+    admission = client.AdmissionregistrationV1Api(api_client)
+    create = {
+        "MutatingWebhookConfiguration": admission.create_mutating_webhook_configuration,
+        "ValidatingWebhookConfiguration": admission.create_validating_webhook_configuration,
+    }
+    for backend, route in BACKENDS.items():
+        if backend == "none":
+            continue
+        for body in webhook_configurations(Endpoint(url=url), ca_bundle, ()):
+            body["metadata"]["name"] = f"bench-{backend}"
+            for hook in body["webhooks"]:
+                if route:
+                    hook["clientConfig"]["url"] = f"{url}{route}"
+                only = {"key": BACKEND_LABEL, "operator": "In", "values": [backend]}
+                hook["namespaceSelector"]["matchExpressions"].append(only)
+            create[body["kind"]](body)
+    time.sleep(1.5)  # the API server picks up webhook configurations asynchronously
 
 
 def main() -> int:
@@ -135,8 +179,9 @@ def main() -> int:
         server = None
         try:
             core = client.CoreV1Api(api.client())
-            for name in (NAMESPACE, "gpuport-system"):
-                core.create_namespace({"metadata": {"name": name}})
+            for name in [namespace_of(b) for b in BACKENDS] + ["gpuport-system"]:
+                labels = {BACKEND_LABEL: name.removeprefix("bench-")}
+                core.create_namespace({"metadata": {"name": name, "labels": labels}})
                 core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
             make_certs(work / "tls")
             env = {
@@ -147,20 +192,21 @@ def main() -> int:
                 work / "tls", workers=args.workers, threads=args.threads, extra_env=env, baselines=True
             )
             url, ca = f"https://127.0.0.1:{server.port}", (work / "tls" / "ca.crt").read_bytes()
-            admission = client.AdmissionregistrationV1Api(api.client())
+            register_backends(api.client(), url, ca)
             creator = Creator(api)
+            backends = list(BACKENDS)
             for _ in range(args.rounds):
-                for backend, route in BACKENDS.items():
-                    if backend == "none":
-                        unregister(admission)
-                    else:
-                        register_webhooks(api.client(), url, ca, route=route)
-                    for pod_name, make in PODS.items():
-                        for _ in range(10):  # the connection and caches warm, not measured
-                            creator.create(make)
-                        latencies = [creator.create(make) for _ in range(args.creates)]
-                        runs.setdefault((backend, pod_name), []).append(statistics.median(latencies))
-            stored = len(core.list_namespaced_pod(NAMESPACE).items)
+                for pod_name, make in PODS.items():
+                    for backend in backends:  # the connection and caches warm, not measured
+                        for _ in range(10):
+                            creator.create(make, namespace_of(backend))
+                    latencies: dict[str, list[float]] = {b: [] for b in backends}
+                    for turn in range(args.creates):
+                        for backend in backends[turn % len(backends) :] + backends[: turn % len(backends)]:
+                            latencies[backend].append(creator.create(make, namespace_of(backend)))
+                    for backend, measured in latencies.items():
+                        runs.setdefault((backend, pod_name), []).append(statistics.median(measured))
+            stored = sum(len(core.list_namespaced_pod(namespace_of(b)).items) for b in BACKENDS)
             reviews = server_counts(server, work / "tls" / "ca.crt")
         finally:
             if server is not None:
@@ -186,6 +232,8 @@ def main() -> int:
         print(f"gpuport /{route}: {count:.0f} reviews, {total / max(count, 1) * 1000:.2f} ms each in gpuport")
     # Each new pod is a miss; the repeated and indexed-Job pods after their first are hits.
     print(f"gpuport memo: {reviews.get('memo_hit', 0):.0f} hits, {reviews.get('memo_miss', 0):.0f} misses")
+    said = {k.removeprefix("events "): v for k, v in reviews.items() if k.startswith("events ")}
+    print("gpuport Events: " + (", ".join(f"{v:.0f} {k}" for k, v in sorted(said.items())) or "none counted"))
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     rows = {f"{b} / {p}": v for (b, p), v in medians.items()}

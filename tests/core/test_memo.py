@@ -351,3 +351,54 @@ def test_a_pod_and_the_pod_reduced_to_its_key_decide_the_same(pod, noise, target
     reduced = request_for(reduced_to_its_key(with_noise(pod, noise), ctx.metadata_keys))
     assert decision_key(full, ctx.metadata_keys) == decision_key(reduced, ctx.metadata_keys)
     assert pipeline.decide(full, ctx) == pipeline.decide(reduced, ctx)
+
+
+class Recording:
+    """A gate that admits every pod and keeps the demand it was shown."""
+
+    def __init__(self):
+        self.demands = []
+
+    def admit(self, request, ctx, demand):
+        self.demands.append(demand)
+        return None
+
+
+def named(pod, name):
+    """The pod as /validate sees it: the API server has named it (generateName resolved)."""
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["name"] = name
+    return parsed(review_of(pod))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod=ANY_POD, noise=NOISE, target=st.sampled_from([*TARGETS, "with hints"]))
+def test_a_replica_validated_from_the_memo_gets_exactly_what_a_fresh_validation_gives(pod, noise, target):
+    ctx = WITH_HINTS if target == "with hints" else context(target)
+    memo = DecisionMemo(counted=False)
+    remembered, fresh = Recording(), Recording()
+    pipeline.validate(named(pod, "web-7d9f-a1b2c"), ctx, pipeline.Gates(remembered), TEMPLATES_EXIST, memo)
+    replica = named(with_noise(pod, noise), "web-7d9f-x9y8z")
+    answer = pipeline.validate(replica, ctx, pipeline.Gates(remembered), TEMPLATES_EXIST, memo)
+    assert answer == pipeline.validate(replica, ctx, pipeline.Gates(fresh), TEMPLATES_EXIST)
+    assert remembered.demands[1:] == fresh.demands  # refused by the checks: no gate ran, either way
+
+
+def test_the_named_replicas_of_one_replicaset_are_read_once_at_validation(monkeypatch):
+    # By /validate the API server has named each pod: the name, which a refusal quotes, is left out of
+    # the key; a refusal is never remembered. The gates see every replica, with the demand read once.
+    reads = []
+    real = pipeline.read_pod_demand
+    monkeypatch.setattr(pipeline, "read_pod_demand", lambda *args: reads.append(args) or real(*args))
+    ctx = context("generic")
+    pod = translation_pod("gke-whole")
+    gate, memo = Recording(), DecisionMemo(counted=False)
+    for uid in ("a1b2c", "d3e4f", "g5h6i"):
+        replica = named(with_noise(pod, {"uid": uid}), f"web-7d9f-{uid}")
+        assert pipeline.validate(replica, ctx, pipeline.Gates(gate), None, memo).allowed
+    assert len(reads) == 1 and len(gate.demands) == 3 and all(d == gate.demands[0] for d in gate.demands)
+    refused = with_maps(translation_pod("gke-whole"), [])
+    refused["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
+    for name in ("web-1", "web-2"):  # each refusal quotes its own pod
+        answer = pipeline.validate(named(refused, name), ctx, pipeline.Gates(gate), None, memo)
+        assert not answer.allowed and f'"{name}"' in answer.message

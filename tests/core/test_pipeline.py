@@ -1,9 +1,18 @@
 """The admission pipeline's order: which steps run, for which requests, and who wins."""
 
+import copy
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tests.core.test_properties import pods
 from tests.helpers import context, parsed, review_of
-from tests.translation_cases import pod
+from tests.translation_cases import SOURCES, TARGETS, pod
+from webhook.adapters.kube.claim_templates import ClaimTemplateStore
+from webhook.core.asks.demand import read_demand, reads_claims
 from webhook.core.deciding import pipeline
 from webhook.core.deciding.decision import deny
+from webhook.core.vocabulary.workloads import read_pod
 
 CTX = context("generic")
 
@@ -117,3 +126,42 @@ def test_a_pod_update_goes_to_the_update_gates_with_both_versions_read():
     ((_, after, before),) = quota.calls
     assert (after.asks[0].count, before.asks[0].count) == (2, 1)
     assert pipeline.Gates(limits).on_pod_update == ()  # a gate without admit_update is never asked
+
+
+class NotServing:
+    """A cluster whose API server serves no resource.k8s.io, counting what it is asked."""
+
+    served = False
+
+    def __init__(self):
+        self.store = ClaimTemplateStore(None, "resource.k8s.io/v1", served=False)
+        self.asked = 0
+
+    def ensure(self, namespace, templates):
+        return None
+
+    def referenced(self, namespace, pod):
+        self.asked += 1
+        return self.store.referenced(namespace, pod)
+
+
+def test_without_dra_served_a_gpu_pod_is_read_without_asking_for_device_classes():
+    cluster = NotServing()
+    pipeline.read_pod_demand(
+        read_pod(copy.deepcopy(SOURCES["gke-whole"][1])), "team-a", context("generic"), cluster
+    )
+    assert cluster.asked == 0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    drawn=st.one_of(pods(), st.sampled_from(sorted(SOURCES)).map(lambda s: copy.deepcopy(SOURCES[s][1]))),
+    target=st.sampled_from(TARGETS),
+)
+def test_without_dra_served_a_pod_reads_as_it_did_with_the_class_lookup(drawn, target):
+    ctx = context(target)
+    read = read_pod(drawn)
+    assume(not reads_claims(read, ctx.dialects))  # a pod naming claims asks the cluster either way
+    cluster = NotServing()
+    looked_up = read_demand(read, ctx.dialects, ctx.claim_objects(cluster.store.referenced("team-a", drawn)))
+    assert pipeline.read_pod_demand(read, "team-a", ctx, cluster) == looked_up

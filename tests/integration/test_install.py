@@ -364,7 +364,9 @@ def test_the_gpuport_service_account_may_do_what_it_needs_and_nothing_more(admin
         ("create", "pods", "default"): "no",
         ("update", "resourcequotas", "default"): "no",
         ("create", "events", "default"): "yes",
+        ("patch", "events", "default"): "yes",
         ("update", "events", "default"): "no",
+        ("delete", "events", "default"): "no",
         # Its own registration: create (which RBAC cannot limit by name), then only its own objects.
         ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", ""): "yes",
         ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/gpuport", ""): "yes",

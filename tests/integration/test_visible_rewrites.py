@@ -1,7 +1,7 @@
 """Rewrites a user can see, on a real control plane with a controller manager (so a Deployment's pods
 are really made by its ReplicaSet): `kubectl apply` of a workload prints how its pods will be rewritten,
-the template stays as written, and each rewritten pod carries what changed, in an annotation and an
-Event beside the scheduler's own."""
+the template stays as written, each rewritten pod carries what changed in an annotation, and its
+ReplicaSet one Event saying it, counting the pods (not one Event a pod, each an API write)."""
 
 import time
 import uuid
@@ -24,7 +24,7 @@ kind: Deployment
 metadata:
   name: l4-server
 spec:
-  replicas: 1
+  replicas: 3
   selector:
     matchLabels: {app: l4-server}
   template:
@@ -91,34 +91,43 @@ def test_applying_a_deployment_says_how_its_pods_will_be_rewritten_and_each_pod_
     core = client.CoreV1Api(cluster.client())
 
     def made():
-        pods = core.list_namespaced_pod(namespace).items
-        return pods[0] if pods else None
+        return core.list_namespaced_pod(namespace).items
 
     deadline = time.monotonic() + 60
-    pod = made()
-    while pod is None and time.monotonic() < deadline:
+    pods = made()
+    while len(pods) < 3 and time.monotonic() < deadline:
         time.sleep(0.5)
-        pod = made()
-    assert pod is not None, "the ReplicaSet made no pod"
-    rewrites = pod.metadata.annotations["gpuport.io/rewrites"]
-    assert spot in rewrites and karpenter in rewrites
-    assert replaced in rewrites
+        pods = made()
+    assert len(pods) == 3, "the ReplicaSet made no pods"
+    for pod in pods:
+        rewrites = pod.metadata.annotations["gpuport.io/rewrites"]
+        assert spot in rewrites and karpenter in rewrites
+        assert replaced in rewrites
+    [owner] = {(ref.kind, ref.name, ref.uid) for pod in pods for ref in pod.metadata.owner_references}
+    assert owner[0] == "ReplicaSet"
 
-    def event():
-        events = core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={pod.metadata.name}"
-        )
-        return next((e for e in events.items if e.reason == "Translated"), None)
+    def translated():
+        events = core.list_namespaced_event(namespace).items
+        return [e for e in events if e.reason == "Translated"]
 
-    deadline = time.monotonic() + 20
-    found = event()
-    while found is None and time.monotonic() < deadline:
+    # One Event on the ReplicaSet, its count the pods rewritten (brought up to date within ten seconds).
+    deadline = time.monotonic() + 30
+    found = translated()
+    while (not found or found[0].count != 3) and time.monotonic() < deadline:
         time.sleep(0.5)
-        found = event()
-    assert found is not None, "gpuport recorded no Event on the pod"
-    assert found.involved_object.uid == pod.metadata.uid
-    assert found.message.startswith("gpuport rewrote this pod's GPU asks for this cluster: ")
-    assert spot in found.message and karpenter in found.message
-    assert replaced in found.message
-    described = admin("describe", "pod", pod.metadata.name, "-n", namespace).stdout
-    assert "Translated" in described and "gpuport.io/rewrites" in described
+        found = translated()
+    assert len(found) == 1, [(e.involved_object.kind, e.involved_object.name, e.count) for e in found]
+    [event] = found
+    assert (event.involved_object.kind, event.involved_object.name) == owner[:2]
+    assert event.involved_object.uid == owner[2] and event.count == 3
+    assert event.message.startswith(
+        "gpuport rewrote the GPU asks of this ReplicaSet's pods for this cluster: "
+    )
+    assert spot in event.message and karpenter in event.message
+    assert replaced in event.message
+    # kubectl describe: the pod says what changed in its annotation, its ReplicaSet the Event.
+    described = admin("describe", "pod", pods[0].metadata.name, "-n", namespace).stdout
+    assert "gpuport.io/rewrites" in described and spot in described
+    described = admin("describe", "replicaset", owner[1], "-n", namespace).stdout
+    assert "Translated" in described and "gpuport rewrote the GPU asks of this ReplicaSet's pods" in described
+    assert "(x3 over" in described  # kubectl's way of saying an Event's count

@@ -285,7 +285,7 @@ def test_rbac_is_least_privilege():
                         ["gpuport-system"],
                     )
             elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuport-events":
-                assert rule == {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+                assert rule == {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
             elif doc["kind"] == "ClusterRole":
                 assert "secrets" not in rule["resources"]
                 assert rule.get("resourceNames") == ["gpuport"]

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from webhook.adapters.http import metrics
 from webhook.adapters.http.server import ServerState, create_app
 from webhook.adapters.http.settings import Settings
 from webhook.adapters.kube.capabilities import Capabilities
@@ -151,7 +152,11 @@ def build_app(settings: Settings) -> Flask:
         from webhook.adapters.kube.events import PodEvents
         from webhook.adapters.kube.kubeclient import api_client
 
-        state.events = PodEvents(api_client(settings.cluster), capabilities=capabilities)
+        state.events = PodEvents(
+            api_client(settings.cluster),
+            capabilities=capabilities,
+            outcome=lambda outcome: metrics.EVENTS.labels(outcome).inc(),
+        )
     app = create_app(state)
     app.extensions["gpuport"] = state
     return app

@@ -17,8 +17,11 @@ _MISSES = metrics.DECISION_MEMO.labels("miss")
 
 
 class DecisionMemo:
-    def __init__(self, size: int = 1024):
+    def __init__(self, size: int = 1024, counted: bool = True):
+        """`counted`: its lookups go into gpuport_decision_memo_total (/mutate's memo; /validate's is not,
+        the metric counting pod creates)."""
         self.size = size
+        self._counted = counted
         self._lock = threading.Lock()
         self._context: Context | None = None
         self._entries: OrderedDict[bytes, Entry] = OrderedDict()
@@ -28,7 +31,8 @@ class DecisionMemo:
             entry = self._entries.get(key) if context is self._context else None
             if entry is not None:
                 self._entries.move_to_end(key)
-        (_HITS if entry is not None else _MISSES).inc()
+        if self._counted:
+            (_HITS if entry is not None else _MISSES).inc()
         return entry
 
     def put(self, key: bytes, context: Context, value: Entry) -> None:

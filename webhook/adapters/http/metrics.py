@@ -34,6 +34,14 @@ DECISION_MEMO = Counter(
     "decision reads was answered from memory; miss: decided afresh).",
     ["result"],
 )
+EVENTS = Counter(
+    "gpuport_events_total",
+    "The Translated Events, by outcome: created (an Event made: a lone pod's, or the first of an owner's "
+    "pods), updated (an owner's Event given its new count), aggregated (a pod counted on its owner's "
+    "Event), rate-limited (a lone pod's Event not written: its namespace's bucket was empty), dropped "
+    "(not recorded: the queue or the table of series was full), failed (the API server refused or failed).",
+    ["outcome"],
+)
 CLOUDMAP_RELOADS = Counter(
     "gpuport_cloudmap_reloads_total",
     "Cloud-map reloads after the files changed, by result (ok; error: the previous maps stay in force).",

@@ -49,6 +49,8 @@ class ServerState:
     all_workers_ready: Callable[[], tuple[bool, str]] | None = None
     # Decisions of recent pod creates: the replicas of one workload pay for one translation.
     memo: DecisionMemo = field(default_factory=DecisionMemo)
+    # What /validate read of recent pod creates (the pods as mutated): their replicas are read once too.
+    validate_memo: DecisionMemo = field(default_factory=lambda: DecisionMemo(counted=False))
     # Creates the ResourceClaimTemplates translated pods need on a DRA cluster (adapters.kube).
     claim_templates: pipeline.ClaimTemplates | None = None
     # What a DRA cluster says of itself (API version, device classes), asked again on every reload.
@@ -58,7 +60,8 @@ class ServerState:
     # Each GPU-quota namespace's budget beside what it holds, for /metrics and the overshoot log
     # (adapters.kube.budget_watch; started per worker).
     budgets: Any = None
-    # Records an Event on each pod gpuport rewrote, once the API server has named it (adapters.kube).
+    # Records the Events saying which pods gpuport rewrote, once the API server has named them
+    # (adapters.kube.events: one per owner and rewrite, a lone pod's own under a rate limit).
     events: Any = None
     # What gpuport goes without because the RBAC or the cluster refuses it, in words ("" when nothing):
     # logged once where it is found missing (adapters.kube), and shown in /readyz's body till it is back.
@@ -87,12 +90,25 @@ def create_app(state: ServerState) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # for any body Flask itself would read
 
     def admission_route(route: str, decide: DecideReview, on_error: Callable[[], Decision]) -> Route:
+        # The metrics' children, looked up once each: labels() takes a lock and builds its key on every
+        # call, twice a review on the path the API server waits on.
+        latency = metrics.LATENCY.labels(route)
+        counters: dict[tuple[str, str], Any] = {}
+
+        def count(result: str, reason: str) -> None:
+            counter = counters.get((result, reason))
+            if counter is None:
+                counter = counters.setdefault(
+                    (result, reason), metrics.REQUESTS.labels(route, result, reason)
+                )
+            counter.inc()
+
         def answer(body: bytes) -> Answer:
             started = time.perf_counter()
             try:
                 review = parse_review(body)
             except ReviewError as exc:
-                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                count("bad-request", "malformed-review")
                 return text(400, f"malformed AdmissionReview: {exc}")
             try:
                 decision = decide(review, state.context)
@@ -100,7 +116,7 @@ def create_app(state: ServerState) -> Flask:
             except RecursionError:
                 # Nesting Python's reader accepted but the decision's own walk cannot: still the
                 # client's malformed input, not gpuport's failure.
-                metrics.REQUESTS.labels(route, "bad-request", "malformed-review").inc()
+                count("bad-request", "malformed-review")
                 return text(400, "malformed AdmissionReview: the object is nested too deeply")
             except Exception:
                 # Never a 500: the API server would show the user an opaque failure (or, with a
@@ -114,8 +130,8 @@ def create_app(state: ServerState) -> Flask:
                 )
                 decision, result = on_error(), "error"
             body_out = orjson.dumps(build_response(review.uid, decision))
-            metrics.REQUESTS.labels(route, result, decision.reason).inc()
-            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+            count(result, decision.reason)
+            latency.observe(time.perf_counter() - started)
             return Answer(200, body_out)
 
         return answer
@@ -124,7 +140,7 @@ def create_app(state: ServerState) -> Flask:
         return pipeline.mutate(review, context, state.gates, state.memo, state.claim_templates)
 
     def validate_with_quota(review: AdmissionRequest, context: Context) -> Decision:
-        decision = pipeline.validate(review, context, state.gates, state.claim_templates)
+        decision = pipeline.validate(review, context, state.gates, state.claim_templates, state.validate_memo)
         if state.events is not None and decision.allowed and review.is_pod_create and not review.dry_run:
             _record_rewrites(state.events, review)
         return decision
@@ -182,7 +198,8 @@ def _record_rewrites(events: Any, review: AdmissionRequest) -> None:
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     said = annotations.get(REWRITES) if isinstance(annotations, dict) else None
     if isinstance(said, str) and said and review.name and isinstance(metadata, dict):
-        events.rewritten(review.namespace, review.name, str(metadata.get("uid") or ""), said)
+        uid = str(metadata.get("uid") or "")
+        events.rewritten(review.namespace, review.name, uid, said, metadata.get("ownerReferences"))
 
 
 def _text(status: int, message: str) -> Response:

@@ -35,7 +35,8 @@ class Memo(Protocol):
 
 class ClaimTemplates(Protocol):
     """The cluster's ResourceClaimTemplates: read for the claims a pod names, made for the pods
-    gpuport gives claims."""
+    gpuport gives claims. One may say `served = False` (the API server serves no resource.k8s.io):
+    then no DeviceClass is asked for a pod that names no claim."""
 
     def ensure(self, namespace: str, templates: Sequence[Mapping[str, Any]]) -> str | None:
         """Make each template exist in `namespace`; None when they all do, else why not."""
@@ -63,8 +64,11 @@ def read_pod_demand(
     `charged`: a pod create being charged, whose templates are those its annotation records by uid."""
     lookup = None
     # A GPU name a map reads is read against the cluster's classes too: one may stand for it (KEP-5004).
+    # Where the API server serves no resource.k8s.io (`served` False) no class can: such a pod reads the
+    # same without the lookup, which cost about as much as the rest of its reading, twice a pod.
     if claims is not None and (
-        reads_claims(read, context.dialects) or any(n in context.dialects for n in read.resource_names)
+        reads_claims(read, context.dialects)
+        or (getattr(claims, "served", True) and any(n in context.dialects for n in read.resource_names))
     ):
         uids = recorded_uids(read.pod) if charged else None
         found = (
@@ -221,9 +225,13 @@ def validate(
     context: Context,
     gates: Gates = NO_GATES,
     claims: ClaimTemplates | None = None,
+    memo: Memo | None = None,
 ) -> Decision:
     """/validate: the checks, then each gate in order until one refuses (for a pod update, the update
-    gates). The gates see the devices the pod's DRA claims ask for as well: one budget for both worlds."""
+    gates). The gates see the devices the pod's DRA claims ask for as well: one budget for both worlds.
+    With a memo (its own: it holds pods as mutated), a pod create the checks passed whose key, its
+    name left out, is a recent one's (the next replica, named by now) takes that one's demand; the
+    gates still run, on the cluster as it is now."""
     if review.is_pod_update:
         # A pod's containers cannot change once it exists: what the checks say was said at its create.
         return validate_pod_update(review, context, gates, claims) or CHECKED
@@ -231,14 +239,25 @@ def validate(
         if review.operation not in ("CREATE", "UPDATE") or gates.claim_creates is None:
             return CHECKED
         return gates.claim_creates.admit_claim(review, context) or CHECKED
-    read = check_request(review, context)
-    if isinstance(read, Decision):
-        return read
-    decision = CHECKED
     order = gates.on_validate
-    if not (order and review.is_pod_create):
-        return decision
-    demand = read_pod_demand(read, review.namespace, context, claims, charged=True)
+    key = None
+    if memo is not None and order and review.is_pod_create:
+        # The API server has named the pod by now, each replica apart. Neither the checks that pass nor
+        # the demand read the name (a refusal quotes it: refusals are not remembered, decided afresh).
+        key = decision_key(review._replace(name=""), context.metadata_keys)
+    remembered = memo.get(key, context) if memo is not None and key is not None else None
+    if remembered is not None and remembered[0] is not None:
+        demand = remembered[0]
+    else:
+        read = check_request(review, context)
+        if isinstance(read, Decision):
+            return read
+        if not (order and review.is_pod_create):
+            return CHECKED
+        demand = read_pod_demand(read, review.namespace, context, claims, charged=True)
+        if memo is not None and key is not None:
+            memo.put(key, context, (demand, CHECKED))
+    decision = CHECKED
     for gate in order:
         decision = gate.admit(review, context, demand) or decision
         if not decision.allowed:
