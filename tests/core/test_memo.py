@@ -389,7 +389,9 @@ def test_the_named_replicas_of_one_replicaset_are_read_once_at_validation(monkey
     # the key; a refusal is never remembered. The gates see every replica, with the demand read once.
     reads = []
     real = pipeline.read_pod_demand
-    monkeypatch.setattr(pipeline, "read_pod_demand", lambda *args: reads.append(args) or real(*args))
+    monkeypatch.setattr(
+        pipeline, "read_pod_demand", lambda *args, **kw: reads.append(args) or real(*args, **kw)
+    )
     ctx = context("generic")
     pod = translation_pod("gke-whole")
     gate, memo = Recording(), DecisionMemo(counted=False)
