@@ -76,7 +76,9 @@ def test_a_spread_over_gke_blocks_is_eks_s_layer_there_and_removed_on_aks(capsys
     assert code == 0, err
     spec = _doc(out)["spec"]["template"]["spec"]
     assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.k8s.aws/network-node-layer-2"
-    assert "affinity" not in spec or "podAffinity" not in spec["affinity"]  # the host preference: gone
+    # The host preference: eks labels no host, so a node (said).
+    preferred = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     code, out, err = translate(capsys, tmp_path, text, "aks")
     assert code == 0, err
     assert "topologySpreadConstraints" not in _doc(out)["spec"]["template"]["spec"]
