@@ -212,3 +212,15 @@ def test_a_pod_that_asks_for_no_gpu_keeps_its_topology_keys_untouched_and_is_nev
     del cpu["spec"]["nodeSelector"]
     decision = pipeline.decide(parsed(review_of(cpu)), context("aks"))
     assert decision.allowed and decision.patch == () and decision.warnings == ()
+
+
+def test_an_exclusive_placement_on_a_karpenter_node_pool_becomes_the_target_s_node_pool():
+    # EKS nodes made by Karpenter carry karpenter.sh/nodepool, read as the eks map's node pool.
+    pod = gke_pod(annotations={EXCLUSIVE: "karpenter.sh/nodepool"})
+    pod["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    decision, patched = decide(pod, "gke")
+    assert decision.allowed
+    assert patched["metadata"]["annotations"][EXCLUSIVE] == NODEPOOL
+    decision, patched = decide(pod, "eks")
+    assert decision.allowed
+    assert patched["metadata"]["annotations"][EXCLUSIVE] == "karpenter.sh/nodepool"

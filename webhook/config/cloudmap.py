@@ -286,6 +286,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             **_given(node_labels, "owned", "spot_tolerations"),
         ),
         dra=dra,
+        **_topology(data.get("topology_labels", {})),
         devices=_devices(data.get("devices")),
         other_schedulers=tuple(data.get("other_schedulers", ())),
         source=str(source),
@@ -297,7 +298,6 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             "offered_profiles",
             "tolerations",
             "extended_resource_toleration",
-            "topology_labels",
             "scheduler_name",
             "driver_version",
             "numa_scheduler",
@@ -331,6 +331,16 @@ def _devices(entries: list[Mapping[str, Any]] | None) -> tuple[CloudDevice, ...]
         )
         for e in entries
     )
+
+
+def _topology(section: Mapping[str, Any]) -> dict[str, Any]:
+    """`topology_labels`: the key written for each role (the first where a list is given) and every
+    key read, with its role."""
+    listed = {role: [keys] if isinstance(keys, str) else list(keys) for role, keys in section.items()}
+    return {
+        "topology_labels": {role: keys[0] for role, keys in listed.items()},
+        "topology_read": {key: role for role, keys in listed.items() for key in keys},
+    }
 
 
 def _given(section: Mapping[str, Any], *same: str, **renamed: str) -> dict[str, Any]:

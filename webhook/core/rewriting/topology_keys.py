@@ -107,7 +107,7 @@ def plan_topology(
 
 def _carried(key: str, target: CloudMap) -> bool:
     """Whether the target's nodes carry `key` (or any node may)."""
-    return key in _EVERYWHERE or target.node_labels.owns(key) or key in target.topology_labels.values()
+    return key in _EVERYWHERE or target.node_labels.owns(key) or key in target.topology_read
 
 
 def _owner(key: str, dialects: Dialects, target: CloudMap) -> tuple[str, str]:
@@ -116,8 +116,7 @@ def _owner(key: str, dialects: Dialects, target: CloudMap) -> tuple[str, str]:
     for cloud_map in dialects.maps:
         if cloud_map.name == target.name or not cloud_map.node_labels.owns(key):
             continue
-        role = next((r for r, k in cloud_map.topology_labels.items() if k == key), "")
-        return cloud_map.name, role
+        return cloud_map.name, cloud_map.topology_read.get(key, "")
     return "", ""
 
 
