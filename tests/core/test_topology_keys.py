@@ -144,8 +144,12 @@ def test_a_host_term_that_becomes_the_author_s_own_hostname_term_is_written_once
     host = "cloud.google.com/gce-topology-host"
     affinity = together(host, "podAntiAffinity")
     terms = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    terms.append({"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"})
-    terms.append({"labelSelector": {"matchLabels": {"job": "other"}}, "topologyKey": "kubernetes.io/hostname"})
+    terms.append(
+        {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"}
+    )
+    terms.append(
+        {"labelSelector": {"matchLabels": {"job": "other"}}, "topologyKey": "kubernetes.io/hostname"}
+    )
     decision, pod = decide(gke_pod(affinity=affinity), "eks")
     assert decision.allowed
     kept = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

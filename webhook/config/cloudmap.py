@@ -58,6 +58,8 @@ _CATALOGUE_SCHEMA = {
                     "compute_capability": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
                     "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
                     "names": {"type": "array", "items": {"type": "string"}},
+                    # the CPU of the hosts the GPU is sold in, where it is not x86-64 (GB200: Grace)
+                    "host_cpu": {"enum": ["arm64"]},
                     # sxm | pcie for every name, or per name where one model is sold both ways
                     "interconnect": {
                         "oneOf": [
