@@ -79,6 +79,10 @@ class Manifest:
     # ResourceClaimTemplates the translated workloads refer to (DRA targets), by (namespace, name):
     # printed after the documents, so one `kubectl apply` creates what the pods need.
     claim_templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # The node-label keys a translation says again in other words (GPU models, partitions, sharing,
+    # capacity: every loaded map's); None: any. A removed node-selector entry of another key (an old
+    # node pool's name) is not what an added one says: its line and comment go.
+    said_again: frozenset[str] | None = None
 
 
 def load_documents(text: str, source: str) -> Manifest:
@@ -108,7 +112,8 @@ def dump_documents(manifest: Manifest) -> str:
         else ""
     )
     text = head + "".join(
-        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text for d in kept
+        edit_document(d.text, d.original, d.edited, d.changed, manifest.said_again) if d.changed else d.text
+        for d in kept
     )
     if manifest.claim_templates:
         newline = newline_of(text)
@@ -137,6 +142,7 @@ def _leading_comments(text: str) -> str:
 
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
+    manifest.said_again = _said_again(context)
     results = []
     claim_docs = [
         d.edited
@@ -204,6 +210,17 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
     return results
+
+
+def _said_again(context: Context) -> frozenset[str]:
+    """Every node-label key a translation may say in the target's words: each map's GPU keys (model,
+    partition, sharing labels) and capacity labels."""
+    capacity = {
+        key
+        for m in context.dialects.maps
+        for key, _ in (*m.node_labels.spot, *m.node_labels.on_demand, *m.node_labels.reserved)
+    }
+    return context.dialects.selector_keys() | capacity
 
 
 def _exclusive_topology(
