@@ -34,6 +34,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
@@ -160,6 +161,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
             continue
         reason = unread_reason(doc, lambda name: name in context.dialects)
+        reason = reason or node_kind_warning(doc, context.target, context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
         recorded: dict[int, Any] = {}  # one metadata: several templates' records of the ask
