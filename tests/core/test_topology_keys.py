@@ -228,3 +228,52 @@ def test_an_exclusive_placement_on_a_karpenter_node_pool_becomes_the_target_s_no
     decision, patched = decide(pod, "eks")
     assert decision.allowed
     assert patched["metadata"]["annotations"][EXCLUSIVE] == "karpenter.sh/nodepool"
+
+
+def test_terms_removed_beside_ones_kept_and_a_node_affinity_added_patch_to_exactly_that():
+    # The topology edit runs after the translation's node affinity and before the record of the
+    # original (admission.py splices it there): the patch must remove the right list items, keep the
+    # others in order, keep the added node affinity, and say the removed keys in the record.
+    block = "cloud.google.com/gce-topology-block"
+    selector = {"matchLabels": {"job": "llama"}}
+    affinity = together(block, "podAntiAffinity")
+    affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].append(
+        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    )
+    spreads = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        },
+        *spread(block),
+        {
+            "maxSkew": 2,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": selector,
+        },
+    ]
+    pod = gke_pod(affinity=affinity, spread=spreads)
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    decision, patched = decide(pod, "aks")
+    assert decision.allowed
+    spec = patched["spec"]
+    assert spec["affinity"]["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    assert "nodeAffinity" in spec["affinity"]  # the A10 sizes, added by the translation
+    assert [c["topologyKey"] for c in spec["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    ]
+    assert (
+        f'"topologyKeys":{{"{block}":null}}'
+        in patched["metadata"]["annotations"]["gpuport.io/translated-from"]
+    )
+    again, _ = decide(patched, "aks")
+    assert again.allowed and not again.patch  # its own output changes nothing

@@ -301,6 +301,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             "tolerations",
             "extended_resource_toleration",
             "scheduler_name",
+            "runtime_classes",
             "driver_version",
             "numa_scheduler",
             "preflight_weights",

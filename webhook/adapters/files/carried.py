@@ -63,10 +63,10 @@ def _left_behind(before: Any, after: Any, said_again: Keys) -> list[str]:
     if not isinstance(old, CommentedMap) or not hasattr(new, "get"):
         return []
     removed = [k for k in old if k not in new and (said_again is None or k in said_again)]
-    said_again = pairs(old, new, removed, [k for k in new if k not in old])
+    paired = pairs(old, new, removed, [k for k in new if k not in old])
     comments = []
     for key in removed:
-        if key not in said_again and key in (old.lc.data or {}):
+        if key not in paired and key in (old.lc.data or {}):
             found = trailing_comment(old, key, old.lc.key(key)[0])
             if found is not None:
                 comments.append(found[1])

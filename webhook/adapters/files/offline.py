@@ -199,7 +199,13 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         if document.changed and all(r.allowed for r in mine):
             # Only beside pods translated here: a workload refused, or left in its own words, keeps its
             # placement as written (half a translation would say one cloud's nodes and the other's GPUs).
-            results += _exclusive_topology(number, document, kind, name, context)
+            placement = _exclusive_topology(number, document, kind, name, context)
+            results += placement
+            if not all(r.allowed for r in placement):
+                # The other way round too: pods translated beside a placement refused would be half of
+                # one. The workload is printed as written, without claim templates only it referred to.
+                document.changed = []
+                _drop_templates(manifest, doc, number, results)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         key = claim_object_key(document.edited)
@@ -408,6 +414,16 @@ def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]
                 **{k: v for k, v in placed["metadata"].items() if k != "name"},
             }
         manifest.claim_templates[(namespace, placed["metadata"]["name"])] = placed
+
+
+def _drop_templates(manifest: Manifest, doc: Any, number: int, results: list[TemplateResult]) -> None:
+    """The claim templates document `number`'s results kept that no other document's result refers to."""
+    namespace = namespace_of(doc)
+    others = {t["metadata"]["name"] for r in results if r.document != number for t in r.claim_templates}
+    for result in (r for r in results if r.document == number):
+        for template in result.claim_templates:
+            if template["metadata"]["name"] not in others:
+                manifest.claim_templates.pop((namespace, template["metadata"]["name"]), None)
 
 
 def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:
