@@ -396,3 +396,39 @@ def test_gke_s_whole_gpu_exclusions_moved_to_aks_are_removed_and_said(capsys, tm
         "Standard_NC16as_T4_v3",
         "Standard_NC64as_T4_v3",
     }
+
+
+@pytest.mark.parametrize(
+    "target, label, values",
+    [
+        ("aks", "node.kubernetes.io/instance-type", {"Standard_ND128isr_NDR_GB200_v6"}),
+        ("gke", "cloud.google.com/gke-accelerator", {"nvidia-gb200"}),
+        (
+            "oke",
+            "node.kubernetes.io/instance-type",
+            {"BM.GPU.GB200.4", "BM.GPU.GB200-v2.4", "BM.GPU.GB200-v3.4"},
+        ),
+    ],
+)
+def test_a_gb200_job_moves_to_every_platform_that_sells_gb200(capsys, target, label, values):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6e-gb200-job.yaml", target)
+    assert code == 0, err
+    assert accepted(docs[0], label) == values
+
+
+def test_a_gb200_job_comes_back_to_eks_and_aks_as_written(capsys):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6e-gb200-job.yaml", "eks")
+    assert code == 0, err
+    assert accepted(docs[0], "node.kubernetes.io/instance-type") == {"p6e-gb200.36xlarge"}
+    assert "gpuport:" not in err
+
+
+def test_a_b200_job_is_never_sent_to_gb200_s_arm_hosts(capsys, tmp_path):
+    # AKS sells GB200 (186 GB, Blackwell) and no B200: its x86-64 image would not start on a Grace host.
+    text = (CATALOGUE_MANIFESTS / "eks-p6e-gb200-job.yaml").read_text()
+    path = tmp_path / "b200.yaml"
+    path.write_text(text.replace("p6e-gb200.36xlarge", "p6-b200.48xlarge").replace("gpu: 4", "gpu: 8"))
+    code, _, err = translate(capsys, path, "aks")
+    assert code == 1
+    assert "aks offers no NVIDIA training GPU with at least 180 GB on x86-64 hosts" in err
+    assert "GB200 (186 GB, training, arm64)" in err

@@ -20,7 +20,7 @@ def translate(capsys, target):
     return code, [d for d in yaml.safe_load_all(out) if d], err
 
 
-@pytest.mark.parametrize("target", ["gke", "oke", "dra-nvidia"])
+@pytest.mark.parametrize("target", ["gke", "oke", "eks", "aks", "dra-nvidia"])
 def test_the_gpu_ask_is_translated_and_the_imex_channel_claim_kept(capsys, target):
     code, docs, err = translate(capsys, target)
     assert code == 0, err
@@ -33,7 +33,7 @@ def test_the_gpu_ask_is_translated_and_the_imex_channel_claim_kept(capsys, targe
     assert "claim imex-channel-0 (ResourceClaimTemplate imex-channel-0) kept as written" in err
 
 
-@pytest.mark.parametrize("target", ["eks", "aks"])
+@pytest.mark.parametrize("target", ["ack", "cce"])
 def test_where_no_gb200_is_sold_the_refusal_is_about_the_gpus_not_the_channel(capsys, target):
     code, _, err = translate(capsys, target)
     assert code == 1

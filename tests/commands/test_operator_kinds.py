@@ -655,15 +655,16 @@ def test_a_nim_service_refused_for_node_affinity_is_told_the_node_selector_that_
     capsys, tmp_path
 ):
     # GKE L4 to EKS: the L4 instance types are many (an In affinity), but Karpenter's GPU-name label says
-    # L4 in one value, and one instance type would do too: both are named, and the first one works.
+    # L4 in one value (so does its instance family), and one instance type would do too: all are named,
+    # and the first one works.
     text = manifest("nimservice-gke-h100.yaml").replace("nvidia-h100-80gb", "nvidia-l4")
     code, _, err = translate(capsys, tmp_path, text, "eks")
     assert code == 1
     [denial] = denials(err)
     assert denial.endswith(
         "; pin the GPUs in a nodeSelector instead: karpenter.k8s.aws/instance-gpu-name: l4 or "
-        "node.kubernetes.io/instance-type: one of g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, "
-        "g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge"
+        "karpenter.k8s.aws/instance-family: g6 or node.kubernetes.io/instance-type: one of g6.xlarge, "
+        "g6.2xlarge, g6.4xlarge, g6.8xlarge, g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge"
     )
     pinned = text.replace(
         "cloud.google.com/gke-accelerator: nvidia-l4", "karpenter.k8s.aws/instance-gpu-name: l4"
@@ -671,3 +672,17 @@ def test_a_nim_service_refused_for_node_affinity_is_told_the_node_selector_that_
     code, out, err = translate(capsys, tmp_path, pinned, "eks")
     assert code == 0, err
     assert out == pinned
+
+
+def test_a_kaito_workspace_s_vm_size_is_said_where_no_node_is_of_it(capsys, tmp_path):
+    # KAITO makes its nodes of resource.instanceType: elsewhere no node is of that size, and gpuport opens
+    # no pod of a Workspace, so it says so with the target's words for the same GPUs.
+    text = manifest("kaito-workspace-aks.yaml")
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert (code, out) == (0, text)
+    assert (
+        "not looked into: a KAITO Workspace makes its nodes of resource.instanceType "
+        "Standard_NC24ads_A100_v4 (aks's A100-80GB), which no eks node is; the same GPUs are "
+        "node.kubernetes.io/instance-type: p4de.24xlarge there"
+    ) in err
+    assert translate(capsys, tmp_path, text, "aks") == (0, text, "")

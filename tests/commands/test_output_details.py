@@ -183,3 +183,14 @@ def test_every_warning_fits_kubectl_and_names_the_change(target):
             if len(short) > MAX_WARNING_CHARS or not names_it or not full.startswith(short.split(" ")[0]):
                 unfit.append((path.name, short))
     assert unfit == []
+
+
+@pytest.mark.parametrize("target", ["generic", "oke", "gke"])
+def test_a_removed_node_pool_s_comment_goes_with_it_and_lands_on_no_gpu_line(capsys, tmp_path, target):
+    # The Karpenter NodePool's name is the old cluster's (removed); the instance family is the GPU
+    # (said again). The pool's comment spoke of the pool: on the GPU's new line it would mislead.
+    text = (MANIFESTS / "topology" / "eks-karpenter-nodepool-g5.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert "# the NodePool made for these pods" not in out
+    assert "# one A10G" in out  # the ask's own comment stays on its line

@@ -76,7 +76,9 @@ def test_a_spread_over_gke_blocks_is_eks_s_layer_there_and_removed_on_aks(capsys
     assert code == 0, err
     spec = _doc(out)["spec"]["template"]["spec"]
     assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.k8s.aws/network-node-layer-2"
-    assert "affinity" not in spec or "podAffinity" not in spec["affinity"]  # the host preference: gone
+    # The host preference: eks labels no host, so a node (said).
+    preferred = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     code, out, err = translate(capsys, tmp_path, text, "aks")
     assert code == 0, err
     assert "topologySpreadConstraints" not in _doc(out)["spec"]["template"]["spec"]
@@ -135,3 +137,18 @@ def test_a_jobset_whose_pods_are_refused_keeps_its_exclusive_placement_as_writte
     code, out, err = translate(capsys, tmp_path, yaml.safe_dump(refused), "eks")
     assert code == 1, err
     assert _doc(out)["metadata"]["annotations"][EXCLUSIVE] == "cloud.google.com/gke-nodepool"
+
+
+def test_a_karpenter_node_pool_is_the_old_cluster_s_and_its_instance_family_names_the_gpu(capsys, tmp_path):
+    # Karpenter's instance family pins the GPU (g5: A10G); its NodePool is a pool of the old cluster.
+    text = (TOPOLOGY / "eks-karpenter-nodepool-g5.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    selector = _doc(out)["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector == {"cloud.google.com/gke-accelerator": "nvidia-l4"}  # no A10G there: its 24 GB kin
+    assert "node selector karpenter.sh/nodepool removed: a label no gke node carries" in warnings(err)
+    code, out, err = translate(capsys, tmp_path, text, "generic")
+    assert code == 0, err
+    assert _doc(out)["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A10G"}
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert (code, out, err) == (0, text, "")

@@ -236,3 +236,12 @@ def test_a_model_sold_both_as_a_module_and_as_a_card_has_no_one_interconnect():
     assert CATALOGUE.get("A100-40GB").interconnect == ""
     assert CATALOGUE.get("L4").interconnect == "pcie"
     assert CATALOGUE.get("B200").interconnect == "sxm"
+
+
+def test_a_model_on_arm_hosts_stands_in_for_none_on_x86_hosts_and_the_other_way():
+    # GB200 runs on Grace (arm64) hosts; B200 and H200 on x86-64 ones: an image runs on one only.
+    catalogue = CATALOGUE
+    assert catalogue.equivalent("B200", ["GB200"]) is None
+    assert catalogue.equivalent("H200", ["GB200", "B200"]).id == "B200"
+    assert catalogue.equivalent("GB200", ["B200", "H200"]) is None
+    assert catalogue.equivalent("GB200", ["GB200"]).id == "GB200"

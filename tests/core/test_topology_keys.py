@@ -67,16 +67,33 @@ def test_jobset_s_exclusive_placement_on_a_pod_is_moved_to_the_target_s_node_poo
 
 
 def test_a_required_co_location_with_no_equivalent_is_refused_naming_the_fix():
-    decision, _ = decide(gke_pod(affinity=together("cloud.google.com/gce-topology-host")), "eks")
+    decision, _ = decide(gke_pod(affinity=together("cloud.google.com/gce-topology-subblock")), "aks")
     assert not decision.allowed
     assert decision.message == (
-        'Pod "trainer-0" cannot run on this cluster (eks): keeps its pods together on one '
-        "cloud.google.com/gce-topology-host (gke's host; podAffinity required); no eks node carries it and "
-        "the eks map names no equivalent: write a topology key its nodes carry (topology.kubernetes.io/zone, "
-        "eks.amazonaws.com/nodegroup, topology.k8s.aws/network-node-layer-2, "
-        "topology.k8s.aws/network-node-layer-3, kubernetes.io/hostname) or add topology_labels.host to the "
-        "eks map"
+        'Pod "trainer-0" cannot run on this cluster (aks): keeps its pods together on one '
+        "cloud.google.com/gce-topology-subblock (gke's sub-block; podAffinity required); no aks node carries "
+        "it and the aks map names no equivalent: write a topology key its nodes carry "
+        "(topology.kubernetes.io/zone, kubernetes.azure.com/agentpool, kubernetes.io/hostname) or add "
+        "topology_labels.subblock to the aks map"
     )
+
+
+def test_a_host_the_target_does_not_label_is_its_node_said_tighter_together_and_looser_apart():
+    # GKE's physical host; EKS labels none (an instance is the node). Together on one host is together
+    # on one node there (tighter: a group that fits no one node waits); apart by host is apart by node
+    # (looser: two VMs may share a host), which keeps more than no key (the anti-affinity ignored).
+    host = "cloud.google.com/gce-topology-host"
+    affinity = {**together(host), **together(host, "podAntiAffinity")}
+    decision, pod = decide(gke_pod(affinity=affinity, spread=spread(host)), "eks")
+    assert decision.allowed
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    assert pod["spec"]["affinity"]["podAffinity"][required][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["spec"]["affinity"]["podAntiAffinity"][required][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert [w for w in decision.warnings if host in w] == [
+        f"gpuport: topology key {host} → kubernetes.io/hostname: together on one node, not host",
+        f"gpuport: topology key {host} → kubernetes.io/hostname: apart by node, not host",
+    ]
 
 
 def test_an_exclusive_placement_the_target_cannot_say_is_refused():
@@ -101,14 +118,14 @@ def test_a_do_not_schedule_spread_on_gke_s_block_becomes_eks_s_layer_and_is_remo
 
 
 def test_a_required_anti_affinity_and_preferred_terms_without_equivalent_are_removed_and_said():
-    host = "cloud.google.com/gce-topology-host"
-    affinity = {**together(host, "podAntiAffinity"), **together(host, required=False)}
+    block = "cloud.google.com/gce-topology-block"
+    affinity = {**together(block, "podAntiAffinity"), **together(block, required=False)}
     affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].append(
         {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"}
     )
-    decision, pod = decide(gke_pod(affinity=affinity), "eks")
+    decision, pod = decide(gke_pod(affinity=affinity), "aks")
     assert decision.allowed
-    # The hostname term is every node's: kept. The host terms are gone, each said.
+    # The hostname term is every node's: kept. The block terms are gone, each said.
     assert pod["spec"]["affinity"] == {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -116,10 +133,29 @@ def test_a_required_anti_affinity_and_preferred_terms_without_equivalent_are_rem
             ]
         }
     }
-    said = [w for w in decision.warnings if host in w]
+    said = [w for w in decision.warnings if block in w]
     assert said == [
-        f"gpuport: preferred affinity on {host} removed: no eks node has it, it only scored",
-        f"gpuport: anti-affinity on {host} removed: no eks node has it",
+        f"gpuport: preferred affinity on {block} removed: no aks node has it, it only scored",
+        f"gpuport: anti-affinity on {block} removed: no aks node has it",
+    ]
+
+
+def test_a_host_term_that_becomes_the_author_s_own_hostname_term_is_written_once():
+    host = "cloud.google.com/gce-topology-host"
+    affinity = together(host, "podAntiAffinity")
+    terms = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms.append(
+        {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"}
+    )
+    terms.append(
+        {"labelSelector": {"matchLabels": {"job": "other"}}, "topologyKey": "kubernetes.io/hostname"}
+    )
+    decision, pod = decide(gke_pod(affinity=affinity), "eks")
+    assert decision.allowed
+    kept = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert kept == [
+        {"labelSelector": {"matchLabels": {"job": "llama"}}, "topologyKey": "kubernetes.io/hostname"},
+        {"labelSelector": {"matchLabels": {"job": "other"}}, "topologyKey": "kubernetes.io/hostname"},
     ]
 
 
@@ -180,3 +216,64 @@ def test_a_pod_that_asks_for_no_gpu_keeps_its_topology_keys_untouched_and_is_nev
     del cpu["spec"]["nodeSelector"]
     decision = pipeline.decide(parsed(review_of(cpu)), context("aks"))
     assert decision.allowed and decision.patch == () and decision.warnings == ()
+
+
+def test_an_exclusive_placement_on_a_karpenter_node_pool_becomes_the_target_s_node_pool():
+    # EKS nodes made by Karpenter carry karpenter.sh/nodepool, read as the eks map's node pool.
+    pod = gke_pod(annotations={EXCLUSIVE: "karpenter.sh/nodepool"})
+    pod["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    decision, patched = decide(pod, "gke")
+    assert decision.allowed
+    assert patched["metadata"]["annotations"][EXCLUSIVE] == NODEPOOL
+    decision, patched = decide(pod, "eks")
+    assert decision.allowed
+    assert patched["metadata"]["annotations"][EXCLUSIVE] == "karpenter.sh/nodepool"
+
+
+def test_terms_removed_beside_ones_kept_and_a_node_affinity_added_patch_to_exactly_that():
+    # The topology edit runs after the translation's node affinity and before the record of the
+    # original (admission.py splices it there): the patch must remove the right list items, keep the
+    # others in order, keep the added node affinity, and say the removed keys in the record.
+    block = "cloud.google.com/gce-topology-block"
+    selector = {"matchLabels": {"job": "llama"}}
+    affinity = together(block, "podAntiAffinity")
+    affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].append(
+        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    )
+    spreads = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        },
+        *spread(block),
+        {
+            "maxSkew": 2,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": selector,
+        },
+    ]
+    pod = gke_pod(affinity=affinity, spread=spreads)
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    decision, patched = decide(pod, "aks")
+    assert decision.allowed
+    spec = patched["spec"]
+    assert spec["affinity"]["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    assert "nodeAffinity" in spec["affinity"]  # the A10 sizes, added by the translation
+    assert [c["topologyKey"] for c in spec["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    ]
+    assert (
+        f'"topologyKeys":{{"{block}":null}}'
+        in patched["metadata"]["annotations"]["gpuport.io/translated-from"]
+    )
+    again, _ = decide(patched, "aks")
+    assert again.allowed and not again.patch  # its own output changes nothing

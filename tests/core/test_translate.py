@@ -215,9 +215,10 @@ def test_a_model_with_no_equivalent_is_denied_listing_the_offer():
     decision, _ = admit(source, "aks")
     assert decision.message == (
         'Pod "work" cannot run on this cluster (aks): asks for B200 (180 GB, training); aks offers no '
-        "NVIDIA training GPU with at least 180 GB (it offers A100-40GB (40 GB, training), A100-80GB (80 GB, "
-        "training), H100-80GB (80 GB, training), H100-94GB (94 GB, training), H200 (141 GB, training), "
-        "A10 (24 GB, inference), T4 (16 GB, inference))"
+        "NVIDIA training GPU with at least 180 GB on x86-64 hosts (it offers A100-40GB (40 GB, training), "
+        "A100-80GB (80 GB, training), H100-80GB (80 GB, training), H100-94GB (94 GB, training), "
+        "H200 (141 GB, training), GB200 (186 GB, training, arm64), A10 (24 GB, inference), "
+        "T4 (16 GB, inference))"
     )
 
 

@@ -6,7 +6,9 @@ over GKE's physical blocks with a DoNotSchedule constraint on cloud.google.com/g
 EKS node carries those keys, and the scheduler filters out every node without a required topology key:
 kept as written, the pods stayed Pending ("didn't match pod affinity rules", "missing required
 label"). Translated to EKS's node group and network layer labels (cloudmaps/eks.yaml
-topology_labels), the first pod lands and the second lands in the first one's node group. No kubelet
+topology_labels), the first pod lands and the second lands in the first one's node group; GKE's
+physical host, which EKS does not label, is the node's name there, and ranks kept on one host share a
+node. No kubelet
 runs: "lands" means the real scheduler bound the pod there. Pod shapes:
 tests/manifests/topology/README.md.
 """
@@ -109,3 +111,26 @@ def test_a_gke_job_spread_over_blocks_lands_on_eks_nodes(eks, team):
         assert created.spec.topology_spread_constraints[0].topology_key == LAYER_2
     layers = {NODES[scheduled_node(eks, team, name)][1] for name in ("bench-0", "bench-1")}
     assert layers == {"nn-1", "nn-2"}  # one in each layer-2 group: spread, as on GKE's blocks
+
+
+def test_gke_ranks_kept_on_one_physical_host_land_on_one_eks_node(eks, team):
+    # EKS labels no host (an instance is the node): GKE's host becomes the node's name, so the ranks
+    # that shared a host share a node. Four GPUs each: two fit one 8-GPU node.
+    host = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"job": "pair"}},
+                    "topologyKey": "cloud.google.com/gce-topology-host",
+                }
+            ]
+        }
+    }
+    core = client.CoreV1Api(eks.client())
+    for name in ("pair-0", "pair-1"):
+        pod = gke_pod(name, "pair", affinity=host)
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+        created = core.create_namespaced_pod(team, pod)
+        terms = created.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+        assert [t.topology_key for t in terms] == ["kubernetes.io/hostname"]
+    assert scheduled_node(eks, team, "pair-0") == scheduled_node(eks, team, "pair-1")

@@ -58,6 +58,8 @@ _CATALOGUE_SCHEMA = {
                     "compute_capability": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
                     "pci_ids": {"type": "array", "items": {"type": "string", "pattern": "^0x[0-9A-F]{4}$"}},
                     "names": {"type": "array", "items": {"type": "string"}},
+                    # the CPU of the hosts the GPU is sold in, where it is not x86-64 (GB200: Grace)
+                    "host_cpu": {"enum": ["arm64"]},
                     # sxm | pcie for every name, or per name where one model is sold both ways
                     "interconnect": {
                         "oneOf": [
@@ -286,6 +288,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             **_given(node_labels, "owned", "spot_tolerations"),
         ),
         dra=dra,
+        **_topology(data.get("topology_labels", {})),
         devices=_devices(data.get("devices")),
         other_schedulers=tuple(data.get("other_schedulers", ())),
         source=str(source),
@@ -297,8 +300,8 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
             "offered_profiles",
             "tolerations",
             "extended_resource_toleration",
-            "topology_labels",
             "scheduler_name",
+            "runtime_classes",
             "driver_version",
             "numa_scheduler",
             "preflight_weights",
@@ -331,6 +334,16 @@ def _devices(entries: list[Mapping[str, Any]] | None) -> tuple[CloudDevice, ...]
         )
         for e in entries
     )
+
+
+def _topology(section: Mapping[str, Any]) -> dict[str, Any]:
+    """`topology_labels`: the key written for each role (the first where a list is given) and every
+    key read, with its role."""
+    listed = {role: [keys] if isinstance(keys, str) else list(keys) for role, keys in section.items()}
+    return {
+        "topology_labels": {role: keys[0] for role, keys in listed.items()},
+        "topology_read": {key: role for role, keys in listed.items() for key in keys},
+    }
 
 
 def _given(section: Mapping[str, Any], *same: str, **renamed: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The comment of a node-selector entry translation replaced by a node-affinity expression (a model
 label several products now answer, `In` them) moves onto that expression's `key:` line: the author's
-note on why the pod goes there still applies to the line that now says it."""
+note on why the pod goes there still applies to the line that now says it. Only the comments of entries
+that said something of the GPU move (`said_again`); another removed entry's comment goes with it."""
 
 import re
 from collections.abc import Iterator
@@ -8,14 +9,16 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from webhook.adapters.files.mapedit import pairs
+from webhook.adapters.files.mapedit import Keys, pairs
 from webhook.adapters.files.yamlstyle import Edit, trailing_comment
 
 
-def carry_selector_comments(before: Any, after: Any, edits: list[Edit], newline: str) -> list[Edit]:
+def carry_selector_comments(
+    before: Any, after: Any, edits: list[Edit], newline: str, said_again: Keys = None
+) -> list[Edit]:
     """`edits` with the comments of the template's removed (not said again) node-selector entries put
     on the `key:` lines of the `In` expressions the edits write for the first time, in order."""
-    comments = _left_behind(before, after)
+    comments = _left_behind(before, after, said_again)
     keys = [k for k in _in_keys(after) if k not in _in_keys(before)]
     if not comments or not keys:
         return edits
@@ -32,11 +35,13 @@ def carry_selector_comments(before: Any, after: Any, edits: list[Edit], newline:
     return carried
 
 
-def carry_in_document(original: Any, edited: Any, edits: list[Edit], newline: str) -> list[Edit]:
+def carry_in_document(
+    original: Any, edited: Any, edits: list[Edit], newline: str, said_again: Keys = None
+) -> list[Edit]:
     """The same for every pod spec written inline in a document (an Argo step, a KServe component):
     each mapping that holds a node selector."""
     for old, new in _selector_holders(original, edited):
-        edits = carry_selector_comments({"spec": old}, {"spec": new}, edits, newline)
+        edits = carry_selector_comments({"spec": old}, {"spec": new}, edits, newline, said_again)
     return edits
 
 
@@ -52,16 +57,16 @@ def _selector_holders(old: Any, new: Any) -> Iterator[tuple[Any, Any]]:
             yield from _selector_holders(was, now)
 
 
-def _left_behind(before: Any, after: Any) -> list[str]:
+def _left_behind(before: Any, after: Any, said_again: Keys) -> list[str]:
     old = _spec(before).get("nodeSelector")
     new = _spec(after).get("nodeSelector") or {}
     if not isinstance(old, CommentedMap) or not hasattr(new, "get"):
         return []
-    removed = [k for k in old if k not in new]
-    said_again = pairs(old, new, removed, [k for k in new if k not in old])
+    removed = [k for k in old if k not in new and (said_again is None or k in said_again)]
+    paired = pairs(old, new, removed, [k for k in new if k not in old])
     comments = []
     for key in removed:
-        if key not in said_again and key in (old.lc.data or {}):
+        if key not in paired and key in (old.lc.data or {}):
             found = trailing_comment(old, key, old.lc.key(key)[0])
             if found is not None:
                 comments.append(found[1])

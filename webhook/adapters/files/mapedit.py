@@ -6,7 +6,9 @@ with the line it belongs to, at its column.
   inside it is edited the same way, entry by entry.
 - In a container's limits and requests and in a node selector (`SAID_AGAIN`) translation says an ask or
   a node label in other words: an added entry takes the line, the full-line comments above and the
-  trailing comment of the removed one most like it (the same amount, else the closest name). Added
+  trailing comment of the removed one most like it (the same amount, else the closest name); in a node
+  selector, only a removed label that said something of the GPU (`said_again`: model, partition,
+  sharing and capacity labels) is said again; another (an old node pool's name) goes with its comment. Added
   entries with no ask to replace follow the last one rewritten in place, or the mapping's last entry;
   they have no comment. Elsewhere an added entry follows the one it follows in the new mapping.
 - A removed entry goes, and so do its trailing comment and the full-line comments right above it.
@@ -33,6 +35,7 @@ from webhook.adapters.files.yamlstyle import (
 
 # Mappings whose removed entries are said again by added ones (an ask or a node label in the target's words).
 SAID_AGAIN = ("limits", "requests", "nodeSelector")
+Keys = frozenset[str] | None
 ASKS = ("limits", "requests")
 
 
@@ -44,30 +47,36 @@ def _in_place(node: Any) -> bool:
     return node.anchor.value is None
 
 
-def entry_edits(lines: list[str], parent: CommentedMap, key: Any, value: Any, newline: str) -> list[Edit]:
-    """`key`'s entry in `parent` made to say `value`."""
+def entry_edits(
+    lines: list[str], parent: CommentedMap, key: Any, value: Any, newline: str, said_again: Keys = None
+) -> list[Edit]:
+    """`key`'s entry in `parent` made to say `value`; `said_again`: the node-label keys translation says
+    again in other words (None: any)."""
     old = parent[key]
     if plain(old) == plain(value):
         return []
     if _in_place(old) and isinstance(value, dict) and value:
-        edits = map_edit(lines, old, value, newline, pair=key in SAID_AGAIN)
+        again = said_again if key == "nodeSelector" else None
+        edits = map_edit(lines, old, value, newline, pair=key in SAID_AGAIN, said_again=again)
         return _gather_comments(lines, old, value, edits, newline) if key in ASKS else edits
     if _appended_to(old, value):
         return [_append_items(lines, parent, key, value[len(old) :], newline)]
-    items = _item_edits(lines, old, value, newline)
+    items = _item_edits(lines, old, value, newline, said_again)
     if items is not None:
         return items
     return [rewrite_entry(lines, parent, key, key, value, newline)]
 
 
-def root_edits(lines: list[str], root: CommentedMap, new: dict, newline: str) -> list[Edit]:
+def root_edits(
+    lines: list[str], root: CommentedMap, new: dict, newline: str, said_again: Keys = None
+) -> list[Edit]:
     """The edits that make a whole document (a block mapping) say `new`, entry by entry."""
     if not _in_place(root):
         raise CannotSplice("the document's mapping cannot be edited in place")
-    return map_edit(lines, root, new, newline, pair=False)
+    return map_edit(lines, root, new, newline, pair=False, said_again=said_again)
 
 
-def _item_edits(lines: list[str], old: Any, new: Any, newline: str) -> list[Edit] | None:
+def _item_edits(lines: list[str], old: Any, new: Any, newline: str, said_again: Keys) -> list[Edit] | None:
     """A block sequence of block mappings whose items stay as many, each changed item edited entry by
     entry (an Argo workflow's templates: one step changed, the others untouched); None otherwise, and
     when an item's first entry changes (it shares its line with the item's dash)."""
@@ -82,7 +91,11 @@ def _item_edits(lines: list[str], old: Any, new: Any, newline: str) -> list[Edit
         first = next(iter(old[i]))
         if first not in new[i] or plain(old[i][first]) != plain(new[i][first]):
             return None
-    return [edit for i in changed for edit in map_edit(lines, old[i], new[i], newline, pair=False)]
+    return [
+        edit
+        for i in changed
+        for edit in map_edit(lines, old[i], new[i], newline, pair=False, said_again=said_again)
+    ]
 
 
 def _appended_to(old: Any, new: Any) -> bool:
@@ -104,9 +117,12 @@ def _append_items(lines: list[str], parent: CommentedMap, key: Any, items: list,
     return end, end, [shift + line if line.strip() else line for line in rendered]
 
 
-def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, pair: bool) -> list[Edit]:
-    """The edits that make the block mapping `old` say `new` (see the module's rules)."""
-    removed = [k for k in old if k not in new]
+def map_edit(
+    lines: list[str], old: CommentedMap, new: dict, newline: str, *, pair: bool, said_again: Keys = None
+) -> list[Edit]:
+    """The edits that make the block mapping `old` say `new` (see the module's rules); `said_again`, for a
+    node selector: the removed keys an added one may stand for (None: any)."""
+    removed = [k for k in old if k not in new and (said_again is None or k in said_again)]
     added = [k for k in new if k not in old]
     takes = pairs(old, new, removed, added) if pair else {}  # a removed key -> the added key on its line
     edits: list[Edit] = []
@@ -120,7 +136,7 @@ def map_edit(lines: list[str], old: CommentedMap, new: dict, newline: str, *, pa
                 start -= 1
             edits.append((start, end, []))
         else:
-            edits += entry_edits(lines, old, key, new[key], newline)
+            edits += entry_edits(lines, old, key, new[key], newline, said_again)
     rest = [k for k in added if k not in takes.values()]
     last = max(takes or old, key=lambda k: old.lc.key(k)[0])
     style = guess_indent("".join(lines))

@@ -34,6 +34,7 @@ from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespa
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
@@ -79,6 +80,10 @@ class Manifest:
     # ResourceClaimTemplates the translated workloads refer to (DRA targets), by (namespace, name):
     # printed after the documents, so one `kubectl apply` creates what the pods need.
     claim_templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # The node-label keys a translation says again in other words (GPU models, partitions, sharing,
+    # capacity: every loaded map's); None: any. A removed node-selector entry of another key (an old
+    # node pool's name) is not what an added one says: its line and comment go.
+    said_again: frozenset[str] | None = None
 
 
 def load_documents(text: str, source: str) -> Manifest:
@@ -108,7 +113,8 @@ def dump_documents(manifest: Manifest) -> str:
         else ""
     )
     text = head + "".join(
-        edit_document(d.text, d.original, d.edited, d.changed) if d.changed else d.text for d in kept
+        edit_document(d.text, d.original, d.edited, d.changed, manifest.said_again) if d.changed else d.text
+        for d in kept
     )
     if manifest.claim_templates:
         newline = newline_of(text)
@@ -137,6 +143,7 @@ def _leading_comments(text: str) -> str:
 
 def translate_documents(manifest: Manifest, context: Context) -> list[TemplateResult]:
     """Translate every pod template in place; return what was decided for each."""
+    manifest.said_again = _said_again(context)
     results = []
     claim_docs = [
         d.edited
@@ -154,6 +161,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
             continue
         reason = unread_reason(doc, lambda name: name in context.dialects)
+        reason = reason or node_kind_warning(doc, context.target, context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
         recorded: dict[int, Any] = {}  # one metadata: several templates' records of the ask
@@ -191,7 +199,13 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         if document.changed and all(r.allowed for r in mine):
             # Only beside pods translated here: a workload refused, or left in its own words, keeps its
             # placement as written (half a translation would say one cloud's nodes and the other's GPUs).
-            results += _exclusive_topology(number, document, kind, name, context)
+            placement = _exclusive_topology(number, document, kind, name, context)
+            results += placement
+            if not all(r.allowed for r in placement):
+                # The other way round too: pods translated beside a placement refused would be half of
+                # one. The workload is printed as written, without claim templates only it referred to.
+                document.changed = []
+                _drop_templates(manifest, doc, number, results)
     still = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         key = claim_object_key(document.edited)
@@ -204,6 +218,17 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
     return results
+
+
+def _said_again(context: Context) -> frozenset[str]:
+    """Every node-label key a translation may say in the target's words: each map's GPU keys (model,
+    partition, sharing labels) and capacity labels."""
+    capacity = {
+        key
+        for m in context.dialects.maps
+        for key, _ in (*m.node_labels.spot, *m.node_labels.on_demand, *m.node_labels.reserved)
+    }
+    return context.dialects.selector_keys() | capacity
 
 
 def _exclusive_topology(
@@ -389,6 +414,16 @@ def _keep_templates(manifest: Manifest, doc: Any, templates: list[dict[str, Any]
                 **{k: v for k, v in placed["metadata"].items() if k != "name"},
             }
         manifest.claim_templates[(namespace, placed["metadata"]["name"])] = placed
+
+
+def _drop_templates(manifest: Manifest, doc: Any, number: int, results: list[TemplateResult]) -> None:
+    """The claim templates document `number`'s results kept that no other document's result refers to."""
+    namespace = namespace_of(doc)
+    others = {t["metadata"]["name"] for r in results if r.document != number for t in r.claim_templates}
+    for result in (r for r in results if r.document == number):
+        for template in result.claim_templates:
+            if template["metadata"]["name"] not in others:
+                manifest.claim_templates.pop((namespace, template["metadata"]["name"]), None)
 
 
 def _apply(template: Any, plain: dict, patch: list[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString, SingleQuotedScalarString
 
 from webhook.adapters.files.carried import carry_in_document, carry_selector_comments
-from webhook.adapters.files.mapedit import entry_edits, root_edits
+from webhook.adapters.files.mapedit import Keys, entry_edits, root_edits
 from webhook.adapters.files.yamlstyle import (
     MARKER,
     CannotSplice,
@@ -104,12 +104,15 @@ def set_units(template: Any, wanted: dict) -> None:
         raise Unfaithful("the translated template could not be written back")
 
 
-def edit_document(text: str, original: Any, edited: Any, templates: list[str]) -> str:
+def edit_document(
+    text: str, original: Any, edited: Any, templates: list[str], said_again: Keys = None
+) -> str:
     """`text` with each changed unit of the given templates (JSON Pointers) rewritten; else, for a pod
-    spec written inline (a KServe component, an Argo step), each changed entry of the document; verified."""
+    spec written inline (a KServe component, an Argo step), each changed entry of the document; verified.
+    `said_again`: the node-label keys a translation says again in other words (mapedit; None: any)."""
     for splice in (_splice, _tree_splice):
         try:
-            result = splice(text, original, edited, templates)
+            result = splice(text, original, edited, templates, said_again)
             if _parses_to(result, edited):
                 return result
         except CannotSplice:
@@ -117,7 +120,7 @@ def edit_document(text: str, original: Any, edited: Any, templates: list[str]) -
     return redump(text, edited)
 
 
-def _tree_splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
+def _tree_splice(text: str, original: Any, edited: Any, templates: list[str], said_again: Keys) -> str:
     """Every changed entry of the document edited where it stands, from its root down, so that what
     translation did not touch (a plain scalar folded over lines, a comment) stays byte for byte. For
     views of a pod spec, whose entries `units` cannot name."""
@@ -126,7 +129,8 @@ def _tree_splice(text: str, original: Any, edited: Any, templates: list[str]) ->
     lines = text.splitlines(keepends=True)
     _quote_like_the_author(edited, _quote_of(text))
     newline = newline_of(text)
-    edits = carry_in_document(original, edited, root_edits(lines, original, edited, newline), newline)
+    edits = root_edits(lines, original, edited, newline, said_again)
+    edits = carry_in_document(original, edited, edits, newline, said_again)
     return _made(lines, edits)
 
 
@@ -154,7 +158,7 @@ def _parses_to(text: str, edited: Any) -> bool:
         return False
 
 
-def _splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
+def _splice(text: str, original: Any, edited: Any, templates: list[str], said_again: Keys) -> str:
     lines = text.splitlines(keepends=True)
     newline = newline_of(text)
     for pointer in templates:
@@ -164,8 +168,8 @@ def _splice(text: str, original: Any, edited: Any, templates: list[str]) -> str:
         before, after = _resolve(original, pointer), _resolve(edited, pointer)
         made: list[Edit] = []
         for unit in units(before):
-            made += _unit_edit(lines, before, after, unit, newline)
-        edits += carry_selector_comments(before, after, made, newline)
+            made += _unit_edit(lines, before, after, unit, newline, said_again)
+        edits += carry_selector_comments(before, after, made, newline, said_again)
     return _made(lines, edits)
 
 
@@ -231,7 +235,7 @@ def _get(node: Any, path: tuple) -> Any:
     return node
 
 
-def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[Edit]:
+def _unit_edit(lines, before, after, unit: tuple, newline: str, said_again: Keys = None) -> list[Edit]:
     old, new = _get(before, unit), _get(after, unit)
     if old is new is MISSING or (MISSING not in (old, new) and plain(old) == plain(new)):
         return []
@@ -241,7 +245,7 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[Edit]:
         # A flow collection is rewritten whole: from the nearest block entry or item holding it.
         while _in_flow(before, unit):
             unit = unit[:-1]
-        return _unit_edit(lines, before, after, unit, newline)
+        return _unit_edit(lines, before, after, unit, newline, said_again)
     if isinstance(parent, CommentedSeq):
         return _item_edit(lines, parent, key, new, newline)
     if not isinstance(parent, CommentedMap):
@@ -252,7 +256,7 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str) -> list[Edit]:
         start, end = entry_span(lines, parent, key)
         return [(start, end, [])]
     if old is not MISSING:
-        return entry_edits(lines, parent, key, new, newline)
+        return entry_edits(lines, parent, key, new, newline, said_again)
     if new is MISSING or not parent:
         raise CannotSplice(f"cannot place {key}")
     first = next(iter(parent))

@@ -27,6 +27,7 @@ from webhook.core.rewriting.podedits import (
     editable,
     missing_tolerations,
 )
+from webhook.core.rewriting.runtime_class import runtime_class_warning
 from webhook.core.rewriting.sharing_guard import sharing_refusals
 from webhook.core.rewriting.topology_keys import NO_TOPOLOGY_EDITS, plan_topology
 from webhook.core.rewriting.translate import TRANSLATED_FROM, Untranslatable, translate_pod
@@ -122,6 +123,8 @@ def rewrite_pod(
     warnings += devices.warnings
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
+    if not native:
+        warnings += runtime_class_warning(spec, target)
     if demand.unread:
         shared = target.shared
         share_names = tuple(n for n in (shared.memory_resource, shared.core_resource) if n)

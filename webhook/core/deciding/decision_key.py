@@ -4,7 +4,7 @@ Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner refe
 the API server fills in per pod, none of which the decision reads: it reads the request's kind and
 name (messages quote them), the labels and annotations the context names (MetadataKeys), each
 container's name, resources and restart policy, and the node selector, affinity, topology spread
-constraints, tolerations and scheduler name (a pod with resourceClaims is never memoized: its
+constraints, tolerations, scheduler name and runtime class (a pod with resourceClaims is never memoized: its
 templates are read too). The pods of an indexed Job arrive unnamed too (generateName) and differ in
 labels and annotations of their own (the completion index) that no decision reads, so they share a
 key. A StatefulSet's pods arrive named (web-0, web-1): the name keeps their keys apart. Two reviews
@@ -20,7 +20,14 @@ import orjson
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.vocabulary.workloads import CONTAINER_LISTS
 
-POD_FIELDS = ("nodeSelector", "affinity", "topologySpreadConstraints", "tolerations", "schedulerName")
+POD_FIELDS = (
+    "nodeSelector",
+    "affinity",
+    "topologySpreadConstraints",
+    "tolerations",
+    "schedulerName",
+    "runtimeClassName",
+)
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 
 

@@ -12,6 +12,11 @@ Each map says which of its node labels group nodes, by role (`topology_labels`: 
 subblock, host). A key another platform owns (its node_labels) is read by its role there, and:
 
 - the target labels that role: the key is renamed, wherever it is written, and said;
+- else, for a host (GKE's gce-topology-host): kubernetes.io/hostname, said with what changes. Where a
+  node is a VM, two nodes may share a physical host: pods kept together on one node are held tighter
+  than on one host (a group that fits no single node waits), pods kept apart by node are kept apart
+  less (two may share a host). Both keep more of what was meant than no key at all, which leaves a
+  required anti-affinity with no effect and a required affinity refused;
 - else, where the scheduler would filter every node by it (required pod affinity, DoNotSchedule
   spread, JobSet's and LeaderWorkerSet's exclusive placement): the pod is refused when the key asks
   its pods together (affinity, exclusive placement: dropping it would scatter a job whose ranks were
@@ -37,7 +42,8 @@ from webhook.core.vocabulary.platform import CloudMap
 __all__ = ["TopologyKeysPlan", "plan_topology"]
 
 # The keys every Kubernetes node may carry (kubernetes.io/docs/reference/labels-annotations-taints).
-_EVERYWHERE = ("kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+HOSTNAME = "kubernetes.io/hostname"
+_EVERYWHERE = (HOSTNAME, "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
 
 
@@ -82,6 +88,10 @@ def plan_topology(
             renames[key] = new
             said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)})")
             continue
+        if role == "host":
+            renames[key] = HOSTNAME
+            said += _by_node(key, at)
+            continue
         together = [u for u in at if u.required and u.place in ("affinity", "exclusive")]
         if together:
             refusals.append(_refusal(key, what, together, role, target))
@@ -97,7 +107,7 @@ def plan_topology(
 
 def _carried(key: str, target: CloudMap) -> bool:
     """Whether the target's nodes carry `key` (or any node may)."""
-    return key in _EVERYWHERE or target.node_labels.owns(key) or key in target.topology_labels.values()
+    return key in _EVERYWHERE or target.node_labels.owns(key) or key in target.topology_read
 
 
 def _owner(key: str, dialects: Dialects, target: CloudMap) -> tuple[str, str]:
@@ -106,9 +116,19 @@ def _owner(key: str, dialects: Dialects, target: CloudMap) -> tuple[str, str]:
     for cloud_map in dialects.maps:
         if cloud_map.name == target.name or not cloud_map.node_labels.owns(key):
             continue
-        role = next((r for r, k in cloud_map.topology_labels.items() if k == key), "")
-        return cloud_map.name, role
+        return cloud_map.name, cloud_map.topology_read.get(key, "")
     return "", ""
+
+
+def _by_node(key: str, uses: list[TopologyUse]) -> list[str]:
+    """What a host key written as the node's name now means, once per sense it is used in."""
+    head = f"gpuport: topology key {key} → {HOSTNAME}:"
+    said = []
+    if any(u.place in ("affinity", "exclusive") for u in uses):
+        said.append(f"{head} together on one node, not host")
+    if any(u.place in ("anti-affinity", "spread") for u in uses):
+        said.append(f"{head} apart by node, not host")
+    return said
 
 
 def _once(uses: list[TopologyUse]) -> list[TopologyUse]:
@@ -131,7 +151,7 @@ def _removed(use: TopologyUse, target: CloudMap) -> str:
 
 def _refusal(key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap) -> str:
     where = ", ".join(dict.fromkeys(u.where for u in uses))
-    keys = dict.fromkeys((*target.topology_labels.values(), "kubernetes.io/hostname"))
+    keys = dict.fromkeys((*target.topology_labels.values(), HOSTNAME))
     fix = f"add topology_labels.{role} to the {target.name} map" if role else "label the nodes with it"
     return (
         f"keeps its pods together on one {key} ({what}; {where}); no {target.name} node carries it and "

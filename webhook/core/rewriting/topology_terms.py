@@ -92,7 +92,8 @@ def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: fr
                 listed = terms.get(section)
                 if not isinstance(listed, list):
                     continue
-                kept = []
+                kept: list[Any] = []
+                renamed: list[Any] = []
                 for entry in listed:
                     term = (
                         entry.get("podAffinityTerm")
@@ -101,8 +102,7 @@ def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: fr
                     )
                     done = _retarget(term, renames, drops)
                     changed = changed or done != "same"
-                    if done != "dropped":
-                        kept.append(entry)
+                    _keep(entry, done, kept, renamed)
                 if kept:
                     terms[section] = kept
                 else:
@@ -114,11 +114,11 @@ def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: fr
     constraints = spec.get("topologySpreadConstraints")
     if isinstance(constraints, list):
         kept = []
+        renamed = []
         for constraint in constraints:
             done = _retarget(constraint, renames, drops)
             changed = changed or done != "same"
-            if done != "dropped":
-                kept.append(constraint)
+            _keep(constraint, done, kept, renamed)
         if kept:
             spec["topologySpreadConstraints"] = kept
         else:
@@ -136,6 +136,16 @@ def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: fr
                 annotations[name] = renames[value]
                 changed = True
     return changed
+
+
+def _keep(entry: Any, done: str, kept: list[Any], renamed: list[Any]) -> None:
+    """Keep `entry` unless dropped, or it and a kept one are the same once renamed (a host's term
+    renamed to the hostname beside the author's own hostname term: the scheduler reads one)."""
+    if done == "dropped" or (entry in kept and (done == "renamed" or entry in renamed)):
+        return
+    kept.append(entry)
+    if done == "renamed":
+        renamed.append(entry)
 
 
 def _retarget(holder: Any, renames: Mapping[str, str], drops: frozenset[str]) -> str:

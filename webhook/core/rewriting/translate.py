@@ -352,16 +352,23 @@ def _no_substitute(
     # A substitute keeps the vendor (its software stack): say so, or an AMD map's larger GPU would
     # read as a contradiction of "no GPU with at least 80 GB".
     vendor = {"nvidia": " NVIDIA", "amd": " AMD"}.get(need.vendor, f" {need.vendor}")
+    # So does the hosts' CPU (the image's architecture): say it where it is what rules one out.
+    host = (
+        f" on {need.host_cpu or 'x86-64'} hosts"
+        if any(catalogue.models[m].host_cpu != need.host_cpu for m in offered)
+        else ""
+    )
     return (
         f"asks for {' or '.join(_sold(catalogue.models[m]) for m in wanted)}; {target.name} "
-        f"offers no{vendor}{kind} GPU with at least {need.memory_gb} GB "
+        f"offers no{vendor}{kind} GPU with at least {need.memory_gb} GB{host} "
         f"(it offers {', '.join(_sold(catalogue.models[m]) for m in offered) or 'none'})"
     )
 
 
 def _sold(model: GpuModel) -> str:
-    """A model with its memory as sold and its class: "A10 (24 GB, inference)"."""
-    words = ", ".join(w for w in (f"{model.memory_gb} GB", model.gpu_class) if w)
+    """A model with its memory as sold, its class and a host CPU other than x86-64: "A10 (24 GB,
+    inference)", "GB200 (186 GB, training, arm64)"."""
+    words = ", ".join(w for w in (f"{model.memory_gb} GB", model.gpu_class, model.host_cpu) if w)
     return f"{model.id} ({words})"
 
 

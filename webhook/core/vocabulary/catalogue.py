@@ -64,6 +64,9 @@ class GpuModel:
     architecture: str = ""  # as NVIDIA's DRA driver publishes it: "Hopper", "Ada Lovelace"
     compute_capability: tuple[int, int] | None = None  # (9, 0)
     interconnects: Mapping[str, str] = field(default_factory=dict)  # product name → sxm | pcie
+    # The CPU of the hosts it is sold in, where not x86-64: "arm64" (GB200's Grace). An image built for
+    # one does not run on the other, so a model is only ever replaced by one on the same hosts' CPU.
+    host_cpu: str = ""
 
     @property
     def interconnect(self) -> str:
@@ -178,12 +181,14 @@ class Catalogue:
         memory that is still ≥ the source's, of the same family first: what the author could have
         meant, never a dearer kind of GPU. Memory is compared as sold (an L4 and an A10 are both 24 GB
         cards, though NVML gives the A10 6 MiB less): users buy GPUs by that figure, and the MiB NVML
-        reports differ by driver and ECC, so comparing them would refuse equivalents."""
+        reports differ by driver and ECC, so comparing them would refuse equivalents. The hosts' CPU
+        stays: a B200 job's x86-64 image does not run on a GB200's Grace host, nor the other way."""
         source = self.models[model_id]
         fits = [
             self.models[m]
             for m in offered
             if self.models[m].vendor == source.vendor
+            and self.models[m].host_cpu == source.host_cpu
             and self.models[m].memory_gb >= source.memory_gb
             and (any_class or self.models[m].gpu_class == source.gpu_class)
         ]
@@ -206,6 +211,7 @@ def parse_catalogue(data: Mapping[str, Any]) -> Catalogue:
             compute_capability=_capability(capability) if capability else None,
             names=tuple(entry.get("names", ())),
             interconnects=_interconnects(entry),
+            host_cpu=entry.get("host_cpu", ""),
             pci_ids=tuple(entry.get("pci_ids", ())),
             compute_slices=mig.get("compute_slices", 0),
             profiles=dict(mig.get("profiles", {})),

@@ -231,7 +231,10 @@ class CloudMap:
     # The API server runs the ExtendedResourceToleration admission plugin: a pod asking for an extended
     # resource is given {key: <resource>, operator: Exists, effect: NoSchedule} (EKS since 1.19, GKE).
     extended_resource_toleration: bool = False
-    topology_labels: Mapping[str, str] = field(default_factory=dict)
+    topology_labels: Mapping[str, str] = field(default_factory=dict)  # role → the key written
+    # The RuntimeClasses the platform makes itself (GKE Sandbox's gvisor); None: the map does not say.
+    runtime_classes: tuple[str, ...] | None = None
+    topology_read: Mapping[str, str] = field(default_factory=dict)  # every key read → its role
     scheduler_name: str = ""
     # Schedulers the platform also runs beside the default one (CCE's Volcano add-on): a pod naming one
     # keeps it, whatever another map's scheduler layer calls itself.

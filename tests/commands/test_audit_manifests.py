@@ -1,0 +1,99 @@
+"""The audit's manifests (tests/manifests/audit/README.md names each published shape) moved to every
+shipped map, each output read for what the workload meant: does it schedule there on the hardware
+meant, and is anything lost without a word?"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.commands.translating import translate, warnings
+from webhook.config.cloudmap import default_directory
+
+AUDIT = Path(__file__).parents[1] / "manifests" / "audit"
+MAPS = sorted(p.stem for p in default_directory().glob("*.yaml") if p.stem != "gpus")
+MANIFESTS = sorted(p.name for p in AUDIT.glob("*.yaml"))
+
+
+def _doc(out):
+    return next(d for d in yaml.safe_load_all(out) if d)
+
+
+@pytest.mark.parametrize("target", MAPS)
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_every_audit_manifest_is_translated_or_refused_in_words_on_every_map(capsys, tmp_path, name, target):
+    text = (AUDIT / name).read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code in (0, 1), err
+    if code == 1:
+        assert "denied:" in err and out == text  # refused: printed as written, the reason said
+    else:
+        _doc(out)  # parses
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("target", ["gke", "eks", "aks"])
+def test_the_gpu_operator_s_runtime_class_is_said_where_the_platform_makes_none(capsys, tmp_path, target):
+    # The API server's RuntimeClass admission refuses a pod naming a RuntimeClass that does not exist.
+    text = (AUDIT / "vllm-stack-rendered.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert _doc(out)["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"  # kept: an admin may make it
+    assert f"runtimeClassName nvidia kept: {target} makes none; refused until one is made" in warnings(err)
+
+
+def test_a_runtime_class_is_not_said_where_the_map_does_not_say_which_the_platform_makes(capsys, tmp_path):
+    text = (AUDIT / "vllm-stack-rendered.yaml").read_text()
+    _, _, err = translate(capsys, tmp_path, text, "oke")
+    assert "runtimeClassName" not in err
+
+
+@pytest.mark.parametrize("target", ["eks", "aks", "generic"])
+def test_replicas_kept_off_each_other_s_gke_host_stay_off_each_other_s_node(capsys, tmp_path, target):
+    text = (AUDIT / "gke-host-anti.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    terms = _doc(out)["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert (
+        terms["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
+    )
+    assert (
+        "topology key cloud.google.com/gce-topology-host → kubernetes.io/hostname: apart by node, not host"
+        in warnings(err)
+    )
+
+
+def test_gke_s_mps_clients_per_gpu_is_said_removed_and_the_share_kept(capsys, tmp_path):
+    text = (AUDIT / "gke-mps-l4.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert code == 0, err
+    limits = _doc(out)["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu.shared": 1}
+    said = warnings(err)
+    assert (
+        "node selector cloud.google.com/gke-max-shared-clients-per-gpu removed: a label no eks node carries"
+        in said
+    )
+    assert (
+        "nvidia.com/gpu.shared exists only with the device plugin's time-slicing or MPS set to "
+        "renameByDefault" in said
+    )
+
+
+@pytest.mark.parametrize("target", MAPS)
+def test_a_slinky_node_set_s_gpus_are_said_left_as_written(capsys, tmp_path, target):
+    text = (AUDIT / "slinky-nodeset.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert (code, out) == (0, text)
+    assert "not looked into: gpuport does not know where this kind keeps its pod templates" in err
+
+
+def test_a_group_on_one_eks_network_layer_is_refused_where_no_node_says_its_layer(capsys, tmp_path):
+    text = (AUDIT / "lws-eks-p5.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, "generic")
+    assert code == 1
+    assert "add topology_labels.subblock to the generic map" in err
+    code, out, err = translate(capsys, tmp_path, text, "oke")
+    assert code == 0, err
+    annotation = _doc(out)["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"]
+    assert annotation == "oci.oraclecloud.com/rdma.local_block_id"

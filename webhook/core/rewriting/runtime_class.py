@@ -1,0 +1,26 @@
+"""A pod's `runtimeClassName` moved to a platform that makes no RuntimeClass of that name: said.
+
+On a cluster with the NVIDIA GPU Operator, GPU pods often name its RuntimeClass `nvidia` (vLLM's
+production-stack chart writes `runtimeClassName: nvidia`). GKE, EKS and AKS give GPU nodes a default
+runtime that already runs GPU containers and make no such RuntimeClass; there the API server's
+RuntimeClass admission plugin refuses a pod naming one that does not exist ("pod rejected:
+RuntimeClass ... not found"). gpuport does not edit the field (an admin may have made the class), and
+says so where the target's map lists the RuntimeClasses its platform makes (`runtime_classes`); a map
+that lists none says nothing about them, and nothing is said.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.vocabulary.platform import CloudMap
+
+__all__ = ["runtime_class_warning"]
+
+
+def runtime_class_warning(spec: Mapping[str, Any], target: CloudMap) -> list[str]:
+    name = spec.get("runtimeClassName")
+    if not isinstance(name, str) or not name or target.runtime_classes is None:
+        return []
+    if name in target.runtime_classes:
+        return []
+    return [f"gpuport: runtimeClassName {name} kept: {target.name} makes none; refused until one is made"]
