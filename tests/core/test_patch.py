@@ -239,3 +239,78 @@ def test_deciding_never_changes_the_pod_it_was_given(source, target, extra):
         assert [c.get("env") for c in patched["spec"]["containers"]] == [
             c.get("env") for c in before["spec"]["containers"]
         ]
+
+
+CONTAINER_FIELDS = st.sampled_from(["resources", "env", "name", "image", "extra"])
+
+
+@st.composite
+def containers_and_edits(draw):
+    """Container lists as the view holds them and the edits a mutation makes on them in place: a
+    resources entry set, a field replaced (by any value, or by a copy of itself: the same JSON in a new
+    object), a container's keys reordered, one appended. What `_container_copy` shares with the Pod
+    and what it copies are both edited."""
+    containers = [
+        {
+            "name": f"c{i}",
+            "image": "img",
+            "env": draw(st.lists(st.fixed_dictionaries({"name": KEYS, "value": SCALARS}), max_size=3)),
+            "resources": draw(
+                st.dictionaries(
+                    st.sampled_from(["limits", "requests"]),
+                    st.dictionaries(KEYS, SCALARS, max_size=2),
+                    max_size=2,
+                )
+            ),
+        }
+        for i in range(draw(st.integers(0, 2)))
+    ]
+    edits = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.just("resource"), st.integers(0, 2), KEYS, SCALARS),
+                st.tuples(st.just("replace"), st.integers(0, 2), CONTAINER_FIELDS, JSON),
+                st.tuples(st.just("same"), st.integers(0, 2), CONTAINER_FIELDS),
+                st.tuples(st.just("reorder"), st.integers(0, 2)),
+                st.tuples(st.just("append"), JSON),
+            ),
+            max_size=4,
+        )
+    )
+    return containers, edits
+
+
+def edit_containers(containers, edits):
+    for edit in edits:
+        if edit[0] == "append":
+            containers.append({"name": "added", "resources": edit[1]})
+            continue
+        if edit[1] >= len(containers):
+            continue
+        container = containers[edit[1]]
+        if edit[0] == "resource":
+            resources = container.setdefault("resources", {})
+            limits = resources.setdefault("limits", {}) if isinstance(resources, dict) else None
+            if isinstance(limits, dict):
+                limits[edit[2]] = edit[3]
+        elif edit[0] == "replace":
+            container[edit[2]] = copy.deepcopy(edit[3])
+        elif edit[0] == "same" and edit[2] in container:
+            container[edit[2]] = copy.deepcopy(container[edit[2]])
+        elif edit[0] == "reorder":
+            containers[edit[1]] = dict(reversed(list(container.items())))
+
+
+@settings(max_examples=500, deadline=None)
+@given(case=containers_and_edits(), key=st.sampled_from(["containers", "initContainers"]))
+def test_containers_edited_in_place_are_patched_exactly(case, key):
+    # A container list is judged unchanged field by field, by identity where the view shares the
+    # field with the Pod: an edit in place, a replaced field or a copy of one must still come out exact.
+    containers, edits = case
+    original = pod()
+    original["spec"][key] = containers
+    expected = copy.deepcopy(original)
+    edit_containers(expected["spec"][key], edits)
+    ops = diff_mutation(original, lambda view: edit_containers(view["spec"][key], edits))
+    assert json.dumps(apply(original, ops), sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert apply(original, ops) == expected

@@ -100,22 +100,46 @@ def diff_mutation(pod: Mapping[str, Any], mutate: Mutator) -> list[dict[str, Any
         if key in old:
             if key not in new:
                 ops.append({"op": "remove", "path": _PATHS[parent, key]})
-            elif not _same_json(old[key], new[key]):
+            elif not (_same_containers if key in _CONTAINER_LISTS else _same_json)(old[key], new[key]):
                 _diff(_PATHS[parent, key], old[key], new[key], ops)
         elif key in new:
             ops.append({"op": "add", "path": _PATHS[parent, key], "value": new[key]})
     return ops
 
 
+_CONTAINER_LISTS = frozenset({"containers", "initContainers"})
+_ABSENT = object()
+
+
+def _same_containers(old: Any, new: Any) -> bool:
+    """`_same_json` for a container list of the view: each container's fields but resources are the
+    Pod's own objects (`_container_copy`), so a field still the same object is skipped without
+    writing it out (env, mounts and probes are most of a container's text). False is always safe: the
+    walk after it is exact, it only costs the walk."""
+    if type(old) is not list or type(new) is not list or len(old) != len(new):
+        return _same_json(old, new)
+    for before, after in zip(old, new, strict=True):
+        if type(before) is not dict or type(after) is not dict or len(before) != len(after):
+            if not _same_json(before, after):
+                return False
+            continue
+        for key, value in before.items():
+            now = after.get(key, _ABSENT)
+            if now is not value and (key != "resources" or not _same_json(value, now)):
+                return False  # the walk, exact, says what changed (nothing, if only the object did)
+    return True
+
+
 def _same_json(old: Any, new: Any) -> bool:
     """Whether two parsed JSON values are the same JSON, decided in C: most editable fields come back
     from a mutation unchanged, and walking them in Python was most of the patch's cost. Python's ==
     calls 1, 1.0 and True equal and orjson writes NaN as null, so both must agree; a value orjson
-    cannot write (an integer past 64 bits) is left to the walk."""
+    cannot write (an integer past 64 bits) is left to the walk. == goes first: a field the mutation
+    changed is mostly told apart there, without writing either value out."""
     if old is new:
         return True
     try:
-        return orjson.dumps(old) == orjson.dumps(new) and bool(old == new)
+        return bool(old == new) and orjson.dumps(old) == orjson.dumps(new)
     except orjson.JSONEncodeError:
         return False
 
