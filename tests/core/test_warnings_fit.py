@@ -44,7 +44,8 @@ def test_the_translated_event_carries_the_whole_text():
     from webhook.adapters.kube.events import PodEvents
 
     said = "node selector cloud.google.com/gke-accelerator=nvidia-tesla-t4 replaced by " + "x" * 300
-    event = PodEvents(None)._event("team-a", "t4", "uid", said)
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": "t4", "uid": "uid"}
+    event = PodEvents(None, start=False)._event("team-a", "t4.uid", involved, said, 1)
     assert said in event["message"]
 
 
