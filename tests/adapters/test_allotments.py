@@ -8,12 +8,12 @@ import time
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.adapters.test_reservation_lives import created, one_gpu, view_with_quota
+from tests.adapters.test_reservation_lives import one_gpu, play_at_quota, view_with_quota
 from tests.helpers import context
 from tests.quota_fakes import FakeCoordination, admit, request_for
 from tests.translation_cases import pod
-from webhook.adapters.kube.ledger import LANDING_SECONDS, RESERVATIONS_ANNOTATION, LeaseLedger, decode
-from webhook.adapters.kube.quota_gate import OTHER_WEBHOOKS_SECONDS, QuotaGate
+from webhook.adapters.kube.ledger import RESERVATIONS_ANNOTATION, LeaseLedger, decode
+from webhook.adapters.kube.quota_gate import QuotaGate
 
 
 def gate_on(view, api, clock, **kwargs) -> QuotaGate:
@@ -104,46 +104,4 @@ def test_allotments_never_overshoot_a_quota_whatever_pods_come_late_never_or_go(
     quota = 12
     view, api, clock = view_with_quota(quota), FakeCoordination(), [10_000]
     gates = [gate_on(view, api, clock, allotment=allotment, headroom_factor=factor) for _ in range(2)]
-    admitted: list[tuple[str, int]] = []  # (uid, when)
-    created_at: dict[str, int] = {}  # pods that exist, not yet in the view, by uid
-    in_view: dict[str, dict] = {}
-    deleted: list[str] = []  # deleted pods the view still holds
-    version, reviews = [10], iter(range(1000))
-
-    def deliver(uid: str) -> None:
-        version[0] += 1
-        in_view[uid] = created(view, uid, version[0])
-
-    for action, pick in steps:
-        if action == "wait":
-            clock[0] += pick
-        if action in ("review", "wait"):  # every pod created LANDING_SECONDS ago is in the view by now
-            for uid in [u for u, t in created_at.items() if t + 10 * LANDING_SECONDS <= clock[0]]:
-                created_at.pop(uid)
-                deliver(uid)
-        if action == "review":
-            uid = f"p{next(reviews)}"
-            if one_gpu(gates[pick], uid):
-                admitted.append((uid, clock[0]))
-        elif action == "create":
-            creatable = [
-                u
-                for u, t in admitted
-                if clock[0] <= t + 10 * OTHER_WEBHOOKS_SECONDS and u not in created_at and u not in in_view
-            ]
-            if creatable:
-                uid = creatable[pick % len(creatable)]
-                created_at[uid] = clock[0]
-                admitted.remove(next(a for a in admitted if a[0] == uid))
-        elif action == "see" and created_at:
-            uid = sorted(created_at)[pick % len(created_at)]
-            created_at.pop(uid)
-            deliver(uid)
-        elif action == "delete" and in_view:
-            uid = sorted(in_view)[pick % len(in_view)]
-            deleted.append(uid)
-        elif action == "see-delete" and deleted:
-            uid = deleted.pop(pick % len(deleted))
-            view.apply("pods", "DELETED", in_view.pop(uid))
-        exist = len(created_at) + len(in_view) - len(deleted)
-        assert exist <= quota
+    play_at_quota(steps, gates, view, clock, quota)

@@ -40,6 +40,56 @@ def created(view: ClusterView, uid: str, version: int, phase: str = "Pending") -
     return obj
 
 
+def play_at_quota(steps, gates: list, view: ClusterView, clock: list[int], quota: int) -> None:
+    """Plays `steps` (review, create, see, delete, see-delete, wait; see STEPS) against `gates` sharing
+    one namespace at its GPU quota: a review by gates[pick], the API server creating an admitted pod up to
+    OTHER_WEBHOOKS_SECONDS later or never, views receiving a created pod within LANDING_SECONDS and deletes
+    whenever; after every step the pods that exist never pass `quota`. `clock` counts tenths."""
+    admitted: list[tuple[str, int]] = []  # (uid, when)
+    created_at: dict[str, int] = {}  # pods that exist, not yet in the view, by uid
+    in_view: dict[str, dict] = {}
+    deleted: list[str] = []  # deleted pods the view still holds
+    version, reviews = [10], iter(range(1000))
+
+    def deliver(uid: str) -> None:
+        version[0] += 1
+        in_view[uid] = created(view, uid, version[0])
+
+    for action, pick in steps:
+        if action == "wait":
+            clock[0] += pick
+        if action in ("review", "wait"):  # every pod created LANDING_SECONDS ago is in the view by now
+            for uid in [u for u, t in created_at.items() if t + 10 * LANDING_SECONDS <= clock[0]]:
+                created_at.pop(uid)
+                deliver(uid)
+        if action == "review":
+            uid = f"p{next(reviews)}"
+            if one_gpu(gates[pick], uid):
+                admitted.append((uid, clock[0]))
+        elif action == "create":
+            creatable = [
+                u
+                for u, t in admitted
+                if clock[0] <= t + 10 * OTHER_WEBHOOKS_SECONDS and u not in created_at and u not in in_view
+            ]
+            if creatable:
+                uid = creatable[pick % len(creatable)]
+                created_at[uid] = clock[0]
+                admitted.remove(next(a for a in admitted if a[0] == uid))
+        elif action == "see" and created_at:
+            uid = sorted(created_at)[pick % len(created_at)]
+            created_at.pop(uid)
+            deliver(uid)
+        elif action == "delete" and in_view:
+            uid = sorted(in_view)[pick % len(in_view)]
+            deleted.append(uid)
+        elif action == "see-delete" and deleted:
+            uid = deleted.pop(pick % len(deleted))
+            view.apply("pods", "DELETED", in_view.pop(uid))
+        exist = len(created_at) + len(in_view) - len(deleted)
+        assert exist <= quota
+
+
 def one_gpu(gate: QuotaGate, uid: str) -> bool:
     """Whether a one-GPU create is admitted (and reserved)."""
     return admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), uid), context("generic")) is None
@@ -266,46 +316,4 @@ def test_a_quota_is_never_overshot_whatever_pods_come_late_never_or_go(steps):
         clock=lambda: clock[0] / 10,
         timing=lambda: (time.monotonic(), 5.0),
     )
-    admitted: list[tuple[str, int]] = []  # (uid, when)
-    created_at: dict[str, int] = {}  # pods that exist, not yet in the view, by uid
-    in_view: dict[str, dict] = {}
-    deleted: list[str] = []  # deleted pods the view still holds
-    version, reviews = [10], iter(range(1000))
-
-    def deliver(uid: str) -> None:
-        version[0] += 1
-        in_view[uid] = created(view, uid, version[0])
-
-    for action, pick in steps:
-        if action == "wait":
-            clock[0] += pick
-        if action in ("review", "wait"):  # every pod created LANDING_SECONDS ago is in the view by now
-            for uid in [u for u, t in created_at.items() if t + 10 * LANDING_SECONDS <= clock[0]]:
-                created_at.pop(uid)
-                deliver(uid)
-        if action == "review":
-            uid = f"p{next(reviews)}"
-            if one_gpu(gate, uid):
-                admitted.append((uid, clock[0]))
-        elif action == "create":
-            creatable = [
-                u
-                for u, t in admitted
-                if clock[0] <= t + 10 * OTHER_WEBHOOKS_SECONDS and u not in created_at and u not in in_view
-            ]
-            if creatable:
-                uid = creatable[pick % len(creatable)]
-                created_at[uid] = clock[0]
-                admitted.remove(next(a for a in admitted if a[0] == uid))
-        elif action == "see" and created_at:
-            uid = sorted(created_at)[pick % len(created_at)]
-            created_at.pop(uid)
-            deliver(uid)
-        elif action == "delete" and in_view:
-            uid = sorted(in_view)[pick % len(in_view)]
-            deleted.append(uid)
-        elif action == "see-delete" and deleted:
-            uid = deleted.pop(pick % len(deleted))
-            view.apply("pods", "DELETED", in_view.pop(uid))
-        exist = len(created_at) + len(in_view) - len(deleted)
-        assert exist <= 3
+    play_at_quota(steps, [gate], view, clock, quota=3)
