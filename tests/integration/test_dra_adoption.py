@@ -96,6 +96,21 @@ def made_claim(core, namespace, pod):
 WAYS = {"at-create": False, "by-update": True}
 
 
+def assert_no_claim_for_holder(core, custom, namespace: str, log, said: str) -> None:
+    """The resourceclaim controller never makes pod holder's claim: its create is refused in `said` words
+    (the controller logs the API server's refusal and tries again), and no claim exists."""
+
+    def refused():
+        return any(
+            namespace in line and said in line for line in log.read_text(errors="replace").splitlines()
+        )
+
+    outcome = wait_for(lambda: made_claim(core, namespace, "holder") or refused(), timeout=60)
+    assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
+    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
+    assert claims == []
+
+
 @pytest.mark.parametrize("way", list(WAYS))
 def test_a_claim_marked_as_a_pods_own_cannot_be_adopted_past_its_template(cluster, way):
     namespace = quota_namespace(cluster, 1)
@@ -173,16 +188,13 @@ def test_a_template_made_again_larger_after_the_pod_was_admitted_gives_it_no_cla
     finally:
         os.kill(controller, signal.SIGCONT)
 
-    def refused():  # the controller logs the API server's refusal of its create, and tries again
-        said = "ResourceClaimTemplate one was made or changed after pod holder was created"
-        return any(
-            namespace in line and said in line for line in log.read_text(errors="replace").splitlines()
-        )
-
-    outcome = wait_for(lambda: made_claim(core, namespace, "holder") or refused(), timeout=60)
-    assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
-    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
-    assert claims == []
+    assert_no_claim_for_holder(
+        core,
+        custom,
+        namespace,
+        log,
+        "ResourceClaimTemplate one was made or changed after pod holder was created",
+    )
 
 
 def test_the_owner_of_a_claim_is_read_by_name_where_the_view_has_not_seen_it(cluster):
@@ -314,13 +326,6 @@ def test_a_template_made_again_larger_while_the_pod_is_admitted_gives_it_no_clai
     stored = core.read_namespaced_pod("holder", namespace).metadata.annotations or {}
     assert "gpuport.io/claim-templates" in stored, stored
 
-    def refused():  # the controller logs the API server's refusal of its create, and tries again
-        said = "ResourceClaimTemplate one was deleted and made again"
-        return any(
-            namespace in line and said in line for line in log.read_text(errors="replace").splitlines()
-        )
-
-    outcome = wait_for(lambda: made_claim(core, namespace, "holder") or refused(), timeout=60)
-    assert outcome is True, f"the controller made the holder claim {outcome} from the template made again"
-    claims = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims")["items"]
-    assert claims == []
+    assert_no_claim_for_holder(
+        core, custom, namespace, log, "ResourceClaimTemplate one was deleted and made again"
+    )
