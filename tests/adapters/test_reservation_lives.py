@@ -80,9 +80,10 @@ def play_at_quota(steps, gates: list, view: ClusterView, clock: list[int], quota
             uid = sorted(created_at)[pick % len(created_at)]
             created_at.pop(uid)
             deliver(uid)
-        elif action == "delete" and in_view:
-            uid = sorted(in_view)[pick % len(in_view)]
-            deleted.append(uid)
+        elif action == "delete" and set(in_view) - set(deleted):
+            # A pod is deleted once: counted out twice, it would hide a pod over the quota.
+            alive = sorted(set(in_view) - set(deleted))
+            deleted.append(alive[pick % len(alive)])
         elif action == "see-delete" and deleted:
             uid = deleted.pop(pick % len(deleted))
             view.apply("pods", "DELETED", in_view.pop(uid))
