@@ -170,7 +170,6 @@ KEYED_EDITS = [
     lambda p: p["metadata"].setdefault("annotations", {}),  # present, empty: edits add into it
     lambda p: p["spec"].update(schedulerName="hami-scheduler"),
     lambda p: p["spec"]["containers"].append({"name": "side", "image": "x"}),
-    lambda p: p["spec"]["containers"][0].update(name="renamed"),
     lambda p: p["metadata"].update(name="other-name"),
 ]
 
@@ -328,8 +327,10 @@ def reduced_to_its_key(pod, keys):
     for list_name in CONTAINER_LISTS:
         if list_name in spec:
             items = spec[list_name]
+            # The names stay: the key leaves them out, remembered.py says when that may be.
+            fields = (*CONTAINER_FIELDS, "name")
             reduced_spec[list_name] = (
-                [{f: c[f] for f in CONTAINER_FIELDS if f in c} if isinstance(c, dict) else c for c in items]
+                [{f: c[f] for f in fields if f in c} if isinstance(c, dict) else c for c in items]
                 if isinstance(items, list)
                 else items
             )
@@ -404,3 +405,122 @@ def test_the_named_replicas_of_one_replicaset_are_read_once_at_validation(monkey
     for name in ("web-1", "web-2"):  # each refusal quotes its own pod
         answer = pipeline.validate(named(refused, name), ctx, pipeline.Gates(gate), None, memo)
         assert not answer.allowed and f'"{name}"' in answer.message
+
+
+# --- Pods whose containers are named otherwise (remembered.py) ---
+
+# Names a workload may give its containers: ordinary ones, ones that appear in what decisions say
+# ("gpu" in nvidia.com/gpu), ones the API server refuses (upper case, underscore, too long) and repeats.
+NAMES = st.sampled_from(
+    ["main", "c0", "c1", "i0", "worker", "cuda", "gpu", "nvidia", "a", "Main", "x_y", "p" * 64]
+)
+
+
+def kai_named_pod(container_first: bool, named: str, memory_key: bool):
+    """KAI's shapes that name a container: the share goes to the container an annotation names."""
+    annotations = {"gpu-fraction": "0.5", "gpu-fraction-container-name": named}
+    if memory_key:
+        annotations = {f"nvidia.com/container.{named}.gpu-memory.request": "4Gi"}
+    containers = [{"name": "sidecar", "image": "busybox"}, {"name": "cuda", "image": "cuda"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a", "annotations": annotations},
+        "spec": {
+            "containers": containers if container_first else containers[::-1],
+            "schedulerName": "kai-scheduler",
+        },
+    }
+
+
+NAMED_POD = st.one_of(
+    ANY_POD,
+    st.builds(kai_named_pod, st.booleans(), st.sampled_from(["sidecar", "cuda"]), st.booleans()),
+)
+
+
+def renamed(pod, draw_names):
+    """The pod with its containers named `draw_names` in order (init containers first), or swapped."""
+    pod = copy.deepcopy(pod)
+    spec = pod["spec"]
+    every = [c for list_name in ("initContainers", "containers") for c in spec.get(list_name, [])]
+    for container, name in zip(every, draw_names, strict=False):  # a pod has at most four
+        container["name"] = name
+    return pod
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pod=NAMED_POD,
+    names=st.one_of(st.lists(NAMES, min_size=4, max_size=4), st.just("swap")),
+    target=st.sampled_from([*TARGETS, "with hints"]),
+)
+def test_a_pod_named_otherwise_gets_from_the_memo_exactly_what_a_fresh_decision_gives(pod, names, target):
+    ctx = WITH_HINTS if target == "with hints" else context(target)
+    if names == "swap":  # the same names, given to other containers
+        every = [c["name"] for at in ("initContainers", "containers") for c in pod["spec"].get(at, [])]
+        names = every[::-1]
+    other = renamed(pod, names)
+    memo = DecisionMemo()
+    pipeline.mutate(request_for(pod), ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
+    gate, fresh = Recording(), Recording()
+    answer = pipeline.mutate(request_for(other), ctx, pipeline.Gates(gate), memo, TEMPLATES_EXIST)
+    assert answer == pipeline.mutate(request_for(other), ctx, pipeline.Gates(fresh), None, TEMPLATES_EXIST)
+    assert gate.demands == fresh.demands  # the asks the gates read name the pod's own containers
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pod=NAMED_POD,
+    names=st.lists(NAMES, min_size=4, max_size=4),
+    target=st.sampled_from([*TARGETS, "with hints"]),
+)
+def test_a_pod_named_otherwise_is_validated_from_the_memo_as_a_fresh_validation(pod, names, target):
+    ctx = WITH_HINTS if target == "with hints" else context(target)
+    memo = DecisionMemo(counted=False)
+    remembered, fresh = Recording(), Recording()
+    pipeline.validate(named(pod, "a-1"), ctx, pipeline.Gates(remembered), TEMPLATES_EXIST, memo)
+    other = named(renamed(pod, names), "b-1")
+    answer = pipeline.validate(other, ctx, pipeline.Gates(remembered), TEMPLATES_EXIST, memo)
+    assert answer == pipeline.validate(other, ctx, pipeline.Gates(fresh), TEMPLATES_EXIST)
+    assert remembered.demands[1:] == fresh.demands
+
+
+def test_pods_of_two_workloads_that_ask_alike_share_one_translation(monkeypatch):
+    # A notebook's pod and a script's ask for the same GPUs on the same nodes and name their containers
+    # otherwise: the second is not translated again, and each is told about its own containers.
+    translations = []
+    real = pipeline.mutation_after_checks
+    monkeypatch.setattr(pipeline, "mutation_after_checks", lambda *a: translations.append(a) or real(*a))
+    ctx, memo = context("generic"), DecisionMemo()
+    pod = translation_pod("gke-8")
+    answers = [
+        pipeline.mutate(request_for(renamed(pod, [name])), ctx, pipeline.NO_GATES, memo)
+        for name in ("notebook", "train", "eval")
+    ]
+    assert len(translations) == 1 and len(memo) == 1
+    assert answers[0].patch and answers[1:] == answers[:1] * 2
+
+
+def test_a_decision_that_says_a_name_answers_only_that_name_and_each_keeps_its_own(monkeypatch):
+    # A refusal quotes its container; a KAI share is given to a container by name: neither answers pods
+    # named otherwise, and two such workloads arriving in turn are each decided once.
+    kai = context("hami")  # KAI's pods moved to HAMi: the share goes to the container KAI gives it to
+    kai_pods = {first: kai_named_pod(first, "cuda", memory_key=False) for first in (True, False)}
+    fresh = {first: pipeline.decide(request_for(pod), kai) for first, pod in kai_pods.items()}
+    assert fresh[True] != fresh[False]  # the share goes to the second container, then to the first
+    decided = []
+    real = pipeline.check_request
+    monkeypatch.setattr(pipeline, "check_request", lambda *a: decided.append(a) or real(*a))
+    ctx, memo = context("generic"), DecisionMemo()
+    fractional = translation_pod("generic-whole")
+    fractional["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
+    for _ in range(2):
+        for name in ("alpha", "beta"):
+            answer = pipeline.mutate(request_for(renamed(fractional, [name])), ctx, pipeline.NO_GATES, memo)
+            assert not answer.allowed and name in answer.message
+    assert len(decided) == 2
+    for _ in range(2):
+        for first, pod in kai_pods.items():
+            assert pipeline.mutate(request_for(pod), kai, pipeline.NO_GATES, memo) == fresh[first]
+    assert len(decided) == 4

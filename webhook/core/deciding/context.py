@@ -84,9 +84,9 @@ class Context:
                 return None
             labels |= label_keys
             annotations |= annotation_keys
-        prefixes = {
-            m.shared.container_memory_prefix
-            for m in (*self.dialects.maps, self.target, self.as_declared)
-            if m.shared.container_memory_prefix
-        }
-        return MetadataKeys(frozenset(labels), frozenset(annotations), tuple(sorted(prefixes)))
+        every_map = (*self.dialects.maps, self.target, self.as_declared)
+        prefixes = {m.shared.container_memory_prefix for m in every_map if m.shared.container_memory_prefix}
+        naming = {m.shared.container_annotation for m in every_map if m.shared.container_annotation}
+        return MetadataKeys(
+            frozenset(labels), frozenset(annotations), tuple(sorted(prefixes)), frozenset(naming)
+        )

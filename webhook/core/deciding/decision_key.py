@@ -3,13 +3,15 @@
 Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner references and whatever
 the API server fills in per pod, none of which the decision reads: it reads the request's kind and
 name (messages quote them), the labels and annotations the context names (MetadataKeys), each
-container's name, resources and restart policy, and the node selector, affinity, topology spread
+container's resources and restart policy, and the node selector, affinity, topology spread
 constraints, tolerations, scheduler name and runtime class (a pod with resourceClaims is never memoized: its
 templates are read too). The pods of an indexed Job arrive unnamed too (generateName) and differ in
 labels and annotations of their own (the completion index) that no decision reads, so they share a
 key. A StatefulSet's pods arrive named (web-0, web-1): the name keeps their keys apart. Two reviews
 with the same key get the same Decision from the same context (tests/core/test_memo.py checks that on
-random pods, varying every field outside the key). A field the decision starts to read must be added here.
+random pods, varying every field outside the key), except where it reads their containers' names, which
+the key leaves out: remembered.py says when a decision answers pods whose containers are named otherwise.
+A field the decision starts to read must be added here.
 """
 
 import hashlib
@@ -28,7 +30,7 @@ POD_FIELDS = (
     "schedulerName",
     "runtimeClassName",
 )
-CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
+CONTAINER_FIELDS = ("resources", "restartPolicy")  # the names: remembered.py
 
 
 class MetadataKeys(NamedTuple):
@@ -39,6 +41,9 @@ class MetadataKeys(NamedTuple):
     # Annotations read by prefix (KAI's nvidia.com/container.<name>.gpu-memory.request): every key
     # that starts with one is read too.
     annotation_prefixes: tuple[str, ...] = ()
+    # Annotations whose value names a container (KAI's gpu-fraction-container-name): with the prefixed
+    # ones, the decision reads the containers' names through them (remembered.py).
+    naming: frozenset[str] = frozenset()
 
 
 def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes | None:

@@ -19,18 +19,10 @@ from webhook.core.deciding.admission import check_request, mutation_after_checks
 from webhook.core.deciding.context import Context
 from webhook.core.deciding.decision import CHECKED, Decision, deny
 from webhook.core.deciding.decision_key import decision_key
+from webhook.core.deciding.remembered import Memo, recall, remember
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.vocabulary import dra_api
 from webhook.core.vocabulary.workloads import PodRead, read_pod
-
-
-class Memo(Protocol):
-    """Remembered (demand, decision) pairs by decision key, valid for one context only; the demand
-    is None where the checks refused the pod (nothing after them ran)."""
-
-    def get(self, key: bytes, context: Context) -> tuple[PodDemand | None, Decision] | None: ...
-
-    def put(self, key: bytes, context: Context, value: tuple[PodDemand | None, Decision]) -> None: ...
 
 
 class ClaimTemplates(Protocol):
@@ -189,7 +181,7 @@ def decide(
     """The /mutate decision before the claim templates it needs are made: what `mutate` answers on a
     cluster that has them, and what the tests and the bench ask of the core alone."""
     key = decision_key(review, context.metadata_keys) if memo is not None else None
-    remembered = memo.get(key, context) if memo is not None and key is not None else None
+    names, remembered = recall(memo, key, review.object or {}, context)
     read: PodRead | None = None  # None: the decision is the remembered one
     if remembered is not None:
         demand, decision = remembered
@@ -201,7 +193,8 @@ def decide(
         checked = check_request(review, context)
         if isinstance(checked, Decision):
             if memo is not None and key is not None and not checked.allowed:
-                memo.put(key, context, (None, checked))
+                entry = remember(None, checked, review.object or {}, names, context.metadata_keys)
+                memo.put(key, context, entry)
             return checked
         read = checked
         pod_create = review.is_pod_create
@@ -216,7 +209,7 @@ def decide(
         return decision
     decision = mutation_after_checks(review, context, read, demand)
     if memo is not None and key is not None:  # a key is made for pod creates alone
-        memo.put(key, context, (demand, decision))
+        memo.put(key, context, remember(demand, decision, read.pod, names, context.metadata_keys))
     return decision
 
 
@@ -245,7 +238,7 @@ def validate(
         # The API server has named the pod by now, each replica apart. Neither the checks that pass nor
         # the demand read the name (a refusal quotes it: refusals are not remembered, decided afresh).
         key = decision_key(review._replace(name=""), context.metadata_keys)
-    remembered = memo.get(key, context) if memo is not None and key is not None else None
+    names, remembered = recall(memo, key, review.object or {}, context)
     if remembered is not None and remembered[0] is not None:
         demand = remembered[0]
     else:
@@ -256,7 +249,7 @@ def validate(
             return CHECKED
         demand = read_pod_demand(read, review.namespace, context, claims, charged=True)
         if memo is not None and key is not None:
-            memo.put(key, context, (demand, CHECKED))
+            memo.put(key, context, remember(demand, CHECKED, read.pod, names, context.metadata_keys))
     decision = CHECKED
     for gate in order:
         decision = gate.admit(review, context, demand) or decision
