@@ -642,3 +642,29 @@ def test_an_update_s_reservation_settles_against_the_view_s_compact_record_too()
     view.pods = [compact_pod(updated)]
     one = running("one", activeDeadlineSeconds=60)
     assert admit(gate, request_for(one, "one", dry_run=True), context("generic")) is None  # 1 + 1 ≤ 2
+
+
+CPU_ONLY = Quota("cpu", {"requests.cpu": Decimal(8)})
+
+
+@pytest.mark.parametrize(
+    "quotas, listed, concerned",
+    [
+        ([], True, False),
+        ([CPU_ONLY], True, False),
+        ([QUOTA], True, True),
+        ([CPU_ONLY, QUOTA], True, True),
+        ([], False, True),  # not listed yet: its GPU pods wait (quota-view-loading)
+    ],
+)
+def test_a_quota_gate_is_concerned_where_a_gpu_quota_may_count_the_pod(quotas, listed, concerned):
+    view = FakeView(quotas)
+    if not listed:
+        view.listed = set()
+    gate, ctx = QuotaGate(view, MemoryLedger(), clock=lambda: 0.0), context("generic")
+    asks = [{"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "9"}, {"aliyun.com/gpu-count": "12"}, {"cpu": "1"}]
+    for n, resources in enumerate(asks):
+        request = request_for(pod(resources), f"p{n}")
+        assert gate.concerns(request, ctx) is concerned
+        if not concerned:  # what /validate skips would have admitted the pod anyway
+            assert admit(gate, request, ctx) is None

@@ -4,6 +4,8 @@ import json
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import context, parsed, review_of
 from tests.quota_fakes import FakeView
@@ -178,3 +180,48 @@ def test_a_gpu_name_no_map_reads_is_refused_where_gpu_limits_hold():
     # A GPU under a vendor's domain with no GPU word (KubeVirt passthrough naming) likewise.
     denied = gate_says(View(at_most_one), pod({"nvidia.com/GA100_A100_PCIE_40GB": "8"}))
     assert denied is not None and denied.reason == "gpu-limit-name-unread"
+
+
+LIMITRANGE_MAX2 = {
+    "metadata": {"name": "gpu-max"},
+    "spec": {"limits": [{"type": "Container", "max": {"nvidia.com/gpu": "2"}}]},
+}
+VIEWS = {
+    "no budget": lambda: View(),
+    "opted in, no limits": lambda: View(labels={"gpuport.io/allow-gpu-defaults": "true"}),
+    "cpu LimitRange": lambda: View(limitranges=[{"metadata": {"name": "cpu"}, "spec": {"limits": []}}]),
+    "GPU LimitRange": lambda: View(limitranges=[LIMITRANGE_MAX2]),
+    "limits annotation": lambda: View(MIN4),
+}
+INJECTED = (
+    "LimitRanger plugin set: nvidia.com/gpu request for container main; "
+    "nvidia.com/gpu limit for container main"
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    view=st.sampled_from(sorted(VIEWS)),
+    resources=st.dictionaries(
+        st.sampled_from(["nvidia.com/gpu", "aliyun.com/gpu-count", "nvidia.com/mig-1g.10gb", "cpu"]),
+        st.sampled_from(["1", "3", "8"]),
+        max_size=2,
+    ),
+    trap=st.booleans(),
+)
+def test_a_limit_gate_that_says_it_has_nothing_to_say_admits_whatever_the_pod_asks(view, resources, trap):
+    # /validate skips reading the asks of a pod no gate is concerned with: that must never let one past.
+    obj = pod(resources)
+    if trap:
+        obj["metadata"]["annotations"] = {"kubernetes.io/limit-ranger": INJECTED}
+    gate, request = LimitGate(VIEWS[view]()), parsed(review_of(obj))
+    if not gate.concerns(request, CTX):
+        assert gate_says(VIEWS[view](), obj) is None
+    assert gate.concerns(request, CTX) == (view not in ("no budget", "opted in, no limits") or trap)
+
+
+def test_a_pod_the_limitranger_gave_gpus_is_refused_even_once_the_limitrange_is_out_of_the_view():
+    obj = pod({"nvidia.com/gpu": "2"})
+    obj["metadata"]["annotations"] = {"kubernetes.io/limit-ranger": INJECTED}
+    assert LimitGate(View()).concerns(parsed(review_of(obj)), CTX)
+    assert gate_says(View(), obj).reason == "limitrange-injected-gpu"

@@ -51,6 +51,28 @@ def test_gates_see_pod_creates_only_with_the_demand_read_once():
     assert len(limits.calls) == len(quota.calls) == 1  # no update, no workload template
 
 
+class Unconcerned(Recording):
+    """A gate with nothing to say where the pod is made (no GPU budget there), as it says up front."""
+
+    def concerns(self, request, context):
+        return False
+
+
+def test_a_gate_with_nothing_to_say_is_not_asked_and_validate_reads_no_asks(monkeypatch):
+    reads = []
+    real = pipeline.read_pod_demand
+    monkeypatch.setattr(pipeline, "read_pod_demand", lambda *a, **kw: reads.append(a) or real(*a, **kw))
+    idle, quota = Unconcerned(refuse=True), Recording()
+    assert pipeline.validate(gpu_pod(), CTX, pipeline.Gates(idle, Unconcerned(refuse=True))).allowed
+    assert reads == [] and idle.calls == []
+    assert pipeline.mutate(gpu_pod(), CTX, pipeline.Gates(idle)).allowed and idle.calls == []
+    # One gate concerned: it is asked, with the asks read once, and still refuses as before.
+    assert pipeline.validate(gpu_pod(), CTX, pipeline.Gates(idle, quota)).allowed
+    assert len(quota.calls) == 1 and idle.calls == []
+    fractional = parsed(review_of(pod({"nvidia.com/gpu": "500m"})))
+    assert pipeline.validate(fractional, CTX, pipeline.Gates(idle, idle)).reason == "fractional-gpu"
+
+
 def test_the_first_refusal_wins_and_later_gates_are_not_asked():
     limits, quota = Recording(refuse=True), Recording()
     refused = pipeline.validate(gpu_pod(), CTX, pipeline.Gates(limits, quota))

@@ -10,6 +10,7 @@ from typing import Any
 from webhook.core.asks.demand import PodDemand
 from webhook.core.asks.unread import unread_refusal
 from webhook.core.budget.limits import (
+    LIMIT_RANGER,
     LIMITS_ANNOTATION,
     OPT_IN_LABEL,
     LimitsError,
@@ -29,6 +30,18 @@ log = logging.getLogger("gpuport.limits")
 class LimitGate:
     def __init__(self, view):
         self.view = view
+
+    def concerns(self, request: AdmissionRequest, context: Context) -> bool:
+        """Whether a GPU limit may stand against this pod create, whatever it asks: its namespace has a
+        LimitRange or gpuport's limits annotation, or the LimitRanger wrote defaults into it (the trap
+        admit refuses, named even when the LimitRange is gone from the view)."""
+        metadata = (request.object or {}).get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        if isinstance(annotations, dict) and LIMIT_RANGER in annotations:
+            return True
+        if self.view.limitranges_in(request.namespace):
+            return True
+        return LIMITS_ANNOTATION in self.view.namespace(request.namespace)["annotations"]
 
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A denial, or None when no GPU limit stands against this pod create."""

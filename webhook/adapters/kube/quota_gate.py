@@ -118,6 +118,13 @@ class QuotaGate:
         self._taking_guard = threading.Lock()
         self._no_room: dict[tuple[str, object], float] = {}  # (namespace, tag) → until, time.monotonic()
 
+    def concerns(self, request: AdmissionRequest, context: Context) -> bool:
+        """Whether a GPU quota may stand against this pod create, whatever it asks: one is in its
+        namespace, or the quotas are not listed yet (then its GPU pods wait, as admit says)."""
+        if not self.view.has_synced("resourcequotas"):
+            return True
+        return bool(gpu_quotas(self.view.quotas_in(request.namespace), context.target.whole_gpu))
+
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A denial, or None when quota has nothing against this pod create."""
         # Every wait below (a slot, the store, a view catching up) ends by then: the clear refusal

@@ -75,6 +75,17 @@ class Gate(Protocol):
         """A refusal, or None when this gate has nothing against the pod create. Called only for pod
         creates, with the demand the pipeline read once."""
 
+    # It may also say up front, `concerns(request, context) -> bool`, whether it can have anything to
+    # say of the pod create whatever it asks: most namespaces hold no GPU budget, and their pods then
+    # skip /validate's read of the asks.
+
+
+def concerned(gates: tuple[Gate, ...], request: AdmissionRequest, context: Context) -> tuple[Gate, ...]:
+    """The gates that may have something to say of this pod create (all, for a gate that cannot tell)."""
+    if not gates:
+        return gates
+    return tuple(g for g in gates if (says := getattr(g, "concerns", None)) is None or says(request, context))
+
 
 @runtime_checkable
 class UpdateGate(Protocol):
@@ -201,7 +212,7 @@ def decide(
         # A workload's template is read without its claims: its pods' are read when they are created.
         demand = read_pod_demand(read, review.namespace, context, claims if pod_create else None)
     if pod_create:  # remembered or not: the gates read the cluster as it is now
-        for gate in gates.on_mutate:
+        for gate in concerned(gates.on_mutate, review, context):
             refused = gate.admit(review, context, demand)
             if refused is not None:
                 return refused
@@ -232,7 +243,7 @@ def validate(
         if review.operation not in ("CREATE", "UPDATE") or gates.claim_creates is None:
             return CHECKED
         return gates.claim_creates.admit_claim(review, context) or CHECKED
-    order = gates.on_validate
+    order = concerned(gates.on_validate, review, context) if review.is_pod_create else gates.on_validate
     key = None
     if memo is not None and order and review.is_pod_create:
         # The API server has named the pod by now, each replica apart. Neither the checks that pass nor
