@@ -45,15 +45,16 @@ CASES = [
 
 def gke_review(seq: int | None = None):
     """The captured GPU pod as a GKE user writes a 4×H100 pod: translated, and given topology hints.
-    With `seq`, the container's name makes every pod different to the decision memo (it reads the name,
-    and quotes it); nothing else changes. An annotation would not: the memo ignores those no decision
-    reads, as the pods of an indexed Job differ only there."""
+    With `seq`, a toleration of its own (a taint on nodes kept for this job) makes every pod different
+    to the decision memo; nothing else changes. Neither an annotation nor the container's name would:
+    the memo ignores annotations no decision reads (the pods of an indexed Job differ only there) and
+    answers pods named otherwise where the decision says no name (core.deciding.remembered)."""
     review = fixture("pod-create-gpu-limit-1.json")
     pod = review["request"]["object"]
     pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
     if seq is not None:
-        pod["spec"]["containers"][0]["name"] = f"main-{seq}"
+        pod["spec"]["tolerations"] = [{"key": f"example.com/job-{seq}", "operator": "Exists"}]
     return review
 
 

@@ -13,12 +13,14 @@ has a namespace no webhook matches, so the backends take turns create by create,
 rotates with every create: each sees the machine's load as it is at that moment (the build machines
 are shared; measured case after case, a backend run later saw a busier machine and more stored pods).
 Creates are one at a time over a kept-alive connection, with generateName as a ReplicaSet sends them;
-"each new" pods differ by their container's name, so no decision is remembered; "indexed Job" pods
-differ by their completion index (label and annotation), which no decision reads, so they are. The
-native and repeated pods name a ReplicaSet as their controller and the indexed-Job pods a Job, as
-those controllers write them (gpuport records one Event per owner, with a count); "each new" pods
-name no owner (each gets its own Event, under the namespace's rate limit). Each case reports its
-median create over the rounds; ratios are against the bare pairs with the same pod.
+"new name" pods differ by their container's name (another workload asking alike: the memo answers
+them, core.deciding.remembered); "new shape" pods each tolerate a taint of their own, a field the
+decision reads, so each is decided afresh (a pod unlike any before it); "indexed Job" pods differ by
+their completion index (label and annotation), which no decision reads. The native and repeated pods
+name a ReplicaSet as their controller and the indexed-Job pods a Job, as those controllers write them
+(gpuport records one Event per owner, with a count); "new name" and "new shape" pods name no owner
+(each gets its own Event, under the namespace's rate limit). Each case reports its median create
+over the rounds; ratios are against the bare pairs with the same pod.
 """
 
 import argparse
@@ -65,6 +67,7 @@ def gpu_pod(
     seq: int | None = None,
     index: int | None = None,
     owner: dict | None = None,
+    own_taint: int | None = None,
 ) -> dict:
     metadata: dict = {"generateName": "bench-"}
     if owner is not None:
@@ -78,6 +81,8 @@ def gpu_pod(
         "resources": {"limits": {"nvidia.com/gpu": gpus}},
     }
     spec = {"containers": [container], "nodeSelector": selector}
+    if own_taint is not None:  # as a job scheduled onto nodes tainted for it alone
+        spec["tolerations"] = [{"key": f"example.com/job-{own_taint}", "operator": "Exists"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -87,7 +92,8 @@ BENCH_UIDS = {"ReplicaSet": str(uuid.uuid4()), "Job": str(uuid.uuid4())}
 PODS = {
     "native": lambda seq: gpu_pod(NATIVE, "1", owner=REPLICA_SET),
     "GKE 4×H100, repeated": lambda seq: gpu_pod(GKE, "4", owner=REPLICA_SET),
-    "GKE 4×H100, each new": lambda seq: gpu_pod(GKE, "4", seq),
+    "GKE 4×H100, new name": lambda seq: gpu_pod(GKE, "4", seq),
+    "GKE 4×H100, new shape": lambda seq: gpu_pod(GKE, "4", seq, own_taint=seq),
     "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq, owner=JOB),
 }
 
@@ -230,7 +236,7 @@ def main() -> int:
     for route in ("mutate", "validate"):
         count, total = reviews.get(route + "_count", 0), reviews.get(route + "_sum", 0)
         print(f"gpuport /{route}: {count:.0f} reviews, {total / max(count, 1) * 1000:.2f} ms each in gpuport")
-    # Each new pod is a miss; the repeated and indexed-Job pods after their first are hits.
+    # A new shape is a miss; the other pods after their first are hits.
     print(f"gpuport memo: {reviews.get('memo_hit', 0):.0f} hits, {reviews.get('memo_miss', 0):.0f} misses")
     said = {k.removeprefix("events "): v for k, v in reviews.items() if k.startswith("events ")}
     print("gpuport Events: " + (", ".join(f"{v:.0f} {k}" for k, v in sorted(said.items())) or "none counted"))
