@@ -670,3 +670,42 @@ def test_a_crlf_manifest_comes_out_in_crlf_from_the_command(tmp_path, capsys):
     lines = out.splitlines(keepends=True)
     assert lines and all(line.endswith("\r\n") for line in lines)
     assert "nvidia.com/gpu" in out
+
+
+# GKE's "Run GPUs in Spot VMs" shape: a node selector naming the accelerator and Spot, each commented.
+SPOT_L4 = """apiVersion: v1
+kind: Pod
+metadata:
+  name: infer
+spec:
+  nodeSelector:
+{first}
+{second}
+  containers:
+  - name: server
+    image: vllm/vllm-openai:v0.6.0
+    resources:
+      limits:
+        nvidia.com/gpu: 1   # one L4
+"""
+ACCELERATOR = "    cloud.google.com/gke-accelerator: nvidia-l4   # L4 pool"
+SPOT = '    cloud.google.com/gke-spot: "true"  # cheap'
+
+
+@pytest.mark.parametrize("order", ["accelerator first", "spot first"])
+@pytest.mark.parametrize("target", ["generic", "eks", "aks"])
+def test_a_node_selector_comment_goes_to_the_line_that_says_the_same_thing_again(target, order):
+    # The comment on the accelerator is about the GPU, the one on Spot about the capacity: each goes to
+    # the line of the target that says the same (a model label or an expression on an instance type,
+    # a capacity label or expression), never one to the other's line, whatever their order.
+    first, second = (ACCELERATOR, SPOT) if order == "accelerator first" else (SPOT, ACCELERATOR)
+    out = translate_text(SPOT_L4.format(first=first, second=second), target)
+    for comment, about in (
+        ("# L4 pool", ("gpu.product", "instance-type")),
+        ("# cheap", ("capacity", "priority")),
+    ):
+        lines = [line for line in out.splitlines() if comment in line]
+        assert len(lines) <= 1, out
+        assert all(any(word in line for word in about) for line in lines), out
+    assert "# L4 pool" in out, out  # every target says the GPU again
+    assert ("# cheap" in out) == (target != "generic"), out  # generic has no capacity label: it goes

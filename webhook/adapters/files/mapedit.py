@@ -15,6 +15,7 @@ with the line it belongs to, at its column.
 """
 
 import itertools
+from collections.abc import Mapping
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -35,7 +36,9 @@ from webhook.adapters.files.yamlstyle import (
 
 # Mappings whose removed entries are said again by added ones (an ask or a node label in the target's words).
 SAID_AGAIN = ("limits", "requests", "nodeSelector")
-Keys = frozenset[str] | None
+# A node selector's keys a translation says again in other words, each with what it says ("gpu": model,
+# partition or sharing; "capacity": spot, on-demand, reserved); None: any key, saying anything.
+Keys = Mapping[str, str] | None
 ASKS = ("limits", "requests")
 
 
@@ -124,7 +127,9 @@ def map_edit(
     node selector: the removed keys an added one may stand for (None: any)."""
     removed = [k for k in old if k not in new and (said_again is None or k in said_again)]
     added = [k for k in new if k not in old]
-    takes = pairs(old, new, removed, added) if pair else {}  # a removed key -> the added key on its line
+    takes = (
+        pairs(old, new, removed, added, said_again) if pair else {}
+    )  # removed key -> added key on its line
     edits: list[Edit] = []
     for key in old:
         if key in takes:
@@ -186,14 +191,17 @@ def _places(old: CommentedMap, new: dict, rest: list, last: Any, pair: bool) -> 
     return places
 
 
-def pairs(old: CommentedMap, new: dict, removed: list, added: list) -> dict:
-    """Each removed ask with the added one most like it, most alike first: the same amount, then the
-    closest name after the vendor's domain."""
+def pairs(old: CommentedMap, new: dict, removed: list, added: list, roles: Keys = None) -> dict:
+    """Each removed entry with the added one most like it, most alike first: saying the same kind of
+    thing (`roles`: a GPU model label for a GPU label, a capacity label for a capacity label), the
+    same amount, then the closest name after the vendor's domain."""
 
-    def likeness(pair: tuple) -> tuple[bool, float]:
+    def likeness(pair: tuple) -> tuple[bool, bool, float]:
         was, now = pair
+        role = roles is not None and roles.get(str(was), "") == roles.get(str(now), None)
         same = str(plain(old[was])) == str(plain(new[now]))
-        return same, SequenceMatcher(None, str(was).rpartition("/")[2], str(now).rpartition("/")[2]).ratio()
+        name = SequenceMatcher(None, str(was).rpartition("/")[2], str(now).rpartition("/")[2]).ratio()
+        return role, same, name
 
     takes: dict = {}
     for was, now in sorted(itertools.product(removed, added), key=likeness, reverse=True):

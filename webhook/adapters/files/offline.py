@@ -83,7 +83,7 @@ class Manifest:
     # The node-label keys a translation says again in other words (GPU models, partitions, sharing,
     # capacity: every loaded map's); None: any. A removed node-selector entry of another key (an old
     # node pool's name) is not what an added one says: its line and comment go.
-    said_again: frozenset[str] | None = None
+    said_again: dict[str, str] | None = None
 
 
 def load_documents(text: str, source: str) -> Manifest:
@@ -220,15 +220,15 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
     return results
 
 
-def _said_again(context: Context) -> frozenset[str]:
-    """Every node-label key a translation may say in the target's words: each map's GPU keys (model,
-    partition, sharing labels) and capacity labels."""
+def _said_again(context: Context) -> dict[str, str]:
+    """Every node-label key a translation may say in the target's words, with what it says: each map's
+    GPU keys (model, partition, sharing labels) and capacity labels."""
     capacity = {
-        key
+        key: "capacity"
         for m in context.dialects.maps
         for key, _ in (*m.node_labels.spot, *m.node_labels.on_demand, *m.node_labels.reserved)
     }
-    return context.dialects.selector_keys() | capacity
+    return {key: "gpu" for key in context.dialects.selector_keys()} | capacity
 
 
 def _exclusive_topology(
