@@ -103,3 +103,81 @@ def test_a_group_on_one_eks_network_layer_is_refused_where_no_node_says_its_laye
     assert code == 0, err
     annotation = _doc(out)["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"]
     assert annotation == "oci.oraclecloud.com/rdma.local_block_id"
+
+
+# (target, how the map says the slice could be shared there): every map that takes the partition.
+PARTITION_SHARING_LOST = [
+    (
+        "eks",
+        "to share it, an admin sets replicas: 2 for nvidia.com/mig-1g.5gb in the device plugin's sharing "
+        "config (timeSlicing; mps for whole GPUs only)",
+    ),
+    (
+        "generic",
+        "to share it, an admin sets replicas: 2 for nvidia.com/mig-1g.5gb in the device plugin's sharing "
+        "config (timeSlicing; mps for whole GPUs only)",
+    ),
+    (
+        "generic-mig-single",
+        "to share it, an admin sets replicas: 2 for nvidia.com/gpu in the device plugin's sharing config "
+        "(timeSlicing; mps for whole GPUs only)",
+    ),
+    ("aks", "aks offers no GPU sharing"),
+    ("dra-nvidia", "pods share one on dra-nvidia by referencing one ResourceClaim"),
+    ("hami", "hami offers a share of a GPU by memory (nvidia.com/gpumem)"),
+    ("volcano", "volcano offers a share of a GPU by memory (volcano.sh/vgpu-memory)"),
+    (
+        "kai",
+        "kai offers a share of a GPU by pod annotation (gpu-fraction or gpu-memory, with schedulerName "
+        "kai-scheduler)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("target", "advice"), PARTITION_SHARING_LOST)
+def test_a_time_shared_gke_partition_moved_says_the_slice_is_no_longer_shared(
+    capsys, tmp_path, target, advice
+):
+    # GKE gave two pods each 1g.5gb slice; elsewhere the slice is one pod's: twice the slices.
+    text = (AUDIT / "gke-partition-time-shared.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert (
+        f"MIG 1g.5gb no longer shared: on gke 2 pods shared each slice (time-sharing); on {target} each pod "
+        f"holds one; {advice}"
+    ) in warnings(err)
+
+
+def test_every_map_keeps_says_or_refuses_a_time_shared_partition(capsys, tmp_path):
+    text = (AUDIT / "gke-partition-time-shared.yaml").read_text()
+    silent = []
+    for target in MAPS:
+        code, _, err = translate(capsys, tmp_path, text, target)
+        said = code == 1 or any("no longer shared" in line for line in warnings(err))
+        if target != "gke" and not said:
+            silent.append(target)
+    assert silent == []
+
+
+@pytest.mark.parametrize("target", ["eks", "generic", "generic-mig-single"])
+def test_gke_s_mps_sharing_moved_says_its_clients_and_what_an_admin_sets(capsys, tmp_path, target):
+    text = (AUDIT / "gke-mps-l4.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert (
+        "gke's mps sharing by 3 clients per GPU (cloud.google.com/gke-max-shared-clients-per-gpu) not kept "
+        f"as such: on {target} its nodes' sharing set-up decides how and by how many; an admin sets "
+        "replicas: 3 for nvidia.com/gpu in the device plugin's sharing config (timeSlicing; mps for whole "
+        "GPUs only)"
+    ) in warnings(err)
+
+
+def test_every_map_keeps_says_or_refuses_gke_s_mps_sharing(capsys, tmp_path):
+    text = (AUDIT / "gke-mps-l4.yaml").read_text()
+    silent = []
+    for target in MAPS:
+        code, out, err = translate(capsys, tmp_path, text, target)
+        said = code == 1 or any("mps sharing" in line for line in warnings(err))
+        if not said and out != text:
+            silent.append(target)
+    assert silent == []
