@@ -99,7 +99,11 @@ def test_a_group_on_one_eks_network_layer_is_refused_where_no_node_says_its_laye
     code, _, err = translate(capsys, tmp_path, text, "generic")
     assert code == 1
     assert "add topology_labels.subblock to the generic map" in err
-    code, out, err = translate(capsys, tmp_path, text, "oke")
+    # Without its EFA asks (OKE gives no EFA: refused, test_devices_cli.py), the group's layer becomes
+    # OKE's local block.
+    code, out, err = translate(
+        capsys, tmp_path, text.replace("              vpc.amazonaws.com/efa: 32\n", ""), "oke"
+    )
     assert code == 0, err
     annotation = _doc(out)["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"]
     assert annotation == "oci.oraclecloud.com/rdma.local_block_id"
