@@ -185,3 +185,21 @@ def test_every_map_keeps_says_or_refuses_gke_s_mps_sharing(capsys, tmp_path):
         if not said and out != text:
             silent.append(target)
     assert silent == []
+
+
+@pytest.mark.parametrize(
+    ("target", "resource"),
+    [("hami", "nvidia.com/gpumem"), ("volcano", "volcano.sh/vgpu-memory"), ("ack", "aliyun.com/gpu-mem")],
+)
+def test_gke_s_mps_share_on_a_map_sharing_by_memory_is_refused_asking_for_the_memory(
+    capsys, tmp_path, target, resource
+):
+    # The pod names its model (nvidia-l4) already; GKE's MPS share has no size a model would give.
+    text = (AUDIT / "gke-mps-l4.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 1
+    assert (
+        f"asks for a shared GPU without a memory size; {target} shares GPUs by memory ({resource}): ask for "
+        f"{resource} directly, the GPU memory the container needs"
+    ) in err
+    assert "name one GPU model" not in err
