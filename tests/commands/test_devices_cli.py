@@ -129,9 +129,9 @@ def test_an_infiniband_job_from_aks_keeps_its_rdma_ask_where_the_map_names_no_fa
 # What OKE's map says a pod does for RDMA there (Oracle's OKE quickstart, docs/using-rdma-network-
 # interfaces-in-manifests.md): SR-IOV virtual functions, or the host's NICs with no device ask.
 OKE_RDMA = (
-    "nvidia.com/rdma-vf: RoCE RDMA NICs as SR-IOV virtual functions (16 on BM.GPU.H100.8, 8 on BM.GPU.H200.8; "
-    "the NVIDIA Network Operator, with a k8s.v1.cni.cncf.io/networks rdma-vf entry per VF), or with no device "
-    "ask at all: hostNetwork true with /dev/infiniband mounted and IPC_LOCK"
+    "nvidia.com/rdma-vf: RoCE RDMA NICs as SR-IOV virtual functions (16 on BM.GPU.H100.8, 8 on "
+    "BM.GPU.H200.8; the NVIDIA Network Operator, with a k8s.v1.cni.cncf.io/networks rdma-vf entry per VF), "
+    "or with no device ask at all: hostNetwork true with /dev/infiniband mounted and IPC_LOCK"
 )
 
 
@@ -145,8 +145,8 @@ OKE_RDMA = (
         ),
         (
             "aks-infiniband-job.yaml",
-            "asks for rdma/shared_ib (on aks: InfiniBand RDMA, a device shared by the node's pods (NVIDIA RDMA "
-            f"shared device plugin)); no oke node has it: oke's fabric between nodes is {OKE_RDMA}",
+            "asks for rdma/shared_ib (on aks: InfiniBand RDMA, a device shared by the node's pods (NVIDIA "
+            f"RDMA shared device plugin)); no oke node has it: oke's fabric between nodes is {OKE_RDMA}",
         ),
     ],
 )
