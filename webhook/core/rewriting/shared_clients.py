@@ -60,8 +60,11 @@ def sharing_lost(
             count = f" by {source.clients} clients per GPU ({label})" if source.clients else ""
             setting = target.shared.sharing_setting(target.whole_gpu, source.clients)
             how = f"; an admin sets {setting}" if setting else ""
+            how_shared = (
+                source.strategy if source.strategy.endswith("sharing") else f"{source.strategy} sharing"
+            )
             said.append(
-                f"gpuport: {source.map.name}'s {source.strategy} sharing{count} not kept as such: on "
+                f"gpuport: {source.map.name}'s {how_shared}{count} not kept as such: on "
                 f"{target.name} its nodes' sharing set-up decides how and by how many{how}"
             )
     return list(dict.fromkeys(said))
