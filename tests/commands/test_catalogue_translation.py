@@ -432,3 +432,69 @@ def test_a_b200_job_is_never_sent_to_gb200_s_arm_hosts(capsys, tmp_path):
     assert code == 1
     assert "aks offers no NVIDIA training GPU with at least 180 GB on x86-64 hosts" in err
     assert "GB200 (186 GB, training, arm64)" in err
+
+
+EKS_L4_TYPES = {
+    *(f"g6.{size}" for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge", "12xlarge")),
+    "g6.24xlarge",
+    "g6.48xlarge",
+    "gr6.4xlarge",  # one L4 each, with more host memory (AWS's accelerated computing specifications)
+    "gr6.8xlarge",
+}
+
+
+def test_a_gke_l4_deployment_moved_to_eks_may_land_on_every_l4_type_gr6_included(capsys):
+    code, docs, err = translate(capsys, MANIFESTS / "gke-l4-vllm-spot.yaml", "eks")
+    assert code == 0, err
+    assert accepted(docs[0], "node.kubernetes.io/instance-type") == EKS_L4_TYPES
+
+
+def test_an_eks_pod_pinned_to_gr6_is_read_as_an_l4(capsys, tmp_path):
+    text = (CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml").read_text()
+    path = tmp_path / "gr6.yaml"
+    path.write_text(text.replace("p6-b300.48xlarge", "gr6.8xlarge").replace("gpu: 8", "gpu: 1"))
+    code, docs, err = translate(capsys, path, "gke")
+    assert code == 0, err
+    assert accepted(docs[0], "cloud.google.com/gke-accelerator") == {"nvidia-l4"}
+
+
+@pytest.mark.parametrize(
+    ("target", "label", "values"),
+    [
+        ("eks", "node.kubernetes.io/instance-type", {"p6-b300.48xlarge"}),
+        ("generic", "nvidia.com/gpu.product", {"NVIDIA-B300-SXM6-AC"}),
+    ],
+)
+def test_a_b300_job_stays_on_b300(capsys, target, label, values):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml", target)
+    assert code == 0, err
+    assert accepted(docs[0], label) == values
+
+
+def test_a_b300_job_on_a_dra_cluster_claims_b300s_by_the_name_nvml_gives_them(capsys):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml", "dra-nvidia")
+    assert code == 0, err
+    template = next(d for d in docs if d["kind"] == "ResourceClaimTemplate")
+    assert 'productName == "NVIDIA B300 SXM6 AC"' in yaml.safe_dump(template, width=1000)
+    assert "(8 × B300)" in err
+
+
+def test_a_b300_job_from_a_gfd_labelled_cluster_goes_to_eks_s_p6_b300(capsys, tmp_path):
+    text = (CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml").read_text()
+    path = tmp_path / "generic-b300.yaml"
+    path.write_text(
+        text.replace(
+            "node.kubernetes.io/instance-type: p6-b300.48xlarge",
+            "nvidia.com/gpu.product: NVIDIA-B300-SXM6-AC",
+        )
+    )
+    code, docs, err = translate(capsys, path, "eks")
+    assert code == 0, err
+    assert accepted(docs[0], "node.kubernetes.io/instance-type") == {"p6-b300.48xlarge"}
+
+
+@pytest.mark.parametrize("target", ["gke", "aks"])
+def test_a_b300_job_is_refused_where_no_gpu_has_its_memory(capsys, target):
+    code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml", target)
+    assert code == 1
+    assert "asks for B300 (269 GB, training)" in err

@@ -114,16 +114,58 @@ def test_a_device_no_map_describes_on_a_pod_already_in_the_target_s_words_is_not
 def test_an_infiniband_job_from_aks_keeps_its_rdma_ask_where_the_map_names_no_fabric_and_says_so(
     capsys, tmp_path
 ):
-    # The RDMA shared device plugin runs on any cluster: rdma/shared_ib is no sign of AKS. OKE's map
-    # does not say which fabric its nodes have: kept, and said.
-    code, out, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), "oke")
+    # The RDMA shared device plugin runs on any cluster: rdma/shared_ib is no sign of AKS. The generic
+    # map does not say which fabric its nodes have: kept, and said.
+    code, out, err = translate(capsys, tmp_path, (DEVICES / "aks-infiniband-job.yaml").read_text(), "generic")
     assert code == 0, err
     assert _limits(out)["rdma/shared_ib"] == 1
     assert any(
         w.startswith("rdma/shared_ib (on aks: InfiniBand RDMA")
-        and w.endswith("the oke map does not say whether its nodes have it")
+        and w.endswith("the generic map does not say whether its nodes have it")
         for w in warnings(err)
     )
+
+
+# What OKE's map says a pod does for RDMA there (Oracle's OKE quickstart, docs/using-rdma-network-
+# interfaces-in-manifests.md): SR-IOV virtual functions, or the host's NICs with no device ask.
+OKE_RDMA = (
+    "nvidia.com/rdma-vf: RoCE RDMA NICs as SR-IOV virtual functions (16 on BM.GPU.H100.8, 8 on "
+    "BM.GPU.H200.8; the NVIDIA Network Operator, with a k8s.v1.cni.cncf.io/networks rdma-vf entry per VF), "
+    "or with no device ask at all: hostNetwork true with /dev/infiniband mounted and IPC_LOCK"
+)
+
+
+@pytest.mark.parametrize(
+    "manifest, refused",
+    [
+        (
+            "eks-nccl-efa-job.yaml",
+            "asks for vpc.amazonaws.com/efa (on eks: AWS Elastic Fabric Adapter, an RDMA network interface "
+            f"per count); oke has no equivalent and offers {OKE_RDMA}",
+        ),
+        (
+            "aks-infiniband-job.yaml",
+            "asks for rdma/shared_ib (on aks: InfiniBand RDMA, a device shared by the node's pods (NVIDIA "
+            f"RDMA shared device plugin)); no oke node has it: oke's fabric between nodes is {OKE_RDMA}",
+        ),
+    ],
+)
+def test_an_efa_or_infiniband_job_sent_to_oke_is_refused_naming_how_oke_pods_reach_rdma(
+    capsys, tmp_path, manifest, refused
+):
+    # No OKE node advertises EFA or rdma/shared_ib: kept, the pods waited forever (exit 0 before, with a
+    # warning that said nothing of what to do on OKE).
+    text = (DEVICES / manifest).read_text()
+    code, out, err = translate(capsys, tmp_path, text, "oke")
+    assert (code, out) == (1, text)
+    assert f"denied: {refused}" in err
+
+
+def test_an_oke_job_on_rdma_virtual_functions_is_its_own_and_stays_as_written(capsys, tmp_path):
+    text = (DEVICES / "oke-rdma-vf-mpijob.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "oke")
+    assert (code, out) == (0, text), err
+    assert "gpuport:" not in err
 
 
 @pytest.mark.parametrize(

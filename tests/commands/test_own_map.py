@@ -28,6 +28,7 @@ OWN = [
     ("eks", "eks-p5-pod.yaml"),
     ("eks", "eks-karpenter-l4-spot.yaml"),
     ("eks", "catalogue/eks-karpenter-amd-g4ad.yaml"),
+    ("eks", "catalogue/eks-p6-b300-job.yaml"),
     ("generic", "cuda-vectoradd.yaml"),
     ("generic-mig-single", "catalogue/mig-single-pod.yaml"),
     ("gke", "gke-h100-training-job.yaml"),

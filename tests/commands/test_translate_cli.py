@@ -276,7 +276,7 @@ def test_lint_passes_the_shipped_maps():
     said = out.strip().splitlines()
     assert len(said) == len(files) == 18 and all(line.endswith(": ok") for line in said)
     assert f"{default_directory() / 'gke.yaml'}: cloud map gke: ok" in said
-    assert f"{default_directory() / 'gpus.yaml'}: GPU catalogue (21 models): ok" in said
+    assert f"{default_directory() / 'gpus.yaml'}: GPU catalogue (22 models): ok" in said
 
 
 def test_lint_says_every_schema_error_with_the_forms_allowed_and_what_it_does_not_lint(tmp_path):

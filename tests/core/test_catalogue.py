@@ -33,6 +33,8 @@ MIG_TABLE = {
         "1g.18gb ×7, 1g.18gb+me ×1, 1g.36gb ×4, 2g.36gb ×3, 3g.72gb ×2, 4g.72gb ×1, 7g.144gb ×1",
     ),
     "B200": (180, "1g.23gb ×7, 1g.23gb+me ×1, 1g.45gb ×4, 2g.45gb ×3, 3g.90gb ×2, 4g.90gb ×1, 7g.180gb ×1"),
+    # B300: the GPU Operator 25.10.0 release notes' profiles, the H100's counts (gpus.yaml says where).
+    "B300": (269, "1g.34gb ×7, 1g.34gb+me ×1, 1g.67gb ×4, 2g.67gb ×3, 3g.135gb ×2, 4g.135gb ×1, 7g.269gb ×1"),
     "GB200": (186, "1g.23gb ×7, 1g.23gb+me ×1, 1g.47gb ×4, 2g.47gb ×3, 3g.93gb ×2, 4g.93gb ×1, 7g.186gb ×1"),
     "RTX-PRO-6000": (
         96,
@@ -86,6 +88,7 @@ def test_catalogue_has_exactly_the_reference_models():
         ("B200", "0x2901"),
         ("A30", "0x20B7"),
         ("GB200", "0x2941"),
+        ("B300", "0x3182"),
         ("RTX-PRO-6000", "0x2BB5"),
         ("H100-94GB", "0x2321"),
         ("H20", "0x2329"),
@@ -106,6 +109,7 @@ def test_pci_ids(model_id, pci):
         ("NVIDIA-A100-SXM4-40GB-MIG-3g.20gb", "A100-40GB", "3g.20gb"),
         ("Tesla-T4-SHARED", "T4", None),
         ("NVIDIA-H200", "H200", None),
+        ("NVIDIA-B300-SXM6-AC-MIG-3g.135gb", "B300", "3g.135gb"),
     ],
 )
 def test_gfd_product_names(product, model_id, profile):
@@ -165,6 +169,7 @@ NVML_MEMORY_MIB = {
     "L40S": 46068,
     "H200": 143771,
     "B200": 183359,
+    "B300": 275040,
     "MI300X": 196592,
 }
 
@@ -203,6 +208,7 @@ def test_a_substitute_is_of_the_same_family_when_one_has_as_much_memory():
         ("L4", "Ada Lovelace", (8, 9)),
         ("H200", "Hopper", (9, 0)),
         ("B200", "Blackwell", (10, 0)),
+        ("B300", "Blackwell", (10, 3)),
         ("T4", "Turing", (7, 5)),
     ],
 )

@@ -293,6 +293,7 @@ def test_the_keys_name_what_translation_and_the_hints_read_and_write():
         "nvidia.com/nouse-gputype",
         "gpu-fraction",
         "gpu-memory",
+        "jobset.sigs.k8s.io/jobset-name",  # a refused JobSet placement names the JobSet
     } <= keys.annotations
     assert context("generic").metadata_keys.labels == frozenset()  # no hints without a node view
 

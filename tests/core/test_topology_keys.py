@@ -277,3 +277,58 @@ def test_terms_removed_beside_ones_kept_and_a_node_affinity_added_patch_to_exact
     )
     again, _ = decide(patched, "aks")
     assert again.allowed and not again.patch  # its own output changes nothing
+
+
+def jobset_pod(index="0"):
+    """A pod as JobSet's controller makes it from tests/manifests/topology/gke-jobset-exclusive-nodepool.yaml
+    (labelAndAnnotateObject: the JobSet's name, replicated job and job key as labels and annotations,
+    the exclusive-placement annotation copied; the Job controller's completion index)."""
+    pod = gke_pod(annotations={EXCLUSIVE: NODEPOOL})
+    pod["metadata"]["generateName"] = "llama-pretrain-workers-0-0-"
+    del pod["metadata"]["name"]
+    names = {
+        "jobset.sigs.k8s.io/jobset-name": "llama-pretrain",
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/job-key": "5f8a2c",
+    }
+    pod["metadata"]["labels"].update(names)
+    pod["metadata"]["annotations"].update(names)
+    pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = index
+    return pod
+
+
+@pytest.mark.parametrize("index", ["0", "1"])
+def test_a_jobset_pod_refused_for_its_exclusive_placement_names_the_jobset_to_fix(index):
+    # JobSet is no kind gpuport registers: its pods are where the webhook sees the placement, and the
+    # pod only copies the annotation. The fix named is the JobSet's, as `translate` names it there.
+    decision, _ = decide(jobset_pod(index), "generic")
+    assert not decision.allowed
+    assert decision.message.endswith(
+        "keeps its pods together on one cloud.google.com/gke-nodepool (gke's node pool; annotation "
+        "alpha.jobset.sigs.k8s.io/exclusive-topology, copied from JobSet llama-pretrain); no generic node "
+        "carries it and the generic map names no equivalent: set JobSet llama-pretrain's "
+        "alpha.jobset.sigs.k8s.io/exclusive-topology to a topology key its nodes carry "
+        "(kubernetes.io/hostname) or add topology_labels.nodepool to the generic map"
+    )
+
+
+def test_a_jobset_pod_s_exclusive_placement_moved_says_it_is_the_jobset_s():
+    decision, pod = decide(jobset_pod(), "eks")
+    assert decision.allowed
+    assert pod["metadata"]["annotations"][EXCLUSIVE] == "eks.amazonaws.com/nodegroup"
+    # In full on the pod (gpuport.io/rewrites) and in its Event; kubectl's line keeps the beginning.
+    assert (
+        f"topology key {NODEPOOL} → eks.amazonaws.com/nodegroup (node pool; JobSet llama-pretrain's "
+        "exclusive placement)"
+    ) in pod["metadata"]["annotations"]["gpuport.io/rewrites"]
+
+
+def test_the_pods_of_two_jobsets_alike_but_for_the_name_are_not_answered_from_one_memo_entry():
+    # A replica is answered from the memo by the fields its decision reads; the JobSet's name is one.
+    from webhook.core.deciding.decision_key import decision_key
+
+    other = jobset_pod()
+    other["metadata"]["annotations"]["jobset.sigs.k8s.io/jobset-name"] = "mixtral-pretrain"
+    keys = context("generic").metadata_keys
+    assert decision_key(parsed(review_of(jobset_pod())), keys) != decision_key(parsed(review_of(other)), keys)

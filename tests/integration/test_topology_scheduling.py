@@ -8,7 +8,8 @@ kept as written, the pods stayed Pending ("didn't match pod affinity rules", "mi
 label"). Translated to EKS's node group and network layer labels (cloudmaps/eks.yaml
 topology_labels), the first pod lands and the second lands in the first one's node group; GKE's
 physical host, which EKS does not label, is the node's name there, and ranks kept on one host share a
-node. No kubelet
+node. A JobSet's exclusive placement reaches gpuport on the pods its Jobs' controller creates (JobSet is
+no kind gpuport registers): a refusal shows in the Job's events naming the JobSet to fix. No kubelet
 runs: "lands" means the real scheduler bound the pod there. Pod shapes:
 tests/manifests/topology/README.md.
 """
@@ -23,7 +24,7 @@ from tests.integration.conftest import (
     serve_with_cluster_access,
     unregister_webhooks,
 )
-from tests.integration.test_dra import add_node, scheduled_node
+from tests.integration.test_dra import add_node, scheduled_node, wait_for
 
 GROUP = "eks.amazonaws.com/nodegroup"
 LAYER_2 = "topology.k8s.aws/network-node-layer-2"
@@ -134,3 +135,86 @@ def test_gke_ranks_kept_on_one_physical_host_land_on_one_eks_node(eks, team):
         terms = created.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
         assert [t.topology_key for t in terms] == ["kubernetes.io/hostname"]
     assert scheduled_node(eks, team, "pair-0") == scheduled_node(eks, team, "pair-1")
+
+
+JOBSET_NAMES = {
+    "jobset.sigs.k8s.io/jobset-name": "llama-pretrain",
+    "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+    "jobset.sigs.k8s.io/job-index": "0",
+    "jobset.sigs.k8s.io/job-key": "5f8a2c",
+}
+
+
+def jobset_child_job(key):
+    """A Job as JobSet's controller makes it from tests/manifests/topology/gke-jobset-exclusive-nodepool.yaml
+    (its labelAndAnnotateObject: the JobSet's names as labels and annotations on the Job and its pod
+    template, the exclusive-placement annotation copied onto the template), here naming `key`. JobSet is
+    no kind gpuport registers: the pods the Job controller makes from this are what the webhook sees."""
+    template = gke_pod("unused", "llama")
+    template["metadata"] = {
+        "labels": dict(JOBSET_NAMES),
+        "annotations": {**JOBSET_NAMES, "alpha.jobset.sigs.k8s.io/exclusive-topology": key},
+    }
+    template["spec"]["restartPolicy"] = "Never"
+    del template["apiVersion"], template["kind"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "llama-pretrain-workers-0", "labels": dict(JOBSET_NAMES)},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 2,
+            "parallelism": 2,
+            "backoffLimit": 0,
+            "template": template,
+        },
+    }
+
+
+def run_job(cluster, namespace, job):
+    client.BatchV1Api(cluster.client()).create_namespaced_job(namespace, job)
+
+
+def stop_job(cluster, namespace, name):
+    client.BatchV1Api(cluster.client()).delete_namespaced_job(
+        name, namespace, propagation_policy="Background", grace_period_seconds=0
+    )
+
+
+def test_a_jobset_pod_refused_for_its_placement_tells_the_job_which_jobset_to_fix(eks, team):
+    # GKE's compact placement label has no EKS equivalent: the Job controller's creates are refused,
+    # and what `kubectl describe job` shows names the JobSet whose annotation to change.
+    run_job(eks, team, jobset_child_job("cloud.google.com/gke-placement-group"))
+    core = client.CoreV1Api(eks.client())
+
+    def refused():
+        events = core.list_namespaced_event(
+            team, field_selector="involvedObject.name=llama-pretrain-workers-0"
+        )
+        return next((e.message for e in events.items if e.reason == "FailedCreate"), None)
+
+    try:
+        message = wait_for(refused)
+        assert message is not None
+        assert "copied from JobSet llama-pretrain" in message
+        assert (
+            "set JobSet llama-pretrain's alpha.jobset.sigs.k8s.io/exclusive-topology to a topology key its "
+            "nodes carry" in message
+        )
+        assert core.list_namespaced_pod(team).items == []
+    finally:
+        stop_job(eks, team, "llama-pretrain-workers-0")
+
+
+def test_a_jobset_pod_s_placement_moved_to_eks_s_node_group_says_whose_placement_it_is(eks, team):
+    run_job(eks, team, jobset_child_job("cloud.google.com/gke-nodepool"))
+    core = client.CoreV1Api(eks.client())
+    try:
+        pods = wait_for(lambda: len(items := core.list_namespaced_pod(team).items) == 2 and items)
+        assert pods
+        for pod in pods:
+            annotations = pod.metadata.annotations
+            assert annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == GROUP
+            assert "JobSet llama-pretrain's exclusive placement" in annotations["gpuport.io/rewrites"]
+    finally:
+        stop_job(eks, team, "llama-pretrain-workers-0")

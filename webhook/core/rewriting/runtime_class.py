@@ -23,4 +23,9 @@ def runtime_class_warning(spec: Mapping[str, Any], target: CloudMap) -> list[str
         return []
     if name in target.runtime_classes:
         return []
-    return [f"gpuport: runtimeClassName {name} kept: {target.name} makes none; refused until one is made"]
+    # True whether or not an admin made the class: the platform does not, and the API server refuses
+    # the pod only where nobody did.
+    return [
+        f"gpuport: runtimeClassName {name} kept: {target.name} does not make it; the API server refuses "
+        f"the pod unless an admin made a RuntimeClass {name}"
+    ]

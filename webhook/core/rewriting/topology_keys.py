@@ -25,6 +25,12 @@ subblock, host). A key another platform owns (its node_labels) is read by its ro
 - else (required anti-affinity, preferred terms, ScheduleAnyway) it is removed with a warning: kept,
   it would be ignored on every node.
 
+JobSet's controller copies the exclusive-placement annotation onto every pod with the JobSet's name
+(`jobset.sigs.k8s.io/jobset-name`, as a label and as an annotation); JobSet is no kind gpuport registers,
+so its pods are where the webhook sees the placement. A pod refused or a key renamed for that
+annotation names the JobSet, so the fix said is the one `translate` says: the JobSet's annotation,
+which the pod only copies.
+
 A key no map owns (the user's own labels, the well-known zone and hostname) is left as written. A pod
 already in the target's words is looked at only where the target's map owns node labels (a cloud
 that says what its nodes carry); a scheduler layer's map (generic, HAMi...) runs on any cloud, so
@@ -35,7 +41,12 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.core.rewriting.podedits import PodEdit, RewriteTopology
-from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS, TopologyUse, topology_uses
+from webhook.core.rewriting.topology_terms import (
+    EXCLUSIVE_ANNOTATIONS,
+    JOBSET_NAME,
+    TopologyUse,
+    topology_uses,
+)
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
@@ -45,6 +56,7 @@ __all__ = ["TopologyKeysPlan", "plan_topology"]
 HOSTNAME = "kubernetes.io/hostname"
 _EVERYWHERE = (HOSTNAME, "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
+JOBSET_EXCLUSIVE = EXCLUSIVE_ANNOTATIONS[0]
 
 
 class TopologyKeysPlan(NamedTuple):
@@ -77,6 +89,8 @@ def plan_topology(
     drops: set[str] = set()
     said: list[str] = []
     refusals: list[str] = []
+    jobset = annotations.get(JOBSET_NAME)
+    copied = f"JobSet {jobset}" if isinstance(jobset, str) and jobset else ""
     for key in dict.fromkeys(u.key for u in uses):
         owner, role = _owner(key, dialects, target)
         if not owner:
@@ -84,9 +98,11 @@ def plan_topology(
         at = [u for u in uses if u.key == key]
         new = target.topology_labels.get(role, "") if role else ""
         what = f"{owner}'s {_ROLE_WORDS.get(role, role) or 'node label'}"
+        from_jobset = copied if any(u.where == f"annotation {JOBSET_EXCLUSIVE}" for u in at) else ""
         if new:
             renames[key] = new
-            said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)})")
+            of = f"; {from_jobset}'s exclusive placement" if from_jobset else ""
+            said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)}{of})")
             continue
         if role == "host":
             renames[key] = HOSTNAME
@@ -94,7 +110,7 @@ def plan_topology(
             continue
         together = [u for u in at if u.required and u.place in ("affinity", "exclusive")]
         if together:
-            refusals.append(_refusal(key, what, together, role, target))
+            refusals.append(_refusal(key, what, together, role, target, from_jobset))
             continue
         drops.add(key)
         said += [_removed(u, target) for u in _once(at)]
@@ -149,12 +165,19 @@ def _removed(use: TopologyUse, target: CloudMap) -> str:
     return f"gpuport: {what} on {use.key} removed: no {target.name} node has it{why}"
 
 
-def _refusal(key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap) -> str:
+def _refusal(
+    key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap, jobset: str = ""
+) -> str:
+    """`jobset`: "JobSet <name>" where the key comes from that JobSet's exclusive placement, copied onto
+    the pod: the fix is in the JobSet, which the pod only copies."""
     where = ", ".join(dict.fromkeys(u.where for u in uses))
-    keys = dict.fromkeys((*target.topology_labels.values(), HOSTNAME))
+    keys = ", ".join(dict.fromkeys((*target.topology_labels.values(), HOSTNAME)))
     fix = f"add topology_labels.{role} to the {target.name} map" if role else "label the nodes with it"
+    write = f"write a topology key its nodes carry ({keys})"
+    if jobset:
+        where += f", copied from {jobset}"
+        write = f"set {jobset}'s {JOBSET_EXCLUSIVE} to a topology key its nodes carry ({keys})"
     return (
         f"keeps its pods together on one {key} ({what}; {where}); no {target.name} node carries it and "
-        f"the {target.name} map names no equivalent: write a topology key its nodes carry "
-        f"({', '.join(keys)}) or {fix}"
+        f"the {target.name} map names no equivalent: {write} or {fix}"
     )

@@ -28,13 +28,18 @@ Pure walking: which keys a pod names where (`topology_uses`), and the edit that 
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["EXCLUSIVE_ANNOTATIONS", "TopologyUse", "rewrite_topology", "topology_uses"]
+__all__ = ["EXCLUSIVE_ANNOTATIONS", "JOBSET_NAME", "TopologyUse", "rewrite_topology", "topology_uses"]
 
 EXCLUSIVE_ANNOTATIONS = (
     "alpha.jobset.sigs.k8s.io/exclusive-topology",
     "leaderworkerset.sigs.k8s.io/exclusive-topology",
     "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
 )
+
+# The annotation JobSet's controller puts on its pods naming their JobSet (jobset.sigs.k8s.io/v1alpha2
+# JobSetNameKey; labelAndAnnotateObject sets it as a label and as an annotation): a placement refused on
+# a pod names the JobSet it was copied from.
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 Place = Literal["affinity", "anti-affinity", "spread", "exclusive"]
 _TERMS: tuple[tuple[str, Place], ...] = (("podAffinity", "affinity"), ("podAntiAffinity", "anti-affinity"))

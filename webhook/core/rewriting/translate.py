@@ -33,6 +33,7 @@ from webhook.core.rewriting.podedits import (
     SetResources,
     SetScheduler,
 )
+from webhook.core.rewriting.shared_clients import sharing_lost
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
 from webhook.core.vocabulary.catalogue import GpuModel
 from webhook.core.vocabulary.dialects import Dialects
@@ -176,6 +177,7 @@ def translate_pod(
             )
             edits.append(Say(f"gpuport: {ask.label} {ask.describe()} → {now}{there.note}"))
     edits += _node_set_up(asked_there, target)
+    edits += [Say(said) for said in sharing_lost(demand, asked_there, target, dialects)]
     edits.append(DropSelectors(frozenset(stale)))
     edits += spot
     if model_note and model_key in node_labels:

@@ -253,7 +253,7 @@ def _place_shared(
     else:
         memory = _share_memory_mib(share, models, catalogue)
         if memory is None:
-            raise Untranslatable([f"{_share_words(share, models)}; {_memory_advice(target)}"])
+            raise Untranslatable([f"{_share_words(share, models)}; {_memory_advice(target, share)}"])
         resources = {form.memory_resource: _memory_quantity(memory, form.memory_unit_bytes)}
     if form.count_resource and (ask.count != 1 or not form.count_optional):
         resources[form.count_resource] = str(ask.count)
@@ -309,8 +309,14 @@ def _share_words(share: SharedAsk, models: tuple[str, ...]) -> str:
     return "asks for a shared GPU without a memory size"
 
 
-def _memory_advice(target: CloudMap) -> str:
+def _memory_advice(target: CloudMap, share: SharedAsk) -> str:
     form = target.shared
+    if share.memory_percent is None and share.core_percent is None:
+        # No size at all (GKE's time-sharing or MPS): no model named would give one.
+        return (
+            f"{target.name} shares GPUs by memory ({form.memory_resource}): ask for "
+            f"{form.memory_resource} directly, the GPU memory the container needs"
+        )
     return (
         f"{target.name} shares GPUs by memory ({form.memory_resource}): name one GPU model in a node "
         f"selector so gpuport can size the share, or ask for {form.memory_resource} directly"

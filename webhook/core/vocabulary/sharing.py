@@ -60,6 +60,12 @@ class SharedForm:
     # What must be configured for `resource` to exist at all, said whenever it is written: a name that
     # depends on the device plugin's settings is never written as if certain.
     requires: str = ""
+    # label form: the node label saying how many clients share one GPU (GKE's
+    # gke-max-shared-clients-per-gpu), read where a translation loses it
+    clients_label: str = ""
+    # How an admin shares a GPU or slice among N clients here, {resource} and {clients} filled in:
+    # said where a translation loses the sharing or its client count. "": the map does not say.
+    clients_setting: str = ""
 
     @property
     def traits(self) -> SharingTraits:
@@ -128,6 +134,12 @@ class SharedForm:
             named = " or ".join(a for a in (self.fraction_annotation, self.memory_annotation) if a)
             return f"a share of a GPU by pod annotation ({named}{by})"
         return ""
+
+    def sharing_setting(self, resource: str, clients: int) -> str:
+        """What an admin sets to share `resource` among `clients` here ("" where the map does not say;
+        "N" where the clients are not known)."""
+        count = str(clients) if clients else "N"
+        return self.clients_setting.replace("{resource}", resource).replace("{clients}", count)
 
     def resource_names(self) -> frozenset[str]:
         names = {
