@@ -134,8 +134,8 @@ def test_a_translated_pod_says_what_was_changed_on_itself():
         "node.kubernetes.io/instance-type in g6.xlarge|g6.2xlarge|"
     )
     assert decision.warnings[0] == (
-        "gpuport: node selector cloud.google.com/gke-accelerator → required affinity "
-        "node.kubernetes.io/instance-type in 8 values"
+        "gpuport: cloud.google.com/gke-accelerator → required affinity "
+        "node.kubernetes.io/instance-type in 10 values"  # g6 and gr6 sizes; never cut mid-word
     )
     assert all(len(w) <= 120 for w in decision.warnings)
     native = pod({"nvidia.com/gpu": "1"})

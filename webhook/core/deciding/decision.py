@@ -69,7 +69,8 @@ def clean_warning(text: str) -> str:
 # Shorter ways to say the same, tried in order until a warning fits: a list of label values becomes its
 # first value and how many; the selectors a required affinity replaces lose their values (the record of
 # the original ask keeps them); of several things replaced (asks, selectors) the first is named and the
-# others counted; a list is only counted; the explanation in parentheses at the end goes.
+# others counted; a list is only counted; "node selector" goes before the keys it names; the explanation in
+# parentheses at the end goes.
 _LIST = re.compile(r"([^\s|,;]+)((?:\|[^\s|,;]+)+)")
 _SELECTORS = re.compile(r"(?<=node selector )[^→]*(?= →)")
 _COUNTED = re.compile(r"[^\s|,;]+\|…\((\d+)\)")
@@ -88,6 +89,8 @@ _SHORTER: tuple[Callable[[str], str], ...] = (
     lambda text: _SELECTORS.sub(lambda m: re.sub(r"=[^\s,]+", "", m.group(0)), text),
     _first_replaced,
     lambda text: _COUNTED.sub(lambda m: f"{m.group(1)} values", text),
+    # The selector's keys then say on their own what was replaced (EKS's ten L4 instance types).
+    lambda text: text.replace("gpuport: node selector ", "gpuport: ", 1),
     lambda text: _NOTE.sub("", text),
 )
 
