@@ -1,0 +1,110 @@
+"""The second audit's manifests (tests/manifests/audit2/README.md names each published shape) moved to
+every shipped map, each output read for what the workload meant: does it schedule there on the
+hardware meant, and is anything lost without a word?"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.commands.translating import translate, warnings
+from webhook.config.cloudmap import default_directory
+
+AUDIT = Path(__file__).parents[1] / "manifests" / "audit2"
+MAPS = sorted(p.stem for p in default_directory().glob("*.yaml") if p.stem != "gpus")
+MANIFESTS = sorted(p.name for p in AUDIT.glob("*.yaml"))
+
+
+def _doc(out):
+    return next(d for d in yaml.safe_load_all(out) if d)
+
+
+def _pod_spec(out):
+    return _doc(out)["spec"]["template"]["spec"]
+
+
+def _required(spec):
+    """Every required node-affinity expression as (key, operator, values)."""
+    terms = spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return [
+        (e["key"], e["operator"], tuple(e.get("values", ())))
+        for t in (terms or {}).get("nodeSelectorTerms", ())
+        for e in t.get("matchExpressions", ())
+    ]
+
+
+@pytest.mark.parametrize("target", MAPS)
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_every_audit2_manifest_is_translated_or_refused_in_words_on_every_map(capsys, tmp_path, name, target):
+    text = (AUDIT / name).read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code in (0, 1), err
+    if code == 1:
+        assert "denied:" in err and out == text  # refused: printed as written, the reason said
+    else:
+        _doc(out)  # parses
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("target", "pinned"),
+    [
+        ("gke", ("cloud.google.com/gke-accelerator", "nvidia-h200-141gb")),
+        ("aks", ("node.kubernetes.io/instance-type", "Standard_ND96isr_H200_v5")),
+        ("oke", ("node.kubernetes.io/instance-type", "BM.GPU.H200.8")),
+    ],
+)
+def test_an_eks_auto_mode_gpu_name_keeps_its_gpus_elsewhere(capsys, tmp_path, target, pinned):
+    # EKS Auto Mode names the GPU in its own label; read as nothing, the pin was dropped and the pod
+    # sent to any GPU of the target (a T4 for an H200 server).
+    text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, target)
+    assert code == 0
+    assert _pod_spec(out)["nodeSelector"] == dict([pinned])
+
+
+def test_an_eks_auto_mode_gpu_name_is_read_as_its_model_on_generic(capsys, tmp_path):
+    text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, "generic")
+    assert code == 0
+    assert _required(_pod_spec(out)) == [("nvidia.com/gpu.product", "In", ("NVIDIA-H200", "NVIDIA-H200-NVL"))]
+
+
+def test_an_eks_auto_mode_pod_is_left_as_written_on_eks(capsys, tmp_path):
+    text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
+    assert translate(capsys, tmp_path, text, "eks")[:2] == (0, text)
+
+
+@pytest.mark.parametrize("target", ["gke", "eks", "oke", "generic"])
+def test_an_aks_node_auto_provisioning_gpu_name_is_not_kept_inert_elsewhere(capsys, tmp_path, target):
+    # Karpenter on AKS labels its nodes karpenter.azure.com/sku-gpu-name: no other cloud's node carries
+    # it, and kept it left the Job Pending for ever, without a word.
+    text = (AUDIT / "aks-nap-a100.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0
+    spec = _pod_spec(out)
+    written = [*spec.get("nodeSelector", {}), *(k for k, _, _ in _required(spec))]
+    assert not [k for k in written if k.startswith("karpenter.azure.com/")]
+    assert (
+        f"node selector karpenter.azure.com/sku-gpu-count removed: a label no {target} node carries"
+        in warnings(err)
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "key", "values"),
+    [
+        ("gke", "cloud.google.com/gke-accelerator", ("nvidia-a100-80gb",)),
+        ("eks", "node.kubernetes.io/instance-type", ("p4de.24xlarge",)),
+        ("generic", "nvidia.com/gpu.product", ("NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe")),
+    ],
+)
+def test_an_aks_node_auto_provisioning_a100_stays_an_80gb_a100(capsys, tmp_path, target, key, values):
+    # "A100" is the accelerator part of the NC A100 v4 and NDm A100 v4 sizes' names, both 80GB; the
+    # 40GB ND96asr_v4's name has none.
+    text = (AUDIT / "aks-nap-a100.yaml").read_text()
+    _, out, _ = translate(capsys, tmp_path, text, target)
+    spec = _pod_spec(out)
+    pins = {k: (v,) for k, v in spec.get("nodeSelector", {}).items()}
+    pins |= {k: v for k, op, v in _required(spec) if op == "In"}
+    assert pins[key] == values
