@@ -108,3 +108,53 @@ def test_an_aks_node_auto_provisioning_a100_stays_an_80gb_a100(capsys, tmp_path,
     pins = {k: (v,) for k, v in spec.get("nodeSelector", {}).items()}
     pins |= {k: v for k, op, v in _required(spec) if op == "In"}
     assert pins[key] == values
+
+
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+
+
+def _template_annotations(out):
+    return _doc(out)["spec"]["template"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("target", "level"),
+    [("eks", "topology.k8s.aws/network-node-layer-2"), ("oke", "oci.oraclecloud.com/rdma.network_block_id")],
+)
+def test_a_kueue_topology_level_on_a_gke_block_becomes_the_target_s_block(capsys, tmp_path, target, level):
+    # Kueue admits the Job only on a level of its Topology object: kept, GKE's block label is a level
+    # no node of the target has, and the Job stays suspended for ever.
+    text = (AUDIT / "kueue-tas-gke-block.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert _template_annotations(out)[KUEUE_REQUIRED] == level
+    assert f"topology key cloud.google.com/gce-topology-block → {level} (block)" in warnings(err)
+
+
+def test_a_kueue_required_topology_is_refused_where_no_node_says_its_block(capsys, tmp_path):
+    text = (AUDIT / "kueue-tas-gke-block.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "aks")
+    assert (code, out) == (1, text)
+    assert f"annotation {KUEUE_REQUIRED}" in err
+    assert "add topology_labels.block to the aks map" in err
+
+
+def test_a_kueue_preferred_topology_is_removed_with_a_word_where_no_node_says_its_block(capsys, tmp_path):
+    text = (AUDIT / "kueue-tas-gke-block.yaml").read_text()
+    preferred = text.replace(KUEUE_REQUIRED, "kueue.x-k8s.io/podset-preferred-topology")
+    code, out, err = translate(capsys, tmp_path, preferred, "aks")
+    assert code == 0, err
+    assert "kueue.x-k8s.io/podset-preferred-topology" not in _doc(out)["spec"]["template"]["metadata"].get(
+        "annotations", {}
+    )
+    assert (
+        "preferred affinity on cloud.google.com/gce-topology-block removed: no aks node has it, it only scored"
+        in warnings(err)
+    )
+
+
+def test_a_kueue_topology_level_is_left_as_written_on_its_own_platform(capsys, tmp_path):
+    text = (AUDIT / "kueue-tas-gke-block.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, "gke")
+    assert code == 0
+    assert _template_annotations(out)[KUEUE_REQUIRED] == "cloud.google.com/gce-topology-block"

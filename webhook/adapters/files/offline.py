@@ -38,7 +38,7 @@ from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
-from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS
+from webhook.core.rewriting.topology_terms import WORKLOAD_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
@@ -250,9 +250,9 @@ def _exclusive_topology(
     results = []
     for path, metadata in places:
         annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS):
+        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(WORKLOAD_ANNOTATIONS):
             continue
-        plain = {k: str(v) for k, v in annotations.items() if k in EXCLUSIVE_ANNOTATIONS}
+        plain = {k: str(v) for k, v in annotations.items() if k in WORKLOAD_ANNOTATIONS}
         plan = plan_topology({}, plain, context.target, context.dialects, translated=True)
         where = f"{path}/annotations"
         if plan.refusals:
