@@ -25,7 +25,9 @@ def _pod_spec(out):
 
 def _required(spec):
     """Every required node-affinity expression as (key, operator, values)."""
-    terms = spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (
+        spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
     return [
         (e["key"], e["operator"], tuple(e.get("values", ())))
         for t in (terms or {}).get("nodeSelectorTerms", ())
@@ -148,8 +150,8 @@ def test_a_kueue_preferred_topology_is_removed_with_a_word_where_no_node_says_it
         "annotations", {}
     )
     assert (
-        "preferred affinity on cloud.google.com/gce-topology-block removed: no aks node has it, it only scored"
-        in warnings(err)
+        "preferred affinity on cloud.google.com/gce-topology-block removed: no aks node has it, "
+        "it only scored" in warnings(err)
     )
 
 
@@ -158,3 +160,25 @@ def test_a_kueue_topology_level_is_left_as_written_on_its_own_platform(capsys, t
     code, out, _ = translate(capsys, tmp_path, text, "gke")
     assert code == 0
     assert _template_annotations(out)[KUEUE_REQUIRED] == "cloud.google.com/gce-topology-block"
+
+
+@pytest.mark.parametrize("target", MAPS)
+@pytest.mark.parametrize("devices", ["gpus", "hostDevices"])
+def test_a_kubevirt_vm_s_passed_through_gpu_is_said_left_as_written(capsys, tmp_path, target, devices):
+    # The VM asks its GPU in its domain's devices, by the passthrough plugin's name: it was printed as
+    # written without a word on every map, although only nodes running that plugin can take it.
+    text = (AUDIT / "kubevirt-vm-t4.yaml").read_text().replace("          gpus:", f"          {devices}:")
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert (code, out) == (0, text)
+    assert "not looked into: KubeVirt passes its GPUs through to the VM" in err
+    assert "its GPU asks (nvidia.com/TU104GL_Tesla_T4) are left as written" in err
+
+
+def test_a_kind_gpuport_does_not_open_is_said_for_a_gpu_name_no_map_reads(capsys, tmp_path):
+    # A Slinky NodeSet (tests/manifests/audit) asking Intel's GPUs: named by no map, it was not taken for
+    # a GPU ask, and the document was passed without a word.
+    slinky = (AUDIT.parent / "audit" / "slinky-nodeset.yaml").read_text()
+    text = slinky.replace("nvidia.com/gpu", "gpu.intel.com/i915")
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert (code, out) == (0, text)
+    assert "its GPU asks (gpu.intel.com/i915) are left as written" in err

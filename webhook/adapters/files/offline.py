@@ -31,6 +31,7 @@ from webhook.adapters.files.yamlstyle import MARKER
 from webhook.core.asks.claims import DEVICE_CLASS
 from webhook.core.asks.compute_domains import channel_templates
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
+from webhook.core.asks.unread import gives_gpus
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
@@ -160,7 +161,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         if refused := spark_refusals(doc, context.target, context.dialects):  # no rewrite mends it
             results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
             continue
-        reason = unread_reason(doc, lambda name: name in context.dialects)
+        reason = unread_reason(doc, gives_gpus(context.dialects))
         reason = reason or node_kind_warning(doc, context.target, context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))

@@ -36,7 +36,13 @@ Pure walking: which keys a pod names where (`topology_uses`), and the edit that 
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["EXCLUSIVE_ANNOTATIONS", "TopologyUse", "WORKLOAD_ANNOTATIONS", "rewrite_topology", "topology_uses"]
+__all__ = [
+    "EXCLUSIVE_ANNOTATIONS",
+    "WORKLOAD_ANNOTATIONS",
+    "TopologyUse",
+    "rewrite_topology",
+    "topology_uses",
+]
 
 # The annotations a workload's controller copies to its pods as pod affinity (JobSet, LeaderWorkerSet).
 WORKLOAD_ANNOTATIONS = (
