@@ -182,3 +182,31 @@ def test_a_kind_gpuport_does_not_open_is_said_for_a_gpu_name_no_map_reads(capsys
     code, out, err = translate(capsys, tmp_path, text, "gke")
     assert (code, out) == (0, text)
     assert "its GPU asks (gpu.intel.com/i915) are left as written" in err
+
+
+def test_a_nim_service_moved_to_gke_leaves_the_whole_gpu_terms_to_the_webhook(capsys, tmp_path):
+    # The NIM operator takes no affinity from a NIMService. Moved to GKE, the only affinity the pod
+    # needs is GKE's whole-GPU terms, which the webhook gives every pod in GKE's words when it is
+    # created: refused before, although the same NIMService written for GKE passes.
+    text = (AUDIT / "nimservice-aks-a100.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    spec = _doc(out)["spec"]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}
+    assert "affinity" not in spec
+    assert (
+        "the webhook adds affinity, which the NIM operator does not take from a NIMService, to its pods "
+        "when they are created" in warnings(err)
+    )
+
+
+def test_a_nim_service_is_still_refused_where_the_webhook_would_not_pin_its_gpus(capsys, tmp_path):
+    # On generic the A100 80GB is two GFD product names: a native pod there is any GPU, so the webhook
+    # would not add the pin; the refusal names the nodeSelector that would.
+    text = (AUDIT / "nimservice-aks-a100.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "generic")
+    assert (code, out) == (1, text)
+    assert (
+        "pin the GPUs in a nodeSelector instead: nvidia.com/gpu.product: one of NVIDIA-A100-SXM4-80GB, "
+        "NVIDIA-A100-80GB-PCIe" in err
+    )

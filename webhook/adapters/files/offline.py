@@ -41,7 +41,7 @@ from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
 from webhook.core.rewriting.topology_terms import WORKLOAD_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
-from webhook.core.vocabulary.templates import fit_to_kind, pod_templates, unread_reason
+from webhook.core.vocabulary.templates import Fitted, carried_ops, fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
@@ -174,6 +174,9 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             fitted = fit_to_kind(
                 doc, plain.get("spec") or {}, decided.rewrite.patch if decided.rewrite else []
             )
+            if fitted.refusals and decided.rewrite is not None:
+                lookup = beside.lookup(namespace_of(doc))
+                fitted = _left_to_the_webhook(doc, plain, decided.rewrite.patch, context, lookup) or fitted
             if decided.rewrite is None or fitted.refusals:
                 result.allowed, result.messages = False, fitted.refusals or decided.refusals
                 if fitted.refusals and decided.rewrite is not None:
@@ -268,6 +271,29 @@ def _exclusive_topology(
         document.changed.append(path)
         results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results
+
+
+def _left_to_the_webhook(
+    doc: Any, plain: dict[str, Any], patch: list[dict[str, Any]], context: Context, templates: Any
+) -> Fitted | None:
+    """A translated pod of a kind that does not pass every pod field (NIM): when the fields it cannot
+    hold are what the webhook gives the pod by itself once the rest is written (GKE's whole-GPU terms,
+    which every pod in GKE's words gets), the rest is written and those left to the webhook, as for a
+    pod already in the target's words; None when the webhook would not give them."""
+    written = carried_ops(doc, patch)
+    trial = copy.deepcopy(plain)
+    jsonpatch.apply_patch(trial, written, in_place=True)
+    again = decide_template(trial, context, hints=False, templates=templates)
+    if again.rewrite is None:
+        return None
+    added = [op for op in again.rewrite.patch if op not in carried_ops(doc, again.rewrite.patch)]
+    if _ops(added) != _ops([op for op in patch if op not in written]):
+        return None
+    return Fitted(written, fit_to_kind(doc, trial.get("spec") or {}, again.rewrite.patch).notes, [])
+
+
+def _ops(patch: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(op, sort_keys=True) for op in patch)
 
 
 def _pin_instead(patch: list[dict[str, Any]], context: Context) -> str:

@@ -699,6 +699,17 @@ def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dic
     return Fitted(patch, controller_notes(doc, spec, patch), [])
 
 
+def carried_ops(doc: Mapping[str, Any], patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operations of a translation's `patch` that `doc` can hold: those on the pod fields its kind
+    passes to its pods (see _CARRIED), and every one for a kind that passes them all."""
+    carried = _CARRIED.get(kind_key(doc))
+    if carried is None:
+        return patch
+    return [
+        op for op in patch if not op["path"].startswith("/spec/") or op["path"].split("/")[2] in carried[0]
+    ]
+
+
 def _records(op: Mapping[str, Any]) -> bool:
     """Whether a patch operation writes gpuport's record of a translation (so the pod was translated)."""
     value = op.get("value")
