@@ -210,3 +210,23 @@ def test_a_nim_service_is_still_refused_where_the_webhook_would_not_pin_its_gpus
         "pin the GPUs in a nodeSelector instead: nvidia.com/gpu.product: one of NVIDIA-A100-SXM4-80GB, "
         "NVIDIA-A100-80GB-PCIe" in err
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        (
+            "gke",
+            "        cloud.google.com/gke-accelerator: nvidia-h200-141gb  # the GPU, as Auto Mode labels it",
+        ),
+        ("oke", "        node.kubernetes.io/instance-type: BM.GPU.H200.8  # the GPU, as Auto Mode labels it"),
+    ],
+)
+def test_a_rewritten_selector_keeps_its_comment_two_spaces_after_a_longer_value(
+    capsys, tmp_path, target, line
+):
+    # The author wrote two spaces before the comment (yamllint's default); a longer value written on
+    # the line moved the comment to one space after it.
+    text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
+    _, out, _ = translate(capsys, tmp_path, text, target)
+    assert line in out.splitlines()
