@@ -230,3 +230,24 @@ def test_a_rewritten_selector_keeps_its_comment_two_spaces_after_a_longer_value(
     text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
     _, out, _ = translate(capsys, tmp_path, text, target)
     assert line in out.splitlines()
+
+
+@pytest.mark.parametrize("target", ["eks", "aks", "oke"])
+def test_a_daemonset_on_gke_s_gpu_nodes_asking_no_gpu_is_said_to_run_nowhere(capsys, tmp_path, target):
+    # GKE's DCGM exporter runs on nodes with the accelerator label and asks no GPU: gpuport translates
+    # nothing, and on another cloud the DaemonSet made no pod at all, without a word.
+    text = (AUDIT / "gke-dcgm-exporter-daemonset.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert (code, out) == (0, text)
+    assert (
+        "asks for no GPU, so nothing is translated, yet it selects nodes by cloud.google.com/gke-accelerator "
+        f"(a GPU label of another platform), which no {target} node carries: its pods run on no {target} "
+        f"node (select {target}'s GPU nodes by a label they carry)"
+    ) in warnings(err)
+
+
+@pytest.mark.parametrize("target", ["gke", "generic"])
+def test_a_daemonset_asking_no_gpu_is_not_told_where_its_gpu_label_may_be_right(capsys, tmp_path, target):
+    # On GKE the label is its own; a scheduler layer's map (generic) may run on GKE.
+    text = (AUDIT / "gke-dcgm-exporter-daemonset.yaml").read_text()
+    assert translate(capsys, tmp_path, text, target) == (0, text, "")

@@ -35,6 +35,7 @@ from webhook.core.asks.unread import gives_gpus
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.foreign import gpu_labels_elsewhere
 from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
@@ -186,6 +187,8 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             else:
                 _, warnings, result.claim_templates = decided.rewrite
                 result.patch, result.warnings = fitted.patch, [*warnings, *fitted.notes]
+                if not result.patch and not result.warnings:
+                    result.warnings = _gpu_nodes_elsewhere(plain.get("spec") or {}, context)
                 _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:
                     edits_metadata = any(op["path"].startswith("/metadata") for op in result.patch)
@@ -271,6 +274,36 @@ def _exclusive_topology(
         document.changed.append(path)
         results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results
+
+
+def _gpu_nodes_elsewhere(spec: Any, context: Context) -> list[str]:
+    """For a pod asking no GPU that selects another platform's GPU nodes by their labels: said, as it
+    runs on no node here (gpuport translates GPU asks, and this pod has none). Only where the target's
+    map says what its nodes carry: a scheduler layer's map (generic, HAMi...) runs on any cloud."""
+    if not context.target.node_labels.owned or not isinstance(spec, dict) or spec.get("resourceClaims"):
+        return []
+    keys = gpu_labels_elsewhere(spec, context.target, context.dialects)
+    if not keys or _asks_gpus(spec, context):
+        return []
+    target, labels = context.target.name, "a GPU label" if len(keys) == 1 else "GPU labels"
+    return [
+        f"gpuport: asks for no GPU, so nothing is translated, yet it selects nodes by {', '.join(keys)} "
+        f"({labels} of another platform), which no {target} node carries: its pods run on no {target} "
+        f"node (select {target}'s GPU nodes by a label they carry)"
+    ]
+
+
+def _asks_gpus(spec: dict[str, Any], context: Context) -> bool:
+    gives = gives_gpus(context.dialects)
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    return any(
+        gives(str(name))
+        for c in containers
+        if isinstance(c, dict)
+        for section in ((c.get("resources") or {}).get("limits"), (c.get("resources") or {}).get("requests"))
+        if isinstance(section, dict)
+        for name in section
+    )
 
 
 def _left_to_the_webhook(
