@@ -655,16 +655,17 @@ def test_a_nim_service_refused_for_node_affinity_is_told_the_node_selector_that_
     capsys, tmp_path
 ):
     # GKE L4 to EKS: the L4 instance types are many (an In affinity), but Karpenter's GPU-name label says
-    # L4 in one value (its instance family does not: g6 and gr6), and one instance type would do too:
-    # all are named, and the first one works.
+    # L4 in one value (so does EKS Auto Mode's; the instance families do not: g6 and gr6), and one
+    # instance type would do too: all are named, and the first one works.
     text = manifest("nimservice-gke-h100.yaml").replace("nvidia-h100-80gb", "nvidia-l4")
     code, _, err = translate(capsys, tmp_path, text, "eks")
     assert code == 1
     [denial] = denials(err)
     assert denial.endswith(
         "; pin the GPUs in a nodeSelector instead: karpenter.k8s.aws/instance-gpu-name: l4 or "
-        "node.kubernetes.io/instance-type: one of g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, "
-        "g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge, gr6.4xlarge, gr6.8xlarge"
+        "eks.amazonaws.com/instance-gpu-name: l4 or node.kubernetes.io/instance-type: one of g6.xlarge, "
+        "g6.2xlarge, g6.4xlarge, g6.8xlarge, g6.16xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge, "
+        "gr6.4xlarge, gr6.8xlarge"
     )
     pinned = text.replace(
         "cloud.google.com/gke-accelerator: nvidia-l4", "karpenter.k8s.aws/instance-gpu-name: l4"

@@ -316,7 +316,7 @@ def test_a_translation_that_would_not_read_back_is_never_printed(tmp_path, capsy
 
 def test_comments_stay_with_their_lines_and_go_only_with_a_deleted_entry(tmp_path, capsys):
     # A comment above an entry gpuport removes goes with it; a trailing comment stays at its column,
-    # on an entry whose value changes too.
+    # on an entry whose value changes too (after a longer value, two spaces after it, as yamllint asks).
     text = (
         "apiVersion: v1\n"
         "kind: Pod\n"
@@ -341,7 +341,7 @@ def test_comments_stay_with_their_lines_and_go_only_with_a_deleted_entry(tmp_pat
     assert "    team: ml # owner\n    gpuport.io/translated-from: " in output
     assert "only A100s" not in output and "use-gputype" not in output.split("translated-from")[0]
     assert (
-        "    # the A100 pool\n    node.kubernetes.io/instance-type: Standard_ND96asr_v4 # eight A100s\n"
+        "    # the A100 pool\n    node.kubernetes.io/instance-type: Standard_ND96asr_v4  # eight A100s\n"
         in output
     )
     assert "        nvidia.com/gpu: 8 # request eight GPUs\n" in output
@@ -615,7 +615,8 @@ def test_an_ask_whose_amount_alone_changes_keeps_its_line_s_comment_at_its_colum
         "nvidia.com/gpu: 1        # one GPU", "nvidia.com/gpu: 2        # one GPU"
     )
     edited["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "20000000000000000000000"
-    assert '        nvidia.com/gpu: "20000000000000000000000" # one GPU\n' in edit_document(
+    # Longer than the comment's column: the author's gap, at most two spaces (yamllint's default).
+    assert '        nvidia.com/gpu: "20000000000000000000000"  # one GPU\n' in edit_document(
         text, original, edited, [""]
     )
 
@@ -626,7 +627,7 @@ def test_a_flow_mapping_of_asks_rewritten_whole_keeps_its_comment_once(tmp_path,
         "      limits: {aliyun.com/gpu-mem: 8, memory: 2Gi}  # the share\n",
     )
     output = cli_translate(tmp_path, capsys, text, "ack", "hami")
-    assert "      limits: {memory: 2Gi, nvidia.com/gpumem: 8192, nvidia.com/gpu: 1} # the share\n" in output
+    assert "      limits: {memory: 2Gi, nvidia.com/gpumem: 8192, nvidia.com/gpu: 1}  # the share\n" in output
 
 
 @pytest.mark.parametrize("indentless", [False, True])

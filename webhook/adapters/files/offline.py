@@ -31,16 +31,18 @@ from webhook.adapters.files.yamlstyle import MARKER
 from webhook.core.asks.claims import DEVICE_CLASS
 from webhook.core.asks.compute_domains import channel_templates
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
+from webhook.core.asks.unread import gives_gpus
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.foreign import gpu_labels_elsewhere
 from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
-from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS
+from webhook.core.rewriting.topology_terms import WORKLOAD_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
-from webhook.core.vocabulary.templates import fit_to_kind, pod_templates, unread_reason
+from webhook.core.vocabulary.templates import Fitted, carried_ops, fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, resource_section
 
 
@@ -160,7 +162,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         if refused := spark_refusals(doc, context.target, context.dialects):  # no rewrite mends it
             results.append(TemplateResult(number, kind, name, "/", allowed=False, messages=refused))
             continue
-        reason = unread_reason(doc, lambda name: name in context.dialects)
+        reason = unread_reason(doc, gives_gpus(context.dialects))
         reason = reason or node_kind_warning(doc, context.target, context.dialects)
         if reason:
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
@@ -173,6 +175,9 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             fitted = fit_to_kind(
                 doc, plain.get("spec") or {}, decided.rewrite.patch if decided.rewrite else []
             )
+            if fitted.refusals and decided.rewrite is not None:
+                lookup = beside.lookup(namespace_of(doc))
+                fitted = _left_to_the_webhook(doc, plain, decided.rewrite.patch, context, lookup) or fitted
             if decided.rewrite is None or fitted.refusals:
                 result.allowed, result.messages = False, fitted.refusals or decided.refusals
                 if fitted.refusals and decided.rewrite is not None:
@@ -182,6 +187,8 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             else:
                 _, warnings, result.claim_templates = decided.rewrite
                 result.patch, result.warnings = fitted.patch, [*warnings, *fitted.notes]
+                if not result.patch and not result.warnings:
+                    result.warnings = _gpu_nodes_elsewhere(plain.get("spec") or {}, context)
                 _keep_templates(manifest, doc, result.claim_templates)
                 if result.patch:
                     edits_metadata = any(op["path"].startswith("/metadata") for op in result.patch)
@@ -250,9 +257,9 @@ def _exclusive_topology(
     results = []
     for path, metadata in places:
         annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS):
+        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(WORKLOAD_ANNOTATIONS):
             continue
-        plain = {k: str(v) for k, v in annotations.items() if k in EXCLUSIVE_ANNOTATIONS}
+        plain = {k: str(v) for k, v in annotations.items() if k in WORKLOAD_ANNOTATIONS}
         plan = plan_topology({}, plain, context.target, context.dialects, translated=True)
         where = f"{path}/annotations"
         if plan.refusals:
@@ -267,6 +274,59 @@ def _exclusive_topology(
         document.changed.append(path)
         results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results
+
+
+def _gpu_nodes_elsewhere(spec: Any, context: Context) -> list[str]:
+    """For a pod asking no GPU that selects another platform's GPU nodes by their labels: said, as it
+    runs on no node here (gpuport translates GPU asks, and this pod has none). Only where the target's
+    map says what its nodes carry: a scheduler layer's map (generic, HAMi...) runs on any cloud."""
+    if not context.target.node_labels.owned or not isinstance(spec, dict) or spec.get("resourceClaims"):
+        return []
+    keys = gpu_labels_elsewhere(spec, context.target, context.dialects)
+    if not keys or _asks_gpus(spec, context):
+        return []
+    target, labels = context.target.name, "a GPU label" if len(keys) == 1 else "GPU labels"
+    return [
+        f"gpuport: asks for no GPU, so nothing is translated, yet it selects nodes by {', '.join(keys)} "
+        f"({labels} of another platform), which no {target} node carries: its pods run on no {target} "
+        f"node (select {target}'s GPU nodes by a label they carry)"
+    ]
+
+
+def _asks_gpus(spec: dict[str, Any], context: Context) -> bool:
+    gives = gives_gpus(context.dialects)
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    return any(
+        gives(str(name))
+        for c in containers
+        if isinstance(c, dict)
+        for section in ((c.get("resources") or {}).get("limits"), (c.get("resources") or {}).get("requests"))
+        if isinstance(section, dict)
+        for name in section
+    )
+
+
+def _left_to_the_webhook(
+    doc: Any, plain: dict[str, Any], patch: list[dict[str, Any]], context: Context, templates: Any
+) -> Fitted | None:
+    """A translated pod of a kind that does not pass every pod field (NIM): when the fields it cannot
+    hold are what the webhook gives the pod by itself once the rest is written (GKE's whole-GPU terms,
+    which every pod in GKE's words gets), the rest is written and those left to the webhook, as for a
+    pod already in the target's words; None when the webhook would not give them."""
+    written = carried_ops(doc, patch)
+    trial = copy.deepcopy(plain)
+    jsonpatch.apply_patch(trial, written, in_place=True)
+    again = decide_template(trial, context, hints=False, templates=templates)
+    if again.rewrite is None:
+        return None
+    added = [op for op in again.rewrite.patch if op not in carried_ops(doc, again.rewrite.patch)]
+    if _ops(added) != _ops([op for op in patch if op not in written]):
+        return None
+    return Fitted(written, fit_to_kind(doc, trial.get("spec") or {}, again.rewrite.patch).notes, [])
+
+
+def _ops(patch: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(op, sort_keys=True) for op in patch)
 
 
 def _pin_instead(patch: list[dict[str, Any]], context: Context) -> str:

@@ -107,7 +107,8 @@ def rewrite_entry(
     lines: list[str], parent: CommentedMap, key: Any, new_key: Any, value: Any, newline: str
 ) -> Edit:
     """`key`'s entry written again as `new_key: value`, at its column. A one-line entry keeps its trailing
-    comment (at its column, or one space after a longer value); a block is written in its own indentation."""
+    comment (at its column, or after a longer value by the author's own gap, the two spaces yamllint asks
+    for kept two); a block is written in its own indentation."""
     start, end = entry_span(lines, parent, key)
     line, column = parent.lc.key(key)
     block = "".join(text[column:] if len(text) > column else text for text in lines[start:end])
@@ -117,7 +118,8 @@ def rewrite_entry(
     if comment is not None and end == start + 1 and len(rendered) == 1:
         at, text = comment
         body = rendered[0].rstrip("\r\n").removesuffix(" " + text).rstrip(" ")  # flow prints its own
-        rendered = [body + " " * max(at - len(body), 1) + text + newline]
+        gap = min(max(at - len(lines[start][:at].rstrip(" ")), 1), 2)
+        rendered = [body + " " * max(at - len(body), gap) + text + newline]
     return start, end, rendered
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.claims import CLASS_RESOURCE_PREFIX
-from webhook.core.vocabulary.dialects import GPU_VENDOR_DOMAINS
+from webhook.core.vocabulary.dialects import GPU_VENDOR_DOMAINS, Dialects
 
 # gpu (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/…, nvidia.com/gpumem, volcano.sh/vgpu-number), a MIG
 # slice (nvidia.com/mig-…), a CUDA share (tencent.com/vcuda-core).
@@ -57,6 +57,24 @@ def unread_gpu_names(
             and not declared(n)  # after the cheap tests: it asks every map
         )
     )
+
+
+def gives_gpus(dialects: Dialects) -> Callable[[str], bool]:
+    """Whether an extended resource gives GPUs: a name a loaded map reads, or one no map reads that
+    names a GPU or is under a GPU vendor's domain (as `unread_gpu_names` judges it)."""
+
+    def gives(name: str) -> bool:
+        return name in dialects or bool(
+            unread_gpu_names(
+                (name,),
+                dialects.__contains__,
+                lambda _: False,
+                dialects.declares_device,
+                dialects.gpu_vendor_domains,
+            )
+        )
+
+    return gives
 
 
 def unread_refusal(names: Iterable[str], namespace: str, whole_gpu: str) -> str:

@@ -21,6 +21,7 @@ import jsonpatch
 from webhook.core.asks.checks import is_extended_resource
 from webhook.core.asks.demand import PodDemand, node_constraints, read_demand
 from webhook.core.asks.pod_claims import ClaimsBeside, TemplateLookup
+from webhook.core.asks.unread import gives_gpus
 from webhook.core.budget.equivalents import pod_use
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
@@ -170,7 +171,7 @@ def preflight(
     for doc in documents:
         if not isinstance(doc, Mapping):
             continue
-        reason = unread_reason(doc, lambda name: name in context.dialects)
+        reason = unread_reason(doc, gives_gpus(context.dialects))
         if reason:
             metadata = doc.get("metadata") or {}
             unread.append(

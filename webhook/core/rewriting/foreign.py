@@ -9,12 +9,12 @@ speak, node labels only another platform's nodes carry, another platform's sched
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.asks.demand import PodDemand
+from webhook.core.asks.demand import PodDemand, node_constraints
 from webhook.core.rewriting.translate_ask import mig_candidates
 from webhook.core.vocabulary.dialects import Dialects
 from webhook.core.vocabulary.platform import CloudMap
 
-__all__ = ["Foreign", "is_native", "read_foreign", "value_elsewhere"]
+__all__ = ["Foreign", "gpu_labels_elsewhere", "is_native", "read_foreign", "value_elsewhere"]
 
 
 def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> frozenset[str]:
@@ -62,6 +62,17 @@ def foreign_node_labels(
 
 def _speaks(cloud_map: CloudMap, key: str) -> bool:
     return cloud_map.node_labels.owns(key) or key in cloud_map.node_labels.capacity_keys()
+
+
+def gpu_labels_elsewhere(spec: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> tuple[str, ...]:
+    """Another platform's GPU label keys (model, partition, sharing) that the pod's node selector or
+    required node affinity names and the target does not speak. A pod asking no GPU is not translated
+    (a GPU node's metrics exporter, on GKE's accelerator label Exists): on the target it runs on no node,
+    and a DaemonSet's pods are simply never made."""
+    ours = target.selector_keys()
+    gpu = dialects.selector_keys()
+    keys = (key for key, _, _ in node_constraints(spec))
+    return tuple(dict.fromkeys(key for key in keys if key in gpu and key not in ours))
 
 
 def foreign_scheduler(spec: Mapping[str, Any], target: CloudMap, dialects: Dialects) -> str:

@@ -21,6 +21,14 @@ job's pods together) and a required anti-affinity (no other job in that domain);
 `leaderworkerset.sigs.k8s.io/exclusive-topology` does the same for a group. So the annotation is read as
 a required co-location.
 
+Kueue's Topology Aware Scheduling reads a topology key from each PodSet's pod template
+(kueue.sigs.k8s.io, "Run Workloads with Topology-Aware Scheduling"): `podset-required-topology` admits
+the workload only where all its pods fit in one domain of that level, `podset-slice-required-topology`
+each slice of them, `podset-preferred-topology` tries the level and falls back to wider ones. A level
+must be one of the Topology object's; a key no node carries is a level no domain has, so the workload
+is never admitted (it stays suspended). The required two are read as a required co-location, the
+preferred one as scoring only.
+
 Pure walking: which keys a pod names where (`topology_uses`), and the edit that renames or removes them
 (`rewrite_topology`). What to do with each key is topology_keys.py's choice.
 """
@@ -28,13 +36,29 @@ Pure walking: which keys a pod names where (`topology_uses`), and the edit that 
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["EXCLUSIVE_ANNOTATIONS", "JOBSET_NAME", "TopologyUse", "rewrite_topology", "topology_uses"]
+__all__ = [
+    "EXCLUSIVE_ANNOTATIONS",
+    "JOBSET_NAME",
+    "WORKLOAD_ANNOTATIONS",
+    "TopologyUse",
+    "rewrite_topology",
+    "topology_uses",
+]
 
-EXCLUSIVE_ANNOTATIONS = (
+# The annotations a workload's controller copies to its pods as pod affinity (JobSet, LeaderWorkerSet).
+WORKLOAD_ANNOTATIONS = (
     "alpha.jobset.sigs.k8s.io/exclusive-topology",
     "leaderworkerset.sigs.k8s.io/exclusive-topology",
     "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
 )
+# Kueue's, on a pod template: whether it holds the pods to the level (else it only prefers it).
+_KUEUE_ANNOTATIONS = {
+    "kueue.x-k8s.io/podset-required-topology": True,
+    "kueue.x-k8s.io/podset-slice-required-topology": True,
+    "kueue.x-k8s.io/podset-preferred-topology": False,
+}
+# Every annotation of a pod whose value is a topology key that places the pod with others.
+EXCLUSIVE_ANNOTATIONS = (*WORKLOAD_ANNOTATIONS, *_KUEUE_ANNOTATIONS)
 
 # The annotation JobSet's controller puts on its pods naming their JobSet (jobset.sigs.k8s.io/v1alpha2
 # JobSetNameKey; labelAndAnnotateObject sets it as a label and as an annotation): a placement refused on
@@ -79,7 +103,7 @@ def topology_uses(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> It
     for name in EXCLUSIVE_ANNOTATIONS:
         value = annotations.get(name)
         if isinstance(value, str) and value:
-            yield TopologyUse(value, "exclusive", True, f"annotation {name}")
+            yield TopologyUse(value, "exclusive", _KUEUE_ANNOTATIONS.get(name, True), f"annotation {name}")
 
 
 def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: frozenset[str]) -> bool:

@@ -192,9 +192,23 @@ _MULTI_NODE_WHY = "KServe sizes a multi-node (workerSpec) head and its workers t
 # webhook still translates the pods each makes, when they are created.
 _PODS = "the webhook translates its pods when they are created"
 _SPARK = f"its driver and executors ask for GPUs in a gpu field of the Spark operator's own; {_PODS}"
+# KubeVirt ("Host Devices Assignment", kubevirt.io/user-guide): a VM's GPU is passed through by the device
+# plugin's resource name per card model (domain.devices.gpus or hostDevices, deviceName), and its
+# virt-launcher pod asks for that name, which no map translates (only a node running the passthrough
+# plugin, as the GPU Operator's sandbox workloads do, gives it).
+_KUBEVIRT = (
+    "KubeVirt passes its GPUs through to the VM by the passthrough device plugin's names "
+    "(domain.devices gpus, hostDevices), which no cloud map translates; only nodes running that plugin "
+    "give them to its virt-launcher pod"
+)
 UNREAD_KINDS: dict[tuple[str, str], str] = {
     ("sparkoperator.k8s.io", "SparkApplication"): _SPARK,
     ("sparkoperator.k8s.io", "ScheduledSparkApplication"): _SPARK,
+    **{
+        ("kubevirt.io", kind): _KUBEVIRT
+        for kind in ("VirtualMachine", "VirtualMachineInstance", "VirtualMachineInstanceReplicaSet")
+    },
+    ("pool.kubevirt.io", "VirtualMachinePool"): _KUBEVIRT,
 }
 
 
@@ -685,6 +699,17 @@ def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dic
     return Fitted(patch, controller_notes(doc, spec, patch), [])
 
 
+def carried_ops(doc: Mapping[str, Any], patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operations of a translation's `patch` that `doc` can hold: those on the pod fields its kind
+    passes to its pods (see _CARRIED), and every one for a kind that passes them all."""
+    carried = _CARRIED.get(kind_key(doc))
+    if carried is None:
+        return patch
+    return [
+        op for op in patch if not op["path"].startswith("/spec/") or op["path"].split("/")[2] in carried[0]
+    ]
+
+
 def _records(op: Mapping[str, Any]) -> bool:
     """Whether a patch operation writes gpuport's record of a translation (so the pod was translated)."""
     value = op.get("value")
@@ -898,12 +923,17 @@ def _gpu_asks(node: Any, is_gpu_resource: Callable[[str], bool], at: str) -> Ite
     """(JSON Pointer of the mapping that asks, that mapping, the GPU resource) for each GPU resource named
     anywhere in a document: in resources' limits and requests, and in the shapes operators use instead
     (the Spark operator's gpu: {name, quantity}; a plain "gpu" resource, which no Kubernetes resource
-    is, in Dynamo's; resource names an Argo podSpecPatch mentions)."""
+    is, in Dynamo's; resource names an Argo podSpecPatch mentions; a KubeVirt device's deviceName)."""
     if isinstance(node, Mapping):
         for key, value in node.items():
             if key in ("limits", "requests") and isinstance(value, Mapping):
                 names = (str(n) for n in value if is_gpu_resource(str(n)) or str(n) == "gpu")
                 yield from ((at, node, name) for name in names)
+            elif key in ("gpus", "hostDevices") and isinstance(value, list):  # KubeVirt's (see _KUBEVIRT)
+                for index, device in enumerate(value):
+                    name = device.get("deviceName") if isinstance(device, Mapping) else None
+                    if isinstance(name, str) and is_gpu_resource(name):
+                        yield f"{at}/{key}/{index}", device, name
             elif key == "gpu" and isinstance(value, Mapping) and is_gpu_resource(str(value.get("name"))):
                 yield at, node, str(value["name"])
             elif key == "podSpecPatch" and isinstance(value, str):  # Argo's: a patch written as text
