@@ -72,7 +72,7 @@ def test_yaml_prints_the_manifests_with_only_the_asks_changed(capsys, monkeypatc
     original = (REPO / "examples/manifests/triton-serving.yaml").read_text().splitlines()
     changed = [(a, b) for a, b in zip(original, printed.splitlines(), strict=True) if a != b]
     assert [b.strip() for _, b in changed] == [
-        "nvidia.com/mig-1g.20gb: 1 # one A100 80GB",
+        "nvidia.com/mig-1g.20gb: 1  # one A100 80GB",  # the author's two spaces kept
         "nvidia.com/mig-1g.10gb: 1",
     ]
     assert "Deployment/serving/triton-large: triton: nvidia.com/gpu: 1 → nvidia.com/mig-1g.20gb: 1" in said
