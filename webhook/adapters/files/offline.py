@@ -43,7 +43,7 @@ from webhook.core.rewriting.topology_keys import plan_topology
 from webhook.core.rewriting.topology_terms import WORKLOAD_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import Fitted, carried_ops, fit_to_kind, pod_templates, unread_reason
-from webhook.core.vocabulary.workloads import container_specs, resource_section
+from webhook.core.vocabulary.workloads import container_specs, read_pod, resource_section
 
 
 class ManifestError(ValueError):
@@ -283,7 +283,8 @@ def _gpu_nodes_elsewhere(spec: Any, context: Context) -> list[str]:
     if not context.target.node_labels.owned or not isinstance(spec, dict) or spec.get("resourceClaims"):
         return []
     keys = gpu_labels_elsewhere(spec, context.target, context.dialects)
-    if not keys or _asks_gpus(spec, context):
+    # The names its containers write, read as every step reads a pod (init containers and sidecars too).
+    if not keys or any(map(gives_gpus(context.dialects), read_pod({"spec": spec}).resource_names)):
         return []
     target, labels = context.target.name, "a GPU label" if len(keys) == 1 else "GPU labels"
     return [
@@ -291,19 +292,6 @@ def _gpu_nodes_elsewhere(spec: Any, context: Context) -> list[str]:
         f"({labels} of another platform), which no {target} node carries: its pods run on no {target} "
         f"node (select {target}'s GPU nodes by a label they carry)"
     ]
-
-
-def _asks_gpus(spec: dict[str, Any], context: Context) -> bool:
-    gives = gives_gpus(context.dialects)
-    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-    return any(
-        gives(str(name))
-        for c in containers
-        if isinstance(c, dict)
-        for section in ((c.get("resources") or {}).get("limits"), (c.get("resources") or {}).get("requests"))
-        if isinstance(section, dict)
-        for name in section
-    )
 
 
 def _left_to_the_webhook(
