@@ -251,3 +251,33 @@ def test_a_daemonset_asking_no_gpu_is_not_told_where_its_gpu_label_may_be_right(
     # On GKE the label is its own; a scheduler layer's map (generic) may run on GKE.
     text = (AUDIT / "gke-dcgm-exporter-daemonset.yaml").read_text()
     assert translate(capsys, tmp_path, text, target) == (0, text, "")
+
+
+@pytest.mark.parametrize("target", ["eks", "aks", "generic"])
+def test_a_gpu_pod_on_gke_s_accelerator_label_exists_loses_the_term_with_a_word(capsys, tmp_path, target):
+    # The exporter made to ask a GPU: as written it required a node with GKE's accelerator label, which
+    # no node elsewhere has, and was kept as "native" (the ask is in the target's words) without a word:
+    # its pods were never made. The term goes, said; the GPU ask keeps it on GPU nodes.
+    code, out, err = translate(capsys, tmp_path, _asking("nvidia.com/gpu"), target)
+    assert code == 0, err
+    spec = _doc(out)["spec"]["template"]["spec"]
+    assert ("cloud.google.com/gke-accelerator", "Exists", ()) not in _required(spec)
+    assert "asks for no GPU" not in err
+    assert (
+        f"node affinity cloud.google.com/gke-accelerator Exists removed: no {target} node has it; its GPU "
+        f"ask keeps the pod on {target}'s GPU nodes"
+    ) in warnings(err)
+
+
+def test_a_pod_on_gke_s_gpu_nodes_asking_a_gpu_no_map_reads_is_not_told_it_asks_none(capsys, tmp_path):
+    _, _, err = translate(capsys, tmp_path, _asking("gpu.intel.com/i915"), "eks")
+    assert "asks for no GPU" not in err and "gpu.intel.com/i915" in err
+
+
+def _asking(name):
+    """The exporter made to ask a GPU by `name`."""
+    text = (AUDIT / "gke-dcgm-exporter-daemonset.yaml").read_text()
+    image = "          image: registry.example.com/nvidia/dcgm-exporter:3.3.8\n"
+    asks = f"          resources:\n            limits:\n              {name}: 1\n"
+    assert image in text
+    return text.replace(image, image + asks)

@@ -22,7 +22,12 @@ def foreign_keys(demand: PodDemand, target: CloudMap, dialects: Dialects) -> fro
     model by instance type, but p4d.24xlarge means nothing on AKS. A value no loaded map knows (a GPU
     newer than the catalogue) on the target's own key is the user's business and stays."""
     foreign = set(demand.selection.keys - target.selector_keys())
+    ours, gpu = target.selector_keys(), dialects.selector_keys()
     for key, operator, values in demand.constraints:
+        if operator == "Exists" and key in gpu and key not in ours:
+            # "Any GPU node" in another platform's words (GKE's accelerator label Exists): no node here
+            # carries the key, so as written the pod runs nowhere.
+            foreign.add(key)
         if operator == "In" and any(m.label == key for m in target.model_labels):
             for value in values:
                 if value_elsewhere(target, key, value, dialects):

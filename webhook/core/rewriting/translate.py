@@ -148,6 +148,14 @@ def translate_pod(
                 said = f"gpuport: node affinity {key} {operator} removed: no {target.name} node has it"
                 edits.append(Say(said))
             stale = stale | {key}
+        elif operator == "Exists" and key in foreign.keys:
+            # "Any GPU node" in another platform's words (foreign_keys): the GPU ask keeps it on one here.
+            edits.append(
+                Say(
+                    f"gpuport: node affinity {key} Exists removed: no {target.name} node has it; its GPU ask "
+                    f"keeps the pod on {target.name}'s GPU nodes"
+                )
+            )
     carried = dict(node_labels)
     for key, values in capacity.labels.items():
         node_labels.setdefault(key, values)  # said with the capacity it carries
