@@ -399,19 +399,23 @@ def test_gke_s_whole_gpu_exclusions_moved_to_aks_are_removed_and_said(capsys, tm
 
 
 @pytest.mark.parametrize(
-    "target, label, values",
+    "manifest, target, label, values",
     [
-        ("aks", "node.kubernetes.io/instance-type", {"Standard_ND128isr_NDR_GB200_v6"}),
-        ("gke", "cloud.google.com/gke-accelerator", {"nvidia-gb200"}),
+        ("eks-p6e-gb200-job.yaml", "aks", INSTANCE_TYPE, {"Standard_ND128isr_NDR_GB200_v6"}),
+        ("eks-p6e-gb200-job.yaml", "gke", "cloud.google.com/gke-accelerator", {"nvidia-gb200"}),
         (
+            "eks-p6e-gb200-job.yaml",
             "oke",
             "node.kubernetes.io/instance-type",
             {"BM.GPU.GB200.4", "BM.GPU.GB200-v2.4", "BM.GPU.GB200-v3.4"},
         ),
+        # B300 stays B300: on its own platform, and on a GFD-labelled cluster by its product name.
+        ("eks-p6-b300-job.yaml", "eks", "node.kubernetes.io/instance-type", {"p6-b300.48xlarge"}),
+        ("eks-p6-b300-job.yaml", "generic", "nvidia.com/gpu.product", {"NVIDIA-B300-SXM6-AC"}),
     ],
 )
-def test_a_gb200_job_moves_to_every_platform_that_sells_gb200(capsys, target, label, values):
-    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6e-gb200-job.yaml", target)
+def test_a_job_moves_to_every_platform_that_sells_its_gpu(capsys, manifest, target, label, values):
+    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / manifest, target)
     assert code == 0, err
     assert accepted(docs[0], label) == values
 
@@ -456,19 +460,6 @@ def test_an_eks_pod_pinned_to_gr6_is_read_as_an_l4(capsys, tmp_path):
     code, docs, err = translate(capsys, path, "gke")
     assert code == 0, err
     assert accepted(docs[0], "cloud.google.com/gke-accelerator") == {"nvidia-l4"}
-
-
-@pytest.mark.parametrize(
-    ("target", "label", "values"),
-    [
-        ("eks", "node.kubernetes.io/instance-type", {"p6-b300.48xlarge"}),
-        ("generic", "nvidia.com/gpu.product", {"NVIDIA-B300-SXM6-AC"}),
-    ],
-)
-def test_a_b300_job_stays_on_b300(capsys, target, label, values):
-    code, docs, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml", target)
-    assert code == 0, err
-    assert accepted(docs[0], label) == values
 
 
 def test_a_b300_job_on_a_dra_cluster_claims_b300s_by_the_name_nvml_gives_them(capsys):
