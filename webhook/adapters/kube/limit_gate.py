@@ -46,10 +46,10 @@ class LimitGate:
     def admit(self, request: AdmissionRequest, context: Context, demand: PodDemand) -> Decision | None:
         """A denial, or None when no GPU limit stands against this pod create."""
         pod = request.object or {}
-        namespace = self.view.namespace(request.namespace)
         subject = f'pods "{request.name}"' if request.name else "pods"
         pairs = injected(pod, context.dialects)
-        if pairs and namespace["labels"].get(OPT_IN_LABEL) != "true":
+        # The namespace is read (a copy, under the view's lock) only for a pod the LimitRanger gave GPUs.
+        if pairs and self.view.namespace(request.namespace)["labels"].get(OPT_IN_LABEL) != "true":
             names = [
                 lr["metadata"]["name"]
                 for lr in self.view.limitranges_in(request.namespace)
