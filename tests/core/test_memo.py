@@ -284,6 +284,7 @@ def test_the_keys_name_what_translation_and_the_hints_read_and_write():
         "batch.kubernetes.io/job-name",
         "training.kubeflow.org/job-name",
         "jobset.sigs.k8s.io/jobset-name",
+        "leaderworkerset.sigs.k8s.io/name",  # a refused LeaderWorkerSet placement names it
     }
     assert {
         "gpuport.io/translated-from",
@@ -295,7 +296,8 @@ def test_the_keys_name_what_translation_and_the_hints_read_and_write():
         "gpu-memory",
         "jobset.sigs.k8s.io/jobset-name",  # a refused JobSet placement names the JobSet
     } <= keys.annotations
-    assert context("generic").metadata_keys.labels == frozenset()  # no hints without a node view
+    # No hints without a node view: the one label read names a LeaderWorkerSet whose placement is refused.
+    assert context("generic").metadata_keys.labels == {"leaderworkerset.sigs.k8s.io/name"}
 
 
 def test_a_mutation_that_says_nothing_of_what_it_reads_keys_every_label():

@@ -332,3 +332,72 @@ def test_the_pods_of_two_jobsets_alike_but_for_the_name_are_not_answered_from_on
     other["metadata"]["annotations"]["jobset.sigs.k8s.io/jobset-name"] = "mixtral-pretrain"
     keys = context("generic").metadata_keys
     assert decision_key(parsed(review_of(jobset_pod())), keys) != decision_key(parsed(review_of(other)), keys)
+
+
+LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+
+def lws_pod(name="vllm-405b"):
+    """A worker pod as LeaderWorkerSet's controller makes it from tests/manifests/audit/lws-eks-p5.yaml's
+    shape, on GKE (a worker StatefulSet's pod: the LWS's name, group index and worker index as labels, the
+    group's exclusive-placement annotation copied, lws.sigs.k8s.io "Labels, Annotations and Environment
+    Variables")."""
+    pod = gke_pod(annotations={LWS_EXCLUSIVE: NODEPOOL, "leaderworkerset.sigs.k8s.io/size": "2"})
+    pod["metadata"]["name"] = f"{name}-0-1"
+    pod["metadata"]["labels"].update(
+        {
+            "leaderworkerset.sigs.k8s.io/name": name,
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+            "leaderworkerset.sigs.k8s.io/worker-index": "1",
+        }
+    )
+    return pod
+
+
+def test_a_leaderworkerset_pod_refused_for_its_exclusive_placement_names_the_leaderworkerset_to_fix():
+    # Its pods are a StatefulSet's: the refusal shows in that StatefulSet's events, and the fix is the
+    # LeaderWorkerSet's annotation, which the pod only copies.
+    decision, _ = decide(lws_pod(), "generic")
+    assert not decision.allowed
+    assert (
+        f"annotation {LWS_EXCLUSIVE}, copied from LeaderWorkerSet vllm-405b); no generic node carries it"
+    ) in decision.message
+    assert f"set LeaderWorkerSet vllm-405b's {LWS_EXCLUSIVE} to a topology key its nodes carry" in (
+        decision.message
+    )
+
+
+def test_a_leaderworkerset_pod_s_exclusive_placement_moved_says_it_is_the_leaderworkerset_s():
+    decision, pod = decide(lws_pod(), "eks")
+    assert decision.allowed
+    assert pod["metadata"]["annotations"][LWS_EXCLUSIVE] == "eks.amazonaws.com/nodegroup"
+    assert (
+        f"topology key {NODEPOOL} → eks.amazonaws.com/nodegroup (node pool; LeaderWorkerSet vllm-405b's "
+        "exclusive placement)"
+    ) in pod["metadata"]["annotations"]["gpuport.io/rewrites"]
+
+
+def test_a_pod_naming_a_leaderworkerset_without_its_annotation_is_not_said_to_copy_it():
+    # The label alone: the key is the pod's own (its affinity), the fix the pod's.
+    pod = lws_pod()
+    del pod["metadata"]["annotations"][LWS_EXCLUSIVE]
+    pod["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": NODEPOOL}
+            ]
+        }
+    }
+    decision, _ = decide(pod, "generic")
+    assert not decision.allowed
+    assert "LeaderWorkerSet" not in decision.message
+    assert "write a topology key its nodes carry" in decision.message
+
+
+def test_the_pods_of_two_leaderworkersets_alike_but_for_the_name_are_not_answered_from_one_memo_entry():
+    from webhook.core.deciding.decision_key import decision_key
+
+    keys = context("generic").metadata_keys
+    first, other = lws_pod(), lws_pod("mixtral")
+    first["metadata"]["name"] = other["metadata"]["name"] = "group-0-1"  # only the LWS label differs
+    assert decision_key(parsed(review_of(first)), keys) != decision_key(parsed(review_of(other)), keys)

@@ -106,7 +106,9 @@ def rewrite_pod(
     devices = plan_devices(demand.resource_names, target, context.dialects, translated=not native)
     # A pod that asks for no GPU is not gpuport's to judge: its topology keys are its own business.
     topology = (
-        plan_topology(spec, read.annotations, target, context.dialects, translated=not native)
+        plan_topology(
+            spec, read.annotations, target, context.dialects, translated=not native, labels=read.labels
+        )
         if demand.asks or demand.claims.any
         else NO_TOPOLOGY_EDITS
     )

@@ -29,7 +29,8 @@ JobSet's controller copies the exclusive-placement annotation onto every pod wit
 (`jobset.sigs.k8s.io/jobset-name`, as a label and as an annotation); JobSet is no kind gpuport registers,
 so its pods are where the webhook sees the placement. A pod refused or a key renamed for that
 annotation names the JobSet, so the fix said is the one `translate` says: the JobSet's annotation,
-which the pod only copies.
+which the pod only copies. LeaderWorkerSet's pods likewise, named by its `leaderworkerset.sigs.k8s.io/name`
+label (its pods are made by a StatefulSet, whose events show the refusal).
 
 A key no map owns (the user's own labels, the well-known zone and hostname) is left as written. A pod
 already in the target's words is looked at only where the target's map owns node labels (a cloud
@@ -44,6 +45,8 @@ from webhook.core.rewriting.podedits import PodEdit, RewriteTopology
 from webhook.core.rewriting.topology_terms import (
     EXCLUSIVE_ANNOTATIONS,
     JOBSET_NAME,
+    LWS_NAME,
+    WORKLOAD_ANNOTATIONS,
     TopologyUse,
     topology_uses,
 )
@@ -57,6 +60,12 @@ HOSTNAME = "kubernetes.io/hostname"
 _EVERYWHERE = (HOSTNAME, "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
 JOBSET_EXCLUSIVE = EXCLUSIVE_ANNOTATIONS[0]
+# The workload whose controller copies each exclusive-placement annotation onto its pods, and the pod
+# label or annotation (its own) that names it there.
+_COPIED_BY = {
+    JOBSET_EXCLUSIVE: ("JobSet", JOBSET_NAME),
+    **{a: ("LeaderWorkerSet", LWS_NAME) for a in WORKLOAD_ANNOTATIONS if a != JOBSET_EXCLUSIVE},
+}
 
 
 class TopologyKeysPlan(NamedTuple):
@@ -73,9 +82,11 @@ def plan_topology(
     target: CloudMap,
     dialects: Dialects,
     translated: bool,
+    labels: Mapping[str, Any] | None = None,
 ) -> TopologyKeysPlan:
     """What becomes of each topology key the pod (`spec`, `annotations`) names on `target`;
-    `translated`: whether the pod is being moved from another platform's words."""
+    `translated`: whether the pod is being moved from another platform's words. `labels`: the pod's,
+    where a LeaderWorkerSet names itself (a refused placement names the workload it was copied from)."""
     if not translated and not target.node_labels.owned:
         return NO_TOPOLOGY_EDITS
     if (
@@ -89,8 +100,7 @@ def plan_topology(
     drops: set[str] = set()
     said: list[str] = []
     refusals: list[str] = []
-    jobset = annotations.get(JOBSET_NAME)
-    copied = f"JobSet {jobset}" if isinstance(jobset, str) and jobset else ""
+    copied = _copied_from(labels or {}, annotations)
     for key in dict.fromkeys(u.key for u in uses):
         owner, role = _owner(key, dialects, target)
         if not owner:
@@ -98,10 +108,10 @@ def plan_topology(
         at = [u for u in uses if u.key == key]
         new = target.topology_labels.get(role, "") if role else ""
         what = f"{owner}'s {_ROLE_WORDS.get(role, role) or 'node label'}"
-        from_jobset = copied if any(u.where == f"annotation {JOBSET_EXCLUSIVE}" for u in at) else ""
+        from_workload = next((copied[u.where] for u in at if u.where in copied), None)
         if new:
             renames[key] = new
-            of = f"; {from_jobset}'s exclusive placement" if from_jobset else ""
+            of = f"; {from_workload.workload}'s exclusive placement" if from_workload else ""
             said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)}{of})")
             continue
         if role == "host":
@@ -110,7 +120,7 @@ def plan_topology(
             continue
         together = [u for u in at if u.required and u.place in ("affinity", "exclusive")]
         if together:
-            refusals.append(_refusal(key, what, together, role, target, from_jobset))
+            refusals.append(_refusal(key, what, together, role, target, from_workload))
             continue
         drops.add(key)
         said += [_removed(u, target) for u in _once(at)]
@@ -119,6 +129,23 @@ def plan_topology(
     if not said:
         return NO_TOPOLOGY_EDITS
     return TopologyKeysPlan([RewriteTopology(renames, frozenset(drops), tuple(said))], [])
+
+
+class Copied(NamedTuple):
+    workload: str  # "JobSet llama-pretrain"
+    annotation: str  # the workload's annotation the pod copies
+
+
+def _copied_from(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Copied]:
+    """For each exclusive-placement annotation of the pod ("annotation <key>", as TopologyUse.where
+    says it), the workload it was copied from, where the pod names that workload."""
+    copied = {}
+    for annotation, (kind, name_key) in _COPIED_BY.items():
+        if annotation in annotations:
+            name = (annotations if kind == "JobSet" else labels).get(name_key)
+            if isinstance(name, str) and name:
+                copied[f"annotation {annotation}"] = Copied(f"{kind} {name}", annotation)
+    return copied
 
 
 def _carried(key: str, target: CloudMap) -> bool:
@@ -166,17 +193,17 @@ def _removed(use: TopologyUse, target: CloudMap) -> str:
 
 
 def _refusal(
-    key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap, jobset: str = ""
+    key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap, copied: "Copied | None" = None
 ) -> str:
-    """`jobset`: "JobSet <name>" where the key comes from that JobSet's exclusive placement, copied onto
-    the pod: the fix is in the JobSet, which the pod only copies."""
+    """`copied`: the workload whose exclusive placement the pod copies the key from (a JobSet, a
+    LeaderWorkerSet), when the pod names it: the fix is in that workload, not in the pod."""
     where = ", ".join(dict.fromkeys(u.where for u in uses))
     keys = ", ".join(dict.fromkeys((*target.topology_labels.values(), HOSTNAME)))
     fix = f"add topology_labels.{role} to the {target.name} map" if role else "label the nodes with it"
     write = f"write a topology key its nodes carry ({keys})"
-    if jobset:
-        where += f", copied from {jobset}"
-        write = f"set {jobset}'s {JOBSET_EXCLUSIVE} to a topology key its nodes carry ({keys})"
+    if copied:
+        where += f", copied from {copied.workload}"
+        write = f"set {copied.workload}'s {copied.annotation} to a topology key its nodes carry ({keys})"
     return (
         f"keeps its pods together on one {key} ({what}; {where}); no {target.name} node carries it and "
         f"the {target.name} map names no equivalent: {write} or {fix}"

@@ -39,6 +39,7 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "EXCLUSIVE_ANNOTATIONS",
     "JOBSET_NAME",
+    "LWS_NAME",
     "WORKLOAD_ANNOTATIONS",
     "TopologyUse",
     "rewrite_topology",
@@ -64,6 +65,10 @@ EXCLUSIVE_ANNOTATIONS = (*WORKLOAD_ANNOTATIONS, *_KUEUE_ANNOTATIONS)
 # JobSetNameKey; labelAndAnnotateObject sets it as a label and as an annotation): a placement refused on
 # a pod names the JobSet it was copied from.
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+# The label LeaderWorkerSet's controller puts on every pod of its groups naming the LeaderWorkerSet
+# (lws.sigs.k8s.io "Labels, Annotations and Environment Variables"); it copies its exclusive-topology
+# annotations to them too, so a refused placement names the LeaderWorkerSet to fix.
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 
 Place = Literal["affinity", "anti-affinity", "spread", "exclusive"]
 _TERMS: tuple[tuple[str, Place], ...] = (("podAffinity", "affinity"), ("podAntiAffinity", "anti-affinity"))

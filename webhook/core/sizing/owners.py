@@ -9,7 +9,8 @@ CronJob is not visible from the pod); anything else to its controller, or to the
 from collections.abc import Mapping
 from typing import Any
 
-LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+from webhook.core.rewriting.topology_terms import LWS_NAME
+
 TEMPLATE_HASH = "pod-template-hash"
 
 

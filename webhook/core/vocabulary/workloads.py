@@ -182,6 +182,13 @@ class PodRead:
         return self._annotations
 
     @property
+    def labels(self) -> Mapping[str, Any]:
+        """Read when asked (rarely: a workload naming itself on its pods), not kept."""
+        metadata = self.pod.get("metadata")
+        found = metadata.get("labels") if is_map(metadata) else None
+        return found if is_map(found) else {}
+
+    @property
     def resource_names(self) -> frozenset[str]:
         """Every name the containers' limits and requests write."""
         if self._names is None:
