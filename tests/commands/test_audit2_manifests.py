@@ -263,3 +263,42 @@ def _asking(name):
     asks = f"          resources:\n            limits:\n              {name}: 1\n"
     assert image in text
     return text.replace(image, image + asks)
+
+
+# KEP-5004 (DeviceClass spec.extendedResourceName, alpha in 1.34): the class NVIDIA's DRA driver demo
+# makes for whole GPUs, standing for the device plugin's name.
+WHOLE_GPU_CLASS = """apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: gpu-extended.nvidia.com
+spec:
+  extendedResourceName: nvidia.com/gpu
+  selectors:
+  - cel:
+      expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+---
+"""
+
+
+def test_a_nim_service_refused_on_a_dra_map_names_the_device_class_that_would_serve_it(capsys, tmp_path):
+    # The NIM operator takes no resourceClaims from a NIMService: the refusal names the fix an admin has.
+    text = (AUDIT / "nimservice-aks-a100.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "dra-nvidia")
+    assert (code, out) == (1, text)
+    assert (
+        "an admin gives a DeviceClass the GPU resource it asks as its extendedResourceName "
+        "(Kubernetes 1.34+): an ask naming no GPU model is then served as written" in err
+    )
+
+
+def test_the_device_class_the_refusal_names_does_serve_a_nim_service_asking_no_model(capsys, tmp_path):
+    # What the refusal promises holds: with that class, a NIMService asking a GPU and no model is kept.
+    text = (AUDIT / "nimservice-aks-a100.yaml").read_text()
+    unpinned = "\n".join(
+        line for line in text.splitlines() if "nodeSelector:" not in line and "instance-type" not in line
+    )
+    code, out, err = translate(capsys, tmp_path, WHOLE_GPU_CLASS + unpinned + "\n", "dra-nvidia")
+    assert code == 0, err
+    spec = _doc(out.split("---\n", 1)[1])["spec"]
+    assert spec["resources"] == {"limits": {"nvidia.com/gpu": 1}}  # as written: the class serves it
+    assert "resourceClaims" not in out

@@ -693,7 +693,15 @@ def fit_to_kind(doc: Mapping[str, Any], spec: Mapping[str, Any], patch: list[dic
         fields = sorted(set_here - carried[0])
         said = f"{', '.join(fields)}, which {carried[1]}"
         if fields and any(_records(op) for op in patch):
-            return Fitted([], [], [f"the translated pod needs {said} ({carried[2]})"])
+            # A DRA cluster's claims can be asked for as a plain resource instead (KEP-5004: a
+            # DeviceClass's extendedResourceName, alpha in 1.34, beta in 1.36), which the kind does take.
+            fix = (
+                "; or an admin gives a DeviceClass the GPU resource it asks as its extendedResourceName "
+                "(Kubernetes 1.34+): an ask naming no GPU model is then served as written"
+                if "resourceClaims" in fields
+                else ""
+            )
+            return Fitted([], [], [f"the translated pod needs {said} ({carried[2]}){fix}"])
         if fields:
             return Fitted([], [f"gpuport: the webhook adds {said}, to its pods when they are created"], [])
     return Fitted(patch, controller_notes(doc, spec, patch), [])
