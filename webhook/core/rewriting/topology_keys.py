@@ -193,7 +193,7 @@ def _removed(use: TopologyUse, target: CloudMap) -> str:
 
 
 def _refusal(
-    key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap, copied: "Copied | None" = None
+    key: str, what: str, uses: list[TopologyUse], role: str, target: CloudMap, copied: Copied | None = None
 ) -> str:
     """`copied`: the workload whose exclusive placement the pod copies the key from (a JobSet, a
     LeaderWorkerSet), when the pod names it: the fix is in that workload, not in the pod."""

@@ -183,7 +183,7 @@ class PodRead:
 
     @property
     def labels(self) -> Mapping[str, Any]:
-        """Read when asked (rarely: a workload naming itself on its pods), not kept."""
+        """Read each time asked, not kept: two lookups, and few steps read labels."""
         metadata = self.pod.get("metadata")
         found = metadata.get("labels") if is_map(metadata) else None
         return found if is_map(found) else {}
