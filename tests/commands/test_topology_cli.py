@@ -2,12 +2,14 @@
 (tests/manifests/topology/README.md names the published shapes): JobSet's exclusive placement written
 on the JobSet, pod affinity and topology spread in pod templates, HAMi's GPU pin."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.commands.translating import translate, warnings
+from webhook.config.cloudmap import default_directory
 
 TOPOLOGY = Path(__file__).parents[1] / "manifests" / "topology"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -152,3 +154,51 @@ def test_a_karpenter_node_pool_is_the_old_cluster_s_and_its_instance_family_name
     assert _doc(out)["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A10G"}
     code, out, err = translate(capsys, tmp_path, text, "eks")
     assert (code, out, err) == (0, text, "")
+
+
+KAI_JOB = TOPOLOGY / "kai-job-gke-block.yaml"
+KAI_REQUIRED = "kai.scheduler/topology-required-placement"
+KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
+
+
+def test_kai_s_placement_levels_are_removed_and_said_where_the_target_runs_no_kai(capsys, tmp_path):
+    # Read by KAI alone: on EKS, which runs no KAI (its schedulerName goes too), they place nothing.
+    code, out, err = translate(capsys, tmp_path, KAI_JOB.read_text(), "eks")
+    assert code == 0, err
+    assert "annotations" not in _doc(out)["metadata"]
+    for annotation in (KAI_REQUIRED, KAI_PREFERRED, "kai.scheduler/topology"):
+        assert f"annotation {annotation} removed: eks does not run KAI Scheduler" in warnings(err)
+
+
+def test_kai_s_placement_levels_become_the_target_s_where_it_runs_kai(capsys, tmp_path):
+    # An EKS whose admin says it runs KAI (other_schedulers): GKE's block and sub-block become EKS's
+    # network layers, and the Topology KAI places by must have those levels.
+    maps = tmp_path / "maps"
+    shutil.copytree(default_directory(), maps)
+    with (maps / "eks.yaml").open("a") as eks:
+        eks.write("other_schedulers: [kai-scheduler]\n")
+    code, out, err = translate(capsys, tmp_path, KAI_JOB.read_text(), "eks", "--cloudmap-dir", str(maps))
+    assert code == 0, err
+    job = _doc(out)
+    assert job["metadata"]["annotations"] == {
+        "kai.scheduler/topology": "gke-a3-ultra",
+        KAI_REQUIRED: "topology.k8s.aws/network-node-layer-2",
+        KAI_PREFERRED: "topology.k8s.aws/network-node-layer-3",
+    }
+    assert job["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    assert (
+        "KAI Topology gke-a3-ultra must list topology.k8s.aws/network-node-layer-2 as a level on this cluster"
+        in warnings(err)
+    )
+
+
+def test_kai_s_required_level_no_node_of_the_target_carries_is_refused_naming_the_fix(capsys, tmp_path):
+    # The kai map (KAI on GFD-labelled nodes) has no block: KAI would place the job on no node.
+    text = KAI_JOB.read_text()
+    code, out, err = translate(capsys, tmp_path, text, "kai")
+    assert (code, out) == (1, text)
+    assert (
+        "denied: keeps its pods together on one cloud.google.com/gce-topology-block (gke's block; annotation "
+        f"{KAI_REQUIRED}); no kai node carries it and the kai map names no equivalent: write a topology key "
+        "its nodes carry (kubernetes.io/hostname) or add topology_labels.block to the kai map"
+    ) in err

@@ -401,3 +401,47 @@ def test_the_pods_of_two_leaderworkersets_alike_but_for_the_name_are_not_answere
     first, other = lws_pod(), lws_pod("mixtral")
     first["metadata"]["name"] = other["metadata"]["name"] = "group-0-1"  # only the LWS label differs
     assert decision_key(parsed(review_of(first)), keys) != decision_key(parsed(review_of(other)), keys)
+
+
+def kai_pod():
+    """A pod no controller owns, for KAI Scheduler (its pod grouper reads the pod's own annotations then),
+    placed within one GKE block (KAI's docs/topology)."""
+    pod = gke_pod(
+        annotations={
+            "kai.scheduler/topology": "gke-a3-ultra",
+            "kai.scheduler/topology-required-placement": "cloud.google.com/gce-topology-block",
+        }
+    )
+    pod["spec"]["schedulerName"] = "kai-scheduler"
+    return pod
+
+
+def test_a_kai_pod_whose_required_level_no_node_carries_is_refused_through_the_webhook():
+    decision, _ = decide(kai_pod(), "kai")
+    assert not decision.allowed
+    assert (
+        "keeps its pods together on one cloud.google.com/gce-topology-block (gke's block; annotation "
+        "kai.scheduler/topology-required-placement); no kai node carries it"
+    ) in decision.message
+
+
+def test_a_kai_pod_moved_where_no_kai_runs_loses_its_placement_annotations_said():
+    decision, pod = decide(kai_pod(), "generic")
+    assert decision.allowed
+    annotations = pod["metadata"].get("annotations", {})
+    assert "kai.scheduler/topology-required-placement" not in annotations
+    assert "kai.scheduler/topology" not in annotations
+    assert (
+        "gpuport: annotation kai.scheduler/topology-required-placement removed: generic does not run KAI "
+        "Scheduler"
+    ) in decision.warnings
+
+
+def test_two_kai_pods_naming_other_topologies_are_not_answered_from_one_memo_entry():
+    # The Topology's name is in what the decision says (and removes): it is in the memo key.
+    from webhook.core.deciding.decision_key import decision_key
+
+    other = kai_pod()
+    other["metadata"]["annotations"]["kai.scheduler/topology"] = "other-topology"
+    keys = context("generic").metadata_keys
+    assert decision_key(parsed(review_of(kai_pod())), keys) != decision_key(parsed(review_of(other)), keys)

@@ -40,7 +40,7 @@ from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
 from webhook.core.rewriting.spark_gpus import spark_refusals
 from webhook.core.rewriting.topology_keys import plan_topology
-from webhook.core.rewriting.topology_terms import WORKLOAD_ANNOTATIONS
+from webhook.core.rewriting.topology_terms import KAI_ANNOTATIONS, KAI_TOPOLOGY, WORKLOAD_ANNOTATIONS
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.vocabulary.templates import Fitted, carried_ops, fit_to_kind, pod_templates, unread_reason
 from webhook.core.vocabulary.workloads import container_specs, read_pod, resource_section
@@ -242,10 +242,15 @@ def _exclusive_topology(
     number: int, document: Document, kind: str, name: str, context: Context
 ) -> list[TemplateResult]:
     """JobSet's and LeaderWorkerSet's exclusive placement written on the workload (the JobSet, a
-    replicated job's template, the LeaderWorkerSet), which their controllers copy to the pods: its
-    topology key translated as the webhook translates it on those pods (topology_keys.py)."""
-    if kind not in ("JobSet", "LeaderWorkerSet"):
-        return []  # another kind's annotation is read by no controller that places pods
+    replicated job's template, the LeaderWorkerSet), which their controllers copy to the pods, and KAI's
+    placement levels on any workload (its pod grouper reads the pods' top owner): each topology key
+    translated as the webhook translates it on pods (topology_keys.py)."""
+    # Another kind's JobSet or LWS annotation is read by no controller that places pods.
+    read = (
+        (*WORKLOAD_ANNOTATIONS, *KAI_ANNOTATIONS)
+        if kind in ("JobSet", "LeaderWorkerSet")
+        else KAI_ANNOTATIONS
+    )
     doc = document.edited
     places: list[tuple[str, Any]] = [("/metadata", doc.get("metadata"))]
     spec = doc.get("spec")
@@ -257,9 +262,9 @@ def _exclusive_topology(
     results = []
     for path, metadata in places:
         annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(WORKLOAD_ANNOTATIONS):
+        if not isinstance(annotations, dict) or annotations.keys().isdisjoint(read):
             continue
-        plain = {k: str(v) for k, v in annotations.items() if k in WORKLOAD_ANNOTATIONS}
+        plain = {k: str(v) for k, v in annotations.items() if k in read or k == KAI_TOPOLOGY}
         plan = plan_topology({}, plain, context.target, context.dialects, translated=True)
         where = f"{path}/annotations"
         if plan.refusals:
@@ -269,8 +274,14 @@ def _exclusive_topology(
         said = apply_edits(view, plan.edits)
         if not said:
             continue
-        for key, value in view["metadata"]["annotations"].items():
+        kept = view["metadata"]["annotations"]
+        for key in plain:
+            if key not in kept:  # a preference no node here can score is removed, said
+                del annotations[key]
+        for key, value in kept.items():
             annotations[key] = value
+        if not annotations:  # every one removed: no empty map left behind
+            del metadata["annotations"]
         document.changed.append(path)
         results.append(TemplateResult(number, kind, name, where, allowed=True, warnings=said))
     return results

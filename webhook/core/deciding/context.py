@@ -9,7 +9,7 @@ from typing import Any
 from webhook.core.asks.claims import ClaimObjects, per_node_answer
 from webhook.core.deciding.decision_key import MetadataKeys
 from webhook.core.rewriting.inert_annotations import INERT_ANNOTATIONS
-from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS, JOBSET_NAME, LWS_NAME
+from webhook.core.rewriting.topology_terms import EXCLUSIVE_ANNOTATIONS, JOBSET_NAME, KAI_TOPOLOGY, LWS_NAME
 from webhook.core.rewriting.translate import TRANSLATED_FROM
 from webhook.core.rewriting.whole_gpus import SliceNodes
 from webhook.core.vocabulary.dialects import Dialects
@@ -76,7 +76,15 @@ class Context:
         # JOBSET_NAME, LWS_NAME: a placement the pod copies from its JobSet or LeaderWorkerSet is refused
         # naming that workload.
         labels: set[str] = {LWS_NAME}
-        annotations = {TRANSLATED_FROM, REWRITES, JOBSET_NAME, *EXCLUSIVE_ANNOTATIONS, *INERT_ANNOTATIONS}
+        # KAI_TOPOLOGY: named where KAI's levels are renamed, removed where no KAI runs.
+        annotations = {
+            TRANSLATED_FROM,
+            REWRITES,
+            JOBSET_NAME,
+            KAI_TOPOLOGY,
+            *EXCLUSIVE_ANNOTATIONS,
+            *INERT_ANNOTATIONS,
+        }
         for cloud_map in (*self.dialects.maps, self.target, self.as_declared):
             annotations |= cloud_map.annotation_keys()
         for mutation in self.mutations:

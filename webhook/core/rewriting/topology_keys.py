@@ -41,10 +41,12 @@ there another cloud's key on a native pod may well be right.
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.rewriting.podedits import PodEdit, RewriteTopology
+from webhook.core.rewriting.podedits import DropAnnotation, PodEdit, RewriteTopology
 from webhook.core.rewriting.topology_terms import (
     EXCLUSIVE_ANNOTATIONS,
     JOBSET_NAME,
+    KAI_ANNOTATIONS,
+    KAI_TOPOLOGY,
     LWS_NAME,
     WORKLOAD_ANNOTATIONS,
     TopologyUse,
@@ -59,6 +61,7 @@ __all__ = ["TopologyKeysPlan", "plan_topology"]
 HOSTNAME = "kubernetes.io/hostname"
 _EVERYWHERE = (HOSTNAME, "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
+KAI_SCHEDULER = "kai-scheduler"  # the schedulerName KAI's pods are written with (KAI's quickstart)
 JOBSET_EXCLUSIVE = EXCLUSIVE_ANNOTATIONS[0]
 # The workload whose controller copies each exclusive-placement annotation onto its pods, and the pod
 # label or annotation (its own) that names it there.
@@ -95,7 +98,20 @@ def plan_topology(
         and annotations.keys().isdisjoint(EXCLUSIVE_ANNOTATIONS)
     ):
         return NO_TOPOLOGY_EDITS  # the common pod: nothing to walk
-    uses = [u for u in topology_uses(spec, annotations) if not _carried(u.key, target)]
+    # KAI's placement levels where the target runs no KAI Scheduler: read by nothing there, so removed and
+    # said (as its schedulerName is), whatever key they name.
+    inert: list[PodEdit] = []
+    if translated and KAI_SCHEDULER not in (target.scheduler_name, *target.other_schedulers):
+        placed = [a for a in KAI_ANNOTATIONS if a in annotations]
+        inert = [
+            DropAnnotation(a, f"gpuport: annotation {a} removed: {target.name} does not run KAI Scheduler")
+            for a in (*placed, KAI_TOPOLOGY)
+            if placed and a in annotations
+        ]
+    ignored = {f"annotation {e.key}" for e in inert if isinstance(e, DropAnnotation)}
+    uses = [
+        u for u in topology_uses(spec, annotations) if not _carried(u.key, target) and u.where not in ignored
+    ]
     renames: dict[str, str] = {}
     drops: set[str] = set()
     said: list[str] = []
@@ -113,10 +129,11 @@ def plan_topology(
             renames[key] = new
             of = f"; {from_workload.workload}'s exclusive placement" if from_workload else ""
             said.append(f"gpuport: topology key {key} → {new} ({_ROLE_WORDS.get(role, role)}{of})")
+            said += _kai_level(at, new, annotations)
             continue
         if role == "host":
             renames[key] = HOSTNAME
-            said += _by_node(key, at)
+            said += _by_node(key, at) + _kai_level(at, HOSTNAME, annotations)
             continue
         together = [u for u in at if u.required and u.place in ("affinity", "exclusive")]
         if together:
@@ -127,8 +144,8 @@ def plan_topology(
     if refusals:
         return TopologyKeysPlan([], refusals)
     if not said:
-        return NO_TOPOLOGY_EDITS
-    return TopologyKeysPlan([RewriteTopology(renames, frozenset(drops), tuple(said))], [])
+        return TopologyKeysPlan(inert, []) if inert else NO_TOPOLOGY_EDITS
+    return TopologyKeysPlan([*inert, RewriteTopology(renames, frozenset(drops), tuple(said))], [])
 
 
 class Copied(NamedTuple):
@@ -146,6 +163,15 @@ def _copied_from(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> d
             if isinstance(name, str) and name:
                 copied[f"annotation {annotation}"] = Copied(f"{kind} {name}", annotation)
     return copied
+
+
+def _kai_level(uses: list[TopologyUse], new: str, annotations: Mapping[str, Any]) -> list[str]:
+    """KAI places by the levels of the Topology the workload names: a key renamed there must be one."""
+    if not any(u.where.removeprefix("annotation ") in KAI_ANNOTATIONS for u in uses):
+        return []
+    name = annotations.get(KAI_TOPOLOGY)
+    topology = f"KAI Topology {name}" if isinstance(name, str) and name else "the KAI Topology it names"
+    return [f"gpuport: {topology} must list {new} as a level on this cluster"]
 
 
 def _carried(key: str, target: CloudMap) -> bool:

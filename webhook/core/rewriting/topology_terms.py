@@ -29,6 +29,10 @@ must be one of the Topology object's; a key no node carries is a level no domain
 is never admitted (it stays suspended). The required two are read as a required co-location, the
 preferred one as scoring only.
 
+KAI Scheduler's topology-aware scheduling reads `kai.scheduler/topology-required-placement` and
+`-preferred-placement` from the workload (its pod grouper's top owner), each naming a level of a KAI
+Topology by its node label: read the same way, on a pod and, by `translate`, on the workload object.
+
 Pure walking: which keys a pod names where (`topology_uses`), and the edit that renames or removes them
 (`rewrite_topology`). What to do with each key is topology_keys.py's choice.
 """
@@ -39,6 +43,8 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "EXCLUSIVE_ANNOTATIONS",
     "JOBSET_NAME",
+    "KAI_ANNOTATIONS",
+    "KAI_TOPOLOGY",
     "LWS_NAME",
     "WORKLOAD_ANNOTATIONS",
     "TopologyUse",
@@ -58,8 +64,18 @@ _KUEUE_ANNOTATIONS = {
     "kueue.x-k8s.io/podset-slice-required-topology": True,
     "kueue.x-k8s.io/podset-preferred-topology": False,
 }
+# KAI Scheduler's, on the workload its pod grouper reads (the pods' top owner: a Job, a PyTorchJob, a pod
+# no controller owns), naming a level of the Topology `kai.scheduler/topology` names by its node label
+# (KAI's docs/topology): required, it places the workload on no node lacking the label; preferred, it
+# falls back to a wider level.
+KAI_ANNOTATIONS = {
+    "kai.scheduler/topology-required-placement": True,
+    "kai.scheduler/topology-preferred-placement": False,
+}
+KAI_TOPOLOGY = "kai.scheduler/topology"
+_SCHEDULER_ANNOTATIONS = {**_KUEUE_ANNOTATIONS, **KAI_ANNOTATIONS}
 # Every annotation of a pod whose value is a topology key that places the pod with others.
-EXCLUSIVE_ANNOTATIONS = (*WORKLOAD_ANNOTATIONS, *_KUEUE_ANNOTATIONS)
+EXCLUSIVE_ANNOTATIONS = (*WORKLOAD_ANNOTATIONS, *_SCHEDULER_ANNOTATIONS)
 
 # The annotation JobSet's controller puts on its pods naming their JobSet (jobset.sigs.k8s.io/v1alpha2
 # JobSetNameKey; labelAndAnnotateObject sets it as a label and as an annotation): a placement refused on
@@ -108,7 +124,9 @@ def topology_uses(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> It
     for name in EXCLUSIVE_ANNOTATIONS:
         value = annotations.get(name)
         if isinstance(value, str) and value:
-            yield TopologyUse(value, "exclusive", _KUEUE_ANNOTATIONS.get(name, True), f"annotation {name}")
+            yield TopologyUse(
+                value, "exclusive", _SCHEDULER_ANNOTATIONS.get(name, True), f"annotation {name}"
+            )
 
 
 def rewrite_topology(view: dict[str, Any], renames: Mapping[str, str], drops: frozenset[str]) -> bool:
