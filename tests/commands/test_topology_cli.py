@@ -167,7 +167,10 @@ def test_kai_s_placement_levels_are_removed_and_said_where_the_target_runs_no_ka
     assert code == 0, err
     assert "annotations" not in _doc(out)["metadata"]
     for annotation in (KAI_REQUIRED, KAI_PREFERRED, "kai.scheduler/topology"):
-        assert f"annotation {annotation} removed: eks does not run KAI Scheduler" in warnings(err)
+        assert (
+            f"annotation {annotation} removed: eks does not run KAI Scheduler (a cluster that does lists "
+            "kai-scheduler in its map's other_schedulers)"
+        ) in warnings(err)
 
 
 def test_kai_s_placement_levels_become_the_target_s_where_it_runs_kai(capsys, tmp_path):

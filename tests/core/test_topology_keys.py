@@ -431,10 +431,13 @@ def test_a_kai_pod_moved_where_no_kai_runs_loses_its_placement_annotations_said(
     annotations = pod["metadata"].get("annotations", {})
     assert "kai.scheduler/topology-required-placement" not in annotations
     assert "kai.scheduler/topology" not in annotations
+    said = "annotation kai.scheduler/topology-required-placement removed: generic does not run KAI Scheduler"
+    assert f"gpuport: {said}" in decision.warnings  # kubectl's line, brief
+    # In full on the pod: the fix for a cluster that does run it.
     assert (
-        "gpuport: annotation kai.scheduler/topology-required-placement removed: generic does not run KAI "
-        "Scheduler"
-    ) in decision.warnings
+        f"{said} (a cluster that does lists kai-scheduler in its map's other_schedulers)"
+        in (pod["metadata"]["annotations"]["gpuport.io/rewrites"])
+    )
 
 
 def test_two_kai_pods_naming_other_topologies_are_not_answered_from_one_memo_entry():

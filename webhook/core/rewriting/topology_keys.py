@@ -62,6 +62,7 @@ HOSTNAME = "kubernetes.io/hostname"
 _EVERYWHERE = (HOSTNAME, "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
 KAI_SCHEDULER = "kai-scheduler"  # the schedulerName KAI's pods are written with (KAI's quickstart)
+_RUNS = f"a cluster that does lists {KAI_SCHEDULER} in its map's other_schedulers"
 JOBSET_EXCLUSIVE = EXCLUSIVE_ANNOTATIONS[0]
 # The workload whose controller copies each exclusive-placement annotation onto its pods, and the pod
 # label or annotation (its own) that names it there.
@@ -104,7 +105,9 @@ def plan_topology(
     if translated and KAI_SCHEDULER not in (target.scheduler_name, *target.other_schedulers):
         placed = [a for a in KAI_ANNOTATIONS if a in annotations]
         inert = [
-            DropAnnotation(a, f"gpuport: annotation {a} removed: {target.name} does not run KAI Scheduler")
+            DropAnnotation(
+                a, f"gpuport: annotation {a} removed: {target.name} does not run KAI Scheduler ({_RUNS})"
+            )
             for a in (*placed, KAI_TOPOLOGY)
             if placed and a in annotations
         ]

@@ -228,7 +228,11 @@ def translate_pod(
         edits.append(SetScheduler(target.scheduler_name, f"gpuport: schedulerName → {target.scheduler_name}"))
     elif scheduler:
         edits.append(
-            SetScheduler("", f"gpuport: schedulerName {scheduler} removed: {target.name} does not run it")
+            SetScheduler(
+                "",
+                f"gpuport: schedulerName {scheduler} removed: {target.name} does not run it (a cluster that "
+                f"does lists it in its map's other_schedulers)",
+            )
         )
     for key in sorted(foreign.annotations):
         edits.append(
