@@ -1,0 +1,132 @@
+"""The third audit's manifests (tests/manifests/audit3/README.md names each published shape) moved to
+every shipped map, each output read for what the workload meant: does it schedule there on the
+hardware meant, and is anything lost without a word? Swept with the first two audits' in
+test_audit_manifests.py."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.commands.test_audit2_manifests import MAPS, _pod_spec, _required
+from tests.commands.test_audit_manifests import _doc
+from tests.commands.translating import translate, warnings
+
+AUDIT = Path(__file__).parents[1] / "manifests" / "audit3"
+GFD = ("nvidia.com/gpu.memory", "nvidia.com/gpu.count", "nvidia.com/gpu.family")
+OWN_LABEL = {
+    "gke": "cloud.google.com/gke-accelerator",
+    "eks": "node.kubernetes.io/instance-type",
+    "aks": "node.kubernetes.io/instance-type",
+    "oke": "node.kubernetes.io/instance-type",
+    "ack": "aliyun.accelerator/nvidia_name",
+}
+
+
+@pytest.mark.parametrize("target", sorted(OWN_LABEL))
+def test_gfd_labels_a_platform_names_its_gpus_without_are_said_kept(capsys, tmp_path, target):
+    # A vLLM server on any node of four Hopper GPUs of 70 GB or more, in GPU Feature Discovery's labels:
+    # kept on a platform whose nodes carry them only where an admin runs GFD, it stayed Pending there
+    # without a word (GFD's product label beside them is translated).
+    text = (AUDIT / "gfd-memory-count-deployment.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert [k for k, _, _ in _required(_pod_spec(out))][:3] == list(GFD)  # kept: GFD may run there
+    for key in GFD:
+        assert (
+            f"required node label {key} kept: GPU Feature Discovery's, which {target} nodes carry only "
+            f"where an admin runs it (the GPU Operator); elsewhere no node takes the pod ({target} names "
+            f"its GPUs by {OWN_LABEL[target]})"
+        ) in warnings(err)
+
+
+@pytest.mark.parametrize("target", ["generic", "kai", "hami", "tke", "dra-nvidia"])
+def test_gfd_labels_are_not_said_where_the_map_presumes_gfd(capsys, tmp_path, target):
+    # These maps name GPUs by GFD's product label (or by DRA classes on GPU Operator nodes).
+    text = (AUDIT / "gfd-memory-count-deployment.yaml").read_text()
+    _, _, err = translate(capsys, tmp_path, text, target)
+    assert "GPU Feature Discovery" not in err
+
+
+def test_a_gfd_exclusion_is_not_said(capsys, tmp_path):
+    # NotIn and DoesNotExist admit a node without the label: nothing is lost.
+    text = (AUDIT / "gfd-memory-count-deployment.yaml").read_text()
+    text = text.replace('operator: Gt\n                    values: ["70000"]', "operator: DoesNotExist")
+    _, _, err = translate(capsys, tmp_path, text, "eks")
+    assert "nvidia.com/gpu.memory kept" not in err and "nvidia.com/gpu.count kept" in err
+
+
+@pytest.mark.parametrize("target", ["ack", "oke", "generic", "dra-nvidia"])
+def test_a_gke_sandbox_runtime_class_is_said_where_the_map_names_no_runtime_class(capsys, tmp_path, target):
+    # GKE makes the gvisor RuntimeClass when Sandbox is on; a map that lists no RuntimeClass said
+    # nothing, and the API server refused the moved pod ("RuntimeClass gvisor not found").
+    text = (AUDIT / "gke-sandbox-gvisor-t4.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    assert _doc(out)["spec"]["runtimeClassName"] == "gvisor"  # kept: an admin may have made it
+    assert (
+        f"runtimeClassName gvisor kept: gke makes it, the {target} map does not say that its platform "
+        "does; the API server refuses the pod unless an admin made a RuntimeClass gvisor"
+    ) in warnings(err)
+
+
+def test_a_runtime_class_no_platform_is_said_to_make_is_still_not_said(capsys, tmp_path):
+    text = (AUDIT / "gke-sandbox-gvisor-t4.yaml").read_text().replace("gvisor", "kata-qemu")
+    _, _, err = translate(capsys, tmp_path, text, "oke")
+    assert "runtimeClassName" not in err
+
+
+def test_a_gke_sandbox_pod_on_gke_gains_only_the_whole_gpu_terms(capsys, tmp_path):
+    text = (AUDIT / "gke-sandbox-gvisor-t4.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0 and "runtimeClassName" not in err
+    spec = _doc(out)["spec"]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    assert _required(spec) == [("cloud.google.com/gke-gpu-sharing-strategy", "DoesNotExist", ())]
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        ("openshift-ai-notebook-h100.yaml", "generic"),
+        ("openshift-ai-notebook-h100.yaml", "kai"),
+        ("pytorchjob-aks-a100.yaml", "aks"),
+        ("rayjob-eks-g5.yaml", "eks"),
+    ],
+)
+def test_a_manifest_comes_back_unchanged_from_its_own_platform_s_map(capsys, tmp_path, name, target):
+    text = (AUDIT / name).read_text()
+    assert translate(capsys, tmp_path, text, target) == (0, text, "")
+
+
+@pytest.mark.parametrize(
+    ("target", "pinned"),
+    [
+        ("gke", ("cloud.google.com/gke-accelerator", "In", ("nvidia-h100-80gb", "nvidia-h100-mega-80gb"))),
+        ("eks", ("node.kubernetes.io/instance-type", "In", ("p5.48xlarge", "p5.4xlarge"))),
+    ],
+)
+def test_an_openshift_ai_h100_workbench_stays_on_sxm_h100s(capsys, tmp_path, target, pinned):
+    # GFD's NVIDIA-H100-80GB-HBM3 is the SXM H100: A3 (high, mega) on GKE, P5 on EKS.
+    text = (AUDIT / "openshift-ai-notebook-h100.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, target)
+    assert code == 0
+    assert _required(_pod_spec(out))[0] == pinned
+
+
+@pytest.mark.parametrize("target", MAPS)
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("katib-experiment-gke-t4.yaml", "Experiment/lr-search"),
+        ("seldon-v2-server-gke-l4.yaml", "Server/mlserver-gpu"),
+        ("kserve-llminferenceservice.yaml", "LLMInferenceService/chat-8b"),
+    ],
+)
+def test_a_kind_gpuport_does_not_open_is_said_left_as_written(capsys, tmp_path, target, name, kind):
+    text = (AUDIT / name).read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert (code, out) == (0, text)
+    assert (
+        f"{kind}: not looked into: gpuport does not know where this kind keeps its pod templates; its GPU "
+        "asks (nvidia.com/gpu) are left as written"
+    ) in err
