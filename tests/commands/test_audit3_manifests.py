@@ -130,3 +130,26 @@ def test_a_kind_gpuport_does_not_open_is_said_left_as_written(capsys, tmp_path, 
         f"{kind}: not looked into: gpuport does not know where this kind keeps its pod templates; its GPU "
         "asks (nvidia.com/gpu) are left as written"
     ) in err
+
+
+def test_a_worker_group_no_node_size_holds_is_refused_naming_the_fix(capsys, tmp_path):
+    # Four A10G per g5.12xlarge worker: AKS's A10 sizes hold two at most. The refusal named the sizes
+    # but neither the substitution (A10 for A10G) nor what to change.
+    text = (AUDIT / "rayjob-eks-g5.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "aks")
+    assert (code, out) == (1, text)
+    assert (
+        "asks for 4 GPUs on one node; no node.kubernetes.io/instance-type with A10 (no A10G here) has more "
+        "than 2 (Standard_NV36ads_A10_v5, Standard_NV36adms_A10_v5, Standard_NV72ads_A10_v5): ask for at "
+        "most 2 per pod"
+    ) in err
+
+
+def test_gfd_s_sharing_label_beside_gke_s_own_is_said(capsys, tmp_path):
+    # The GPU Operator's time-slicing, renamed: on GKE the share becomes a time-sharing node pool's
+    # nvidia.com/gpu, and GFD's strategy label, which GKE's own device plugin never writes, is kept.
+    text = (AUDIT / "gpu-operator-time-slicing-renamed.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, "gke")
+    assert code == 0, err
+    assert _pod_spec(out)["nodeSelector"]["cloud.google.com/gke-gpu-sharing-strategy"] == "time-sharing"
+    assert "required node label nvidia.com/gpu.sharing-strategy kept: GPU Feature Discovery's" in err
