@@ -153,3 +153,27 @@ def test_gfd_s_sharing_label_beside_gke_s_own_is_said(capsys, tmp_path):
     assert code == 0, err
     assert _pod_spec(out)["nodeSelector"]["cloud.google.com/gke-gpu-sharing-strategy"] == "time-sharing"
     assert "required node label nvidia.com/gpu.sharing-strategy kept: GPU Feature Discovery's" in err
+
+
+@pytest.mark.parametrize(
+    ("target", "pinned"),
+    [
+        ("eks", {"node.kubernetes.io/instance-type": "p4d.24xlarge"}),
+        ("aks", {"node.kubernetes.io/instance-type": "Standard_ND96asr_v4"}),
+    ],
+)
+def test_a_flyte_pod_template_is_translated_where_it_keeps_its_template(capsys, tmp_path, target, pinned):
+    # A core PodTemplate keeps its pod template at `template`, beside no spec: it was "not looked into",
+    # and its GKE selector left for the webhook to meet in every task pod.
+    text = (AUDIT / "flyte-podtemplate-gke-a100.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0 and "not looked into" not in err
+    assert _doc(out)["template"]["spec"]["nodeSelector"] == pinned
+
+
+def test_a_flyte_pod_template_comes_back_from_gke_with_only_the_whole_gpu_terms(capsys, tmp_path):
+    text = (AUDIT / "flyte-podtemplate-gke-a100.yaml").read_text()
+    code, out, _ = translate(capsys, tmp_path, text, "gke")
+    spec = _doc(out)["template"]["spec"]
+    assert code == 0 and spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    assert [op for _, op, _ in _required(spec)] == ["DoesNotExist", "DoesNotExist"]

@@ -157,6 +157,9 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     ),
     ("nvidia.com", "DynamoComponentDeployment"): (("spec", DYNAMO), ("spec", "podTemplate")),
     ("kubeflow.org", "Notebook"): (("spec", "template"),),  # the controller makes a StatefulSet of it
+    # A core PodTemplate: what Flyte's propeller (`default-pod-template-name`, a task's pod_template_name)
+    # merges into its task pods, the container "primary" being the task's own.
+    ("", "PodTemplate"): (("template",),),
     # Knative admits a Service's node selector, affinity and tolerations only with feature flags on; the
     # offline adapter says which (see `controller_notes`).
     ("serving.knative.dev", "Service"): (("spec", "template"),),
@@ -225,7 +228,7 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     template in the document; for a Pod, the Pod itself at "". A pod spec written inline comes as a view
     (at the pointer of the spec) whose edits land in the document."""
     key = kind_key(doc)
-    if not isinstance(doc.get("spec"), Mapping):
+    if not isinstance(doc.get("spec"), Mapping) and key != ("", "PodTemplate"):  # its template is top-level
         return
     if key == ("", "Pod"):
         yield "", doc
