@@ -177,3 +177,34 @@ def test_a_flyte_pod_template_comes_back_from_gke_with_only_the_whole_gpu_terms(
     spec = _doc(out)["template"]["spec"]
     assert code == 0 and spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
     assert [op for _, op, _ in _required(spec)] == ["DoesNotExist", "DoesNotExist"]
+
+
+GANG = "the Job's gang scheduling (minAvailable, its PodGroup) does not hold for them"
+
+
+@pytest.mark.parametrize(
+    ("target", "scheduler"),
+    [("hami", "hami-scheduler"), ("kai", "kai-scheduler"), ("koordinator", "koord-scheduler")],
+)
+def test_a_volcano_job_s_task_given_another_scheduler_is_said_to_leave_its_gang(
+    capsys, tmp_path, target, scheduler
+):
+    # Volcano's controller gives a task's pods the Job's scheduler only where the template names none:
+    # the scheduler layer's name written in the task took its pods out of Volcano's gang, unsaid.
+    text = (AUDIT / "volcano-job-gpu-share.yaml").read_text()
+    code, out, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["spec"]["schedulerName"] == "volcano"
+    assert doc["spec"]["tasks"][0]["template"]["spec"]["schedulerName"] == scheduler
+    assert (
+        f"the task's pods are scheduled by {scheduler}, not by the Volcano Job's volcano: {GANG}"
+        in warnings(err)
+    )
+
+
+@pytest.mark.parametrize("target", ["volcano", "volcano-gpushare", "gke", "eks"])
+def test_a_volcano_job_s_task_left_to_volcano_says_nothing_of_its_gang(capsys, tmp_path, target):
+    text = (AUDIT / "volcano-job-gpu-share.yaml").read_text()
+    _, _, err = translate(capsys, tmp_path, text, target)
+    assert GANG not in err

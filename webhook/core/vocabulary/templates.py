@@ -983,6 +983,8 @@ def controller_notes(
     translation's `patch` adds to a pod `spec` of `doc` (fields the spec had already, it took): Knative's
     flags, the Argo release that reads a step's claims; [] for other kinds."""
     added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
+    if kind_key(doc) == _VOLCANO_JOB:
+        return _volcano_scheduler(doc, patch)
     if kind_key(doc)[0] == "argoproj.io":
         return [_ARGO_CLAIMS] if "resourceClaims" in added else []
     who = _ON_KNATIVE.get(kind_key(doc))
@@ -997,3 +999,25 @@ def controller_notes(
     if "resourceClaims" in added:
         warnings.append(f"gpuport: {who} admits no resourceClaims in a pod spec yet (knative/serving#15332)")
     return warnings
+
+
+# Volcano's job controller gives a task's pods the Job's spec.schedulerName (Volcano's admission webhook
+# defaults it to volcano) unless the task's template names one (job_controller_util.go, createJobPod);
+# Volcano gang-schedules them through the Job's PodGroup (minAvailable), which another scheduler never
+# reads.
+_VOLCANO_JOB = ("batch.volcano.sh", "Job")
+
+
+def _volcano_scheduler(doc: Mapping[str, Any], patch: list[dict[str, Any]]) -> list[str]:
+    """A scheduler layer's name a translation writes in a Volcano Job's task: said, since its pods then
+    leave the Job's scheduler and its gang."""
+    written = [
+        op.get("value") for op in patch if op["path"] == "/spec/schedulerName" and op["op"] != "remove"
+    ]
+    job = (mapping_at(doc, ("spec",)) or {}).get("schedulerName") or "volcano"
+    if not written or written[-1] == job:
+        return []
+    return [
+        f"gpuport: the task's pods are scheduled by {written[-1]}, not by the Volcano Job's {job}: the "
+        "Job's gang scheduling (minAvailable, its PodGroup) does not hold for them"
+    ]
