@@ -31,12 +31,48 @@ def test_gfd_labels_a_platform_names_its_gpus_without_are_said_kept(capsys, tmp_
     code, out, err = translate(capsys, tmp_path, text, target)
     assert code == 0, err
     assert [k for k, _, _ in _required(_pod_spec(out))][:3] == list(GFD)  # kept: GFD may run there
+    said = warnings(err)
     for key in GFD:
-        assert (
-            f"required node label {key} kept: GPU Feature Discovery's, which {target} nodes carry only "
-            f"where an admin runs it (the GPU Operator); elsewhere no node takes the pod ({target} names "
-            f"its GPUs by {OWN_LABEL[target]})"
-        ) in warnings(err)
+        assert any(
+            line.startswith(
+                f"required node label {key} kept: GPU Feature Discovery's, which {target} nodes carry only "
+                f"where an admin runs it (the GPU Operator); elsewhere no node takes the pod ({target} names "
+                f"its GPUs by {OWN_LABEL[target]}"
+            )
+            for line in said
+        ), said
+
+
+@pytest.mark.parametrize(
+    ("target", "pin"),
+    [
+        (
+            "gke",
+            "cloud.google.com/gke-accelerator: nvidia-h100-80gb, nvidia-h100-mega-80gb, nvidia-h200-141gb",
+        ),
+        # Four GPUs on one node: p5.4xlarge (one H100) is no pin for this pod.
+        ("eks", "node.kubernetes.io/instance-type: p5.48xlarge, p5e.48xlarge, p5en.48xlarge"),
+        ("aks", "node.kubernetes.io/instance-type: Standard_ND96isr_H100_v5, Standard_ND96isr_H200_v5"),
+    ],
+)
+def test_gfd_model_labels_said_kept_name_the_target_s_pin_for_the_gpus_they_admit(
+    capsys, tmp_path, target, pin
+):
+    # Hopper with more than 70,000 MiB as NVML reports it (GFD's gpu.memory): H100 80GB, H200...
+    text = (AUDIT / "gfd-memory-count-deployment.yaml").read_text()
+    _, _, err = translate(capsys, tmp_path, text, target)
+    assert f"({target} names its GPUs by {pin} for the GPUs these labels admit)" in err
+
+
+def test_gfd_model_labels_no_gpu_of_the_target_meets_are_said_so(capsys, tmp_path):
+    text = (AUDIT / "gfd-memory-count-deployment.yaml").read_text()
+    _, _, err = translate(capsys, tmp_path, text, "aks")
+    assert "for the GPUs these labels admit" in err
+    _, _, err = translate(capsys, tmp_path, text.replace('["70000"]', '["200000"]'), "aks")
+    assert (
+        "(aks names its GPUs by node.kubernetes.io/instance-type: none of its GPUs has what these labels ask)"
+        in err
+    )
 
 
 @pytest.mark.parametrize("target", ["generic", "kai", "hami", "tke", "dra-nvidia"])

@@ -124,7 +124,7 @@ def rewrite_pod(
     warnings += devices.warnings
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
-        warnings += gfd_label_warnings(demand.constraints, target, context.dialects)
+        warnings += gfd_label_warnings(demand, target, context.dialects)
     if not native:
         warnings += runtime_class_warning(spec, target, context.dialects)
     if demand.unread:
