@@ -35,9 +35,8 @@ def test_gfd_labels_a_platform_names_its_gpus_without_are_said_kept(capsys, tmp_
     for key in GFD:
         assert any(
             line.startswith(
-                f"required node label {key} kept: GPU Feature Discovery's, which {target} nodes carry only "
-                f"where an admin runs it (the GPU Operator); elsewhere no node takes the pod ({target} names "
-                f"its GPUs by {OWN_LABEL[target]}"
+                f"GFD label {key} kept: only {target} nodes running GPU Feature Discovery (the GPU Operator) "
+                f"have it ({target} names its GPUs by {OWN_LABEL[target]}"
             )
             for line in said
         ), said
@@ -100,8 +99,8 @@ def test_a_gke_sandbox_runtime_class_is_said_where_the_map_names_no_runtime_clas
     assert code == 0, err
     assert _doc(out)["spec"]["runtimeClassName"] == "gvisor"  # kept: an admin may have made it
     assert (
-        f"runtimeClassName gvisor kept: gke makes it, the {target} map does not say that its platform "
-        "does; the API server refuses the pod unless an admin made a RuntimeClass gvisor"
+        "runtimeClassName gvisor kept: the API server refuses the pod unless an admin made it (gke makes "
+        f"it; the {target} map does not say {target} does)"
     ) in warnings(err)
 
 
@@ -188,7 +187,9 @@ def test_gfd_s_sharing_label_beside_gke_s_own_is_said(capsys, tmp_path):
     code, out, err = translate(capsys, tmp_path, text, "gke")
     assert code == 0, err
     assert _pod_spec(out)["nodeSelector"]["cloud.google.com/gke-gpu-sharing-strategy"] == "time-sharing"
-    assert "required node label nvidia.com/gpu.sharing-strategy kept: GPU Feature Discovery's" in err
+    assert (
+        "GFD label nvidia.com/gpu.sharing-strategy kept: only gke nodes running GPU Feature Discovery" in err
+    )
 
 
 @pytest.mark.parametrize(

@@ -54,9 +54,9 @@ def gfd_label_warnings(demand: PodDemand, target: CloudMap, dialects: Dialects) 
     own = target.model_labels[0]
     pin = _pin(gfd, own, demand.gpus_on_one_node, dialects)
     return [
-        f"gpuport: required node label {key} kept: GPU Feature Discovery's, which {target.name} nodes "
-        f"carry only where an admin runs it (the GPU Operator); elsewhere no node takes the pod "
-        f"({target.name} names its GPUs by {own.label}{pin})"
+        # kubectl shows 120 characters: what happens first, the pin after.
+        f"gpuport: GFD label {key} kept: only {target.name} nodes running GPU Feature Discovery (the GPU "
+        f"Operator) have it ({target.name} names its GPUs by {own.label}{pin})"
         for key in keys
     ]
 

@@ -29,9 +29,8 @@ def runtime_class_warning(spec: Mapping[str, Any], target: CloudMap, dialects: D
         if not makers or target.name in makers:
             return []
         return [
-            f"gpuport: runtimeClassName {name} kept: {' and '.join(makers)} makes it, the {target.name} map "
-            f"does not say that its platform does; the API server refuses the pod unless an admin made "
-            f"a RuntimeClass {name}"
+            f"gpuport: runtimeClassName {name} kept: the API server refuses the pod unless an admin made it "
+            f"({' and '.join(makers)} makes it; the {target.name} map does not say {target.name} does)"
         ]
     if name in target.runtime_classes:
         return []
