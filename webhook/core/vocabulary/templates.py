@@ -981,7 +981,8 @@ def controller_notes(
 ) -> list[str]:
     """What the controller that makes `doc`'s pods must allow, or be, before it passes on the fields a
     translation's `patch` adds to a pod `spec` of `doc` (fields the spec had already, it took): Knative's
-    flags, the Argo release that reads a step's claims; [] for other kinds."""
+    flags, the Argo release that reads a step's claims, a Volcano Job's task leaving its gang for another
+    scheduler; [] for other kinds."""
     added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
     if kind_key(doc) == _VOLCANO_JOB:
         return _volcano_scheduler(doc, patch)
