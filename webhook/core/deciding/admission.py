@@ -16,6 +16,7 @@ from webhook.core.deciding.decision import CHECKED, Decision, allow, deny
 from webhook.core.deciding.review import AdmissionRequest
 from webhook.core.rewriting.devices import plan_devices
 from webhook.core.rewriting.foreign import is_native, read_foreign
+from webhook.core.rewriting.gfd_labels import gfd_label_warnings
 from webhook.core.rewriting.inert_annotations import inert_warnings
 from webhook.core.rewriting.patch import diff_mutation
 from webhook.core.rewriting.podedits import (
@@ -125,8 +126,9 @@ def rewrite_pod(
     warnings += devices.warnings
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
+        warnings += gfd_label_warnings(demand, target, context.dialects)
     if not native:
-        warnings += runtime_class_warning(spec, target)
+        warnings += runtime_class_warning(spec, target, context.dialects)
     if demand.unread:
         shared = target.shared
         share_names = tuple(n for n in (shared.memory_resource, shared.core_resource) if n)

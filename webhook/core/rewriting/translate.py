@@ -112,7 +112,7 @@ def translate_pod(
     model_note = model_note if chosen else ""
     rewrite_model = bool(model_note) or model_key in foreign.keys or model_key not in demand.selection.keys
     if model_key and chosen and model_key not in node_labels and rewrite_model:
-        values = _values_holding(target.model_labels[0], chosen, demand, problems)
+        values = _values_holding(target.model_labels[0], chosen, demand, problems, model_note)
         if values:
             node_labels[model_key] = values
     # Whole GPUs of the platform's own vendor: only its GPUs are partitioned or shared there.
@@ -297,21 +297,22 @@ def _drop_labels(
 
 
 def _values_holding(
-    label: ModelLabel, models: tuple[str, ...], demand: PodDemand, problems: list[str]
+    label: ModelLabel, models: tuple[str, ...], demand: PodDemand, problems: list[str], note: str = ""
 ) -> tuple[str, ...]:
     """The label values naming `models` whose nodes hold the pod's GPUs (an 8-GPU pod never gets a
     1-GPU instance type) joined as its nodes had them: a multi-GPU pod written for sxm nodes (NVLink,
     NVSwitch) never gets PCIe cards, whose collectives go through the host. A one-GPU pod has no peer
-    to reach, so it keeps every value."""
+    to reach, so it keeps every value. `note`: why these models (" (no A10G here)"), for a refusal."""
     gpus = demand.gpus_on_one_node
     values = _values(label, models)
     counts = label.gpus  # ModelLabel.holds, without a call per value
     holding = tuple(v for v in values if counts.get(v, gpus) >= gpus)
     if values and not holding:
         most = max(label.gpus.get(v, 0) for v in values)
+        # The fix: fewer per pod (a Ray worker group's or a Job's pods are often sized freely).
         problems.append(
-            f"asks for {gpus} GPUs on one node; no {label.label} with {' or '.join(models)} has more "
-            f"than {most} ({', '.join(values)})"
+            f"asks for {gpus} GPUs on one node; no {label.label} with {' or '.join(models)}{note} has "
+            f"more than {most} ({', '.join(values)}): ask for at most {most} per pod"
         )
     if demand.selection.interconnect == "sxm" and gpus > 1 and holding:
         joined = tuple(v for v in holding if label.interconnect.get(v) != "pcie")

@@ -157,6 +157,9 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     ),
     ("nvidia.com", "DynamoComponentDeployment"): (("spec", DYNAMO), ("spec", "podTemplate")),
     ("kubeflow.org", "Notebook"): (("spec", "template"),),  # the controller makes a StatefulSet of it
+    # A core PodTemplate: what Flyte's propeller (`default-pod-template-name`, a task's pod_template_name)
+    # merges into its task pods, the container "primary" being the task's own.
+    ("", "PodTemplate"): (("template",),),
     # Knative admits a Service's node selector, affinity and tolerations only with feature flags on; the
     # offline adapter says which (see `controller_notes`).
     ("serving.knative.dev", "Service"): (("spec", "template"),),
@@ -225,7 +228,7 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     template in the document; for a Pod, the Pod itself at "". A pod spec written inline comes as a view
     (at the pointer of the spec) whose edits land in the document."""
     key = kind_key(doc)
-    if not isinstance(doc.get("spec"), Mapping):
+    if not isinstance(doc.get("spec"), Mapping) and key != ("", "PodTemplate"):  # its template is top-level
         return
     if key == ("", "Pod"):
         yield "", doc
@@ -986,8 +989,11 @@ def controller_notes(
 ) -> list[str]:
     """What the controller that makes `doc`'s pods must allow, or be, before it passes on the fields a
     translation's `patch` adds to a pod `spec` of `doc` (fields the spec had already, it took): Knative's
-    flags, the Argo release that reads a step's claims; [] for other kinds."""
+    flags, the Argo release that reads a step's claims, a Volcano Job's task leaving its gang for another
+    scheduler; [] for other kinds."""
     added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
+    if kind_key(doc) == _VOLCANO_JOB:
+        return _volcano_scheduler(doc, patch)
     if kind_key(doc)[0] == "argoproj.io":
         return [_ARGO_CLAIMS] if "resourceClaims" in added else []
     who = _ON_KNATIVE.get(kind_key(doc))
@@ -1002,3 +1008,25 @@ def controller_notes(
     if "resourceClaims" in added:
         warnings.append(f"gpuport: {who} admits no resourceClaims in a pod spec yet (knative/serving#15332)")
     return warnings
+
+
+# Volcano's job controller gives a task's pods the Job's spec.schedulerName (Volcano's admission webhook
+# defaults it to volcano) unless the task's template names one (job_controller_util.go, createJobPod);
+# Volcano gang-schedules them through the Job's PodGroup (minAvailable), which another scheduler never
+# reads.
+_VOLCANO_JOB = ("batch.volcano.sh", "Job")
+
+
+def _volcano_scheduler(doc: Mapping[str, Any], patch: list[dict[str, Any]]) -> list[str]:
+    """A scheduler layer's name a translation writes in a Volcano Job's task: said, since its pods then
+    leave the Job's scheduler and its gang."""
+    written = [
+        op.get("value") for op in patch if op["path"] == "/spec/schedulerName" and op["op"] != "remove"
+    ]
+    job = (mapping_at(doc, ("spec",)) or {}).get("schedulerName") or "volcano"
+    if not written or written[-1] == job:
+        return []
+    return [
+        f"gpuport: the task's pods are scheduled by {written[-1]}, not by the Volcano Job's {job}: the "
+        "Job's gang scheduling (minAvailable, its PodGroup) does not hold for them"
+    ]
