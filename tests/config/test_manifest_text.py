@@ -104,3 +104,10 @@ def test_a_broken_manifest_is_said_with_its_file_and_line(tmp_path, capsys):
     assert main(["preflight", str(broken), "--from", "eks", "--to", "eks", "--inventory", inventory]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"gpuport preflight: {broken}:4:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("number", [-9223372036854775809, 18446744073709551616, 10**30])
+def test_a_json_integer_past_64_bits_is_read_whole_as_the_safe_loader_reads_it(number):
+    # orjson reads it as a float (the property test above found -9223372036854775809 so).
+    text = f'{{"count": {number}, "items": [1, 2.5]}}'
+    assert documents(text, "f.json") == [{"count": number, "items": [1, 2.5]}] == list(yaml.safe_load_all(text))

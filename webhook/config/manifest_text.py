@@ -9,6 +9,8 @@ orjson. The pure-Python loader is the fallback where PyYAML was built without li
 as `FILE:LINE:COLUMN: what` with either (both mark where they stopped), so bad input still points at the
 line to fix."""
 
+import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,7 @@ _RESOLVERS = yaml.SafeLoader.yaml_implicit_resolvers
 _CONSTRUCTORS = yaml.SafeLoader.yaml_constructors
 _STR = "tag:yaml.org,2002:str"
 _RARE = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
+_LONG_NUMBER = re.compile(r"\d{19}")  # 19 digits or more: maybe past a 64-bit integer
 
 
 class _Rare(Exception):
@@ -35,9 +38,13 @@ def documents(text: str, source: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:
-            return [orjson.loads(text)]
+            value = orjson.loads(text)
         except orjson.JSONDecodeError:
             pass  # YAML flow style, or JSON with a mistake: the YAML reader says where
+        else:
+            # orjson reads an integer past 64 bits as a float; Python's json keeps it whole, as the
+            # safe loader does (found by the property test in tests/config/test_manifest_text.py).
+            return [json.loads(text) if _LONG_NUMBER.search(text) else value]
     try:
         return list(_load_all(text))
     except yaml.MarkedYAMLError as exc:
