@@ -110,4 +110,5 @@ def test_a_broken_manifest_is_said_with_its_file_and_line(tmp_path, capsys):
 def test_a_json_integer_past_64_bits_is_read_whole_as_the_safe_loader_reads_it(number):
     # orjson reads it as a float (the property test above found -9223372036854775809 so).
     text = f'{{"count": {number}, "items": [1, 2.5]}}'
-    assert documents(text, "f.json") == [{"count": number, "items": [1, 2.5]}] == list(yaml.safe_load_all(text))
+    expected = [{"count": number, "items": [1, 2.5]}]
+    assert documents(text, "f.json") == expected == list(yaml.safe_load_all(text))
