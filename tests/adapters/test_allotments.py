@@ -5,6 +5,7 @@ API server would; two processes share one Lease as two workers or replicas do.""
 
 import time
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from tests.adapters.test_reservation_lives import one_gpu, play_at_quota, view_w
 from tests.helpers import context
 from tests.quota_fakes import FakeCoordination, admit, request_for
 from tests.translation_cases import pod
+from webhook.adapters.kube.allotments import ALLOTMENT, HEADROOM_FACTOR, SIZING_VARIABLE, sizing
 from webhook.adapters.kube.ledger import RESERVATIONS_ANNOTATION, LeaseLedger, decode
 from webhook.adapters.kube.quota_gate import QuotaGate
 
@@ -105,3 +107,12 @@ def test_allotments_never_overshoot_a_quota_whatever_pods_come_late_never_or_go(
     view, api, clock = view_with_quota(quota), FakeCoordination(), [10_000]
     gates = [gate_on(view, api, clock, allotment=allotment, headroom_factor=factor) for _ in range(2)]
     play_at_quota(steps, gates, view, clock, quota)
+
+
+def test_the_sizing_variable_sets_allotments_and_a_bad_one_says_what_it_expects():
+    assert sizing({}) == (ALLOTMENT, HEADROOM_FACTOR)
+    assert sizing({SIZING_VARIABLE: "48x1"}) == (48, 1)
+    assert sizing({SIZING_VARIABLE: " 0X0 "}) == (0, 0)
+    for bad in ("48", "x2", "4.5x2", "-1x2", "ax1", "2x"):
+        with pytest.raises(ValueError, match="expected <pods>x<factor>"):
+            sizing({SIZING_VARIABLE: bad})

@@ -17,6 +17,7 @@ reservations of the pods drawn from it (those settle and fold as any other). A p
 its allotments in the record until they end.
 """
 
+import os
 import threading
 import time
 from collections.abc import Hashable
@@ -46,6 +47,20 @@ HEADROOM_FACTOR = 16
 USABLE_SECONDS = 4.0
 # Its key in the record: never a pod's UID (nothing settles it), never a sum's.
 ALLOTMENT_KEY = "+"
+# "<pods>x<factor>" in place of ALLOTMENT and HEADROOM_FACTOR ("0x0": every pod reserved on its own). For
+# tests and measurements that need allotments near a small quota; a deployment keeps the defaults.
+SIZING_VARIABLE = "GPUPORT_QUOTA_ALLOTMENT"
+
+
+def sizing(environ=os.environ) -> tuple[int, int]:
+    """(pods per allotment, headroom factor): ALLOTMENT and HEADROOM_FACTOR unless SIZING_VARIABLE says."""
+    value = environ.get(SIZING_VARIABLE, "").strip()
+    if not value:
+        return ALLOTMENT, HEADROOM_FACTOR
+    pods, x, factor = value.lower().partition("x")
+    if not (x and pods.strip().isdigit() and factor.strip().isdigit()):
+        raise ValueError(f"{SIZING_VARIABLE}={value!r}: expected <pods>x<factor>, e.g. 64x16 (0x0: none)")
+    return int(pods), int(factor)
 
 
 @dataclass(eq=False)

@@ -29,11 +29,10 @@ from functools import reduce
 from typing import Any
 
 from webhook.adapters.kube.allotments import (
-    ALLOTMENT,
     ALLOTMENT_KEY,
-    HEADROOM_FACTOR,
     USABLE_SECONDS,
     Allotment,
+    sizing,
 )
 from webhook.adapters.kube.clusterview import compact_pod
 from webhook.adapters.kube.ledger import (
@@ -89,8 +88,8 @@ class QuotaGate:
         wait_for_slot: float = 0.5,
         templates: ClaimTemplates | None = None,
         timing: RequestTiming = lambda: None,
-        allotment: int = ALLOTMENT,
-        headroom_factor: int = HEADROOM_FACTOR,
+        allotment: int | None = None,
+        headroom_factor: int | None = None,
     ):
         self.view = view
         # When the review being answered arrived and how long its API server waits: its deadlines
@@ -112,8 +111,11 @@ class QuotaGate:
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
         # Far below its quotas, a namespace's identical pods are admitted from allotments (see
         # allotments.py): `allotment` pods' worth reserved in one write where `headroom_factor` times as
-        # much would still fit. 0: every pod reserved on its own.
-        self.allotment, self.headroom_factor = allotment, headroom_factor
+        # much would still fit. 0: every pod reserved on its own. Unset: allotments.sizing (the defaults, or
+        # the environment's GPUPORT_QUOTA_ALLOTMENT).
+        default_allotment, default_factor = sizing()
+        self.allotment = default_allotment if allotment is None else allotment
+        self.headroom_factor = default_factor if headroom_factor is None else headroom_factor
         self._taking: dict[tuple[str, object], threading.Lock] = {}  # one thread takes each allotment
         self._taking_guard = threading.Lock()
         self._no_room: dict[tuple[str, object], float] = {}  # (namespace, tag) → until, time.monotonic()
