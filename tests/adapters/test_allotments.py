@@ -16,9 +16,10 @@ from tests.translation_cases import pod
 from webhook.adapters.kube.allotments import (
     ALLOTMENT,
     ALLOTMENT_KEY,
+    CLOSED_GRACE,
     HEADROOM_FACTOR,
     SIZING_VARIABLE,
-    USED_UP_GRACE,
+    USABLE_SECONDS,
     sizing,
 )
 from webhook.adapters.kube.ledger import RESERVATIONS_ANNOTATION, LeaseLedger, decode
@@ -80,7 +81,7 @@ def test_a_dry_run_and_an_update_are_never_drawn_from_an_allotment():
 
 
 def test_used_up_allotments_are_replaced_by_their_pods_in_one_write_without_another_admission():
-    """Two allotments of one namespace used up (pods of 1 and of 2 GPUs): once USED_UP_GRACE has passed with
+    """Two allotments of one namespace used up (pods of 1 and of 2 GPUs): once CLOSED_GRACE has passed with
     no write of their process, its flusher replaces both by the pods drawn, in one write; the record then
     names the 8 pods and holds no allotment."""
     view, api, clock = view_with_quota(1_000), FakeCoordination(), [10_000]
@@ -94,11 +95,29 @@ def test_used_up_allotments_are_replaced_by_their_pods_in_one_write_without_anot
     assert len(writes) == 2 and [r.key[0] for r in record(api)] == [ALLOTMENT_KEY] * 2
     ledger.allotments.flush_due()  # within the grace: its process may still write first
     assert len([verb for verb, _ in api.calls if verb in ("create", "replace")]) == 2
-    clock[0] += 10 * USED_UP_GRACE + 1
+    clock[0] += 10 * CLOSED_GRACE + 1
     ledger.allotments.flush_due()
     ledger.allotments.flush_due()  # nothing more to replace: no write
     assert len([verb for verb, _ in api.calls if verb in ("create", "replace")]) == 3
     assert sorted(r.key for r in record(api)) == sorted(f"{k}-{n}" for k in ("one", "two") for n in range(4))
+
+
+def test_a_busy_process_replaces_its_timed_out_allotment_in_its_next_write_not_in_one_more():
+    """An allotment past USABLE_SECONDS is replaced by its process's next admission (which takes the next
+    allotment in the same write) when that comes within CLOSED_GRACE: a burst pays one write per
+    allotment; the flusher writes only for a process that got no pod since."""
+    view, api, clock = view_with_quota(1_000), FakeCoordination(), [10_000]
+    gate = gate_on(view, api, clock, background=False, tenths=True, allotment=64, headroom_factor=2)
+    assert one_gpu(gate, "first")
+    clock[0] += 10 * USABLE_SECONDS + 1  # past its time, within the grace
+    gate.ledger.allotments.flush_due()
+    assert one_gpu(gate, "next")  # a new allotment, the old one replaced by "first" in the same write
+    assert len([verb for verb, _ in api.calls if verb in ("create", "replace")]) == 2
+    assert [r.key for r in record(api) if not r.key.startswith(ALLOTMENT_KEY)] == ["first"]
+    clock[0] += 10 * (USABLE_SECONDS + CLOSED_GRACE) + 1  # no pod since: the flusher writes
+    gate.ledger.allotments.flush_due()
+    assert len([verb for verb, _ in api.calls if verb in ("create", "replace")]) == 3
+    assert sorted(r.key for r in record(api)) == ["first", "next"]
 
 
 def test_the_flusher_thread_replaces_a_used_up_allotment_by_itself():
@@ -106,7 +125,7 @@ def test_the_flusher_thread_replaces_a_used_up_allotment_by_itself():
     gate = gate_on(view, api, clock, allotment=4, headroom_factor=2)
     for n in range(4):
         assert one_gpu(gate, f"p{n}")
-    deadline = time.monotonic() + 30  # replaced USED_UP_GRACE after the last draw, here within moments
+    deadline = time.monotonic() + 30  # replaced CLOSED_GRACE after the last draw, here within moments
     while any(r.key.startswith(ALLOTMENT_KEY) for r in record(api)) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert sorted(r.key for r in record(api)) == [f"p{n}" for n in range(4)]

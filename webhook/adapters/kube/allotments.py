@@ -17,12 +17,11 @@ drawn from it (those settle and fold as any other). A process that dies leaves i
 record until they end.
 
 When it is replaced: at its process's next write of the namespace's record, or by the process's flusher
-thread once it is used up (USED_UP_GRACE later, when no write came first) or past USABLE_SECONDS,
-whichever comes first: one write per namespace per closing, never per pod. Before, it was replaced only
-at the next write, so an allotment whose process got no more pods counted whole for the others, its
-drawn pods twice once in their views, and a burst reaching the quota was refused short of it. A
-refusal that only allotments explain waits for them (quota_gate.py), so USABLE_SECONDS is kept inside
-what an admission may wait.
+thread once it is used up or past USABLE_SECONDS (CLOSED_GRACE later, when no write came first): one
+write per namespace per closing, never per pod. Before, it was replaced only at the next write, so an
+allotment whose process got no more pods counted whole for the others, its drawn pods twice once in
+their views, and a burst reaching the quota was refused short of it. A refusal that only allotments
+explain waits for them (quota_gate.py), so USABLE_SECONDS is kept inside what an admission may wait.
 """
 
 import logging
@@ -55,16 +54,18 @@ ALLOTMENT = 64  # pods' worth reserved in one write
 # reached the quota; they are now replaced as they close, and a refusal they alone explain waits.)
 HEADROOM_FACTOR = 16
 # How long an allotment is drawn from: a burst draws it within seconds, and its part not drawn is
-# over-counted until it is replaced by what was drawn. At most what a refusal that only allotments explain
-# waits (quota_gate.py: the admission's 3.5 s less the last attempt's second and the review's own time).
+# over-counted until it is replaced by what was drawn. With CLOSED_GRACE, at most what a refusal that only
+# allotments explain waits (quota_gate.py: the admission's 3.5 s less the last attempt's second).
 USABLE_SECONDS = 2.0
 # An allotment's entry ends this long after its first pod's reservation would: every pod drawn while it is
 # usable ends sooner (draw checks it), the wall clock its ends are counted on and the monotonic clock of
 # USABLE_SECONDS running apart by a second or so. A pod it cannot cover is reserved on its own.
 COVER_SECONDS = 5.0
-# A used-up allotment is replaced at its process's next write: in a burst the next pod comes within
-# moments and takes a new allotment or a reservation of its own. Past this, the flusher writes it alone.
-USED_UP_GRACE = 0.2
+# A closed allotment (used up, or past USABLE_SECONDS) is replaced at its process's next write: in a burst
+# the next pod comes within moments and takes a new allotment or a reservation of its own in one write.
+# Only past this does the flusher write it alone: firing the moment it closed, it would race that write
+# and make two writes of the one a busy process needs (tests/adapters/test_allotments.py).
+CLOSED_GRACE = 0.2
 # After a replacement that could not be written (the API server away, the namespace's turn busy).
 RETRY_SECONDS = 1.0
 # Its key in the record: never a pod's UID (nothing settles it), never a sum's.
@@ -99,7 +100,7 @@ class Allotment:
         """When it is to be replaced in the record, on its process's clock."""
         if self.closed:
             return float("-inf")
-        return self.used_up_at + USED_UP_GRACE if self.left <= 0 else self.usable_until
+        return (self.used_up_at if self.left <= 0 else self.usable_until) + CLOSED_GRACE
 
 
 class Allotments:

@@ -257,7 +257,6 @@ class QuotaGate:
             )
         try:
             denial = self._reserve_patiently(request, quotas, own, shared, context, deadline, update)
-            self._last_answer = time.monotonic()
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -338,6 +337,8 @@ class QuotaGate:
                 if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
                     raise
                 denial, provisional = self._reserve(request, quotas, own, shared, context, deadline, update)
+            # The store answers: a review queued for this slot waits for it rather than being refused.
+            self._last_answer = time.monotonic()
             waited += ALLOTMENT_RECHECK
             if (
                 denial is None
