@@ -40,11 +40,14 @@ def created(view: ClusterView, uid: str, version: int, phase: str = "Pending") -
     return obj
 
 
-def play_at_quota(steps, gates: list, view: ClusterView, clock: list[int], quota: int) -> None:
+def play_at_quota(
+    steps, gates: list, view: ClusterView, clock: list[int], quota: int, meanwhile=lambda: None
+) -> None:
     """Plays `steps` (review, create, see, delete, see-delete, wait; see STEPS) against `gates` sharing
     one namespace at its GPU quota: a review by gates[pick], the API server creating an admitted pod up to
     OTHER_WEBHOOKS_SECONDS later or never, views receiving a created pod within LANDING_SECONDS and deletes
-    whenever; after every step the pods that exist never pass `quota`. `clock` counts tenths."""
+    whenever, `meanwhile` called as time passes (what background threads do); after every step the pods
+    that exist never pass `quota`. `clock` counts tenths."""
     admitted: list[tuple[str, int]] = []  # (uid, when)
     created_at: dict[str, int] = {}  # pods that exist, not yet in the view, by uid
     in_view: dict[str, dict] = {}
@@ -58,6 +61,7 @@ def play_at_quota(steps, gates: list, view: ClusterView, clock: list[int], quota
     for action, pick in steps:
         if action == "wait":
             clock[0] += pick
+            meanwhile()
         if action in ("review", "wait"):  # every pod created LANDING_SECONDS ago is in the view by now
             for uid in [u for u, t in created_at.items() if t + 10 * LANDING_SECONDS <= clock[0]]:
                 created_at.pop(uid)

@@ -356,6 +356,14 @@ def gpuport_quota(apiserver, tmp_path_factory):
     if E2E_KUBECONFIG:
         yield []
         return
+    with quota_servers(apiserver, tmp_path_factory.mktemp("gpuport-quota-tls")) as servers:
+        yield servers
+
+
+@contextlib.contextmanager
+def quota_servers(apiserver, cert_dir: Path, extra_env: dict | None = None):
+    """Two gpuport processes of two workers each watching `apiserver` for quota, registered behind one
+    address, with `extra_env` in their environment."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -364,10 +372,9 @@ def gpuport_quota(apiserver, tmp_path_factory):
     except ApiException as exc:
         if exc.status != 409:
             raise
-    cert_dir = tmp_path_factory.mktemp("gpuport-quota-tls")
     make_certs(cert_dir)
     config = kubeconfig(apiserver, cert_dir / "kubeconfig")
-    env = {"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system"}
+    env = {"GPUPORT_CLUSTER": str(config), "GPUPORT_NAMESPACE": "gpuport-system", **(extra_env or {})}
     servers = [
         RunningServer(
             cert_dir,
@@ -383,11 +390,13 @@ def gpuport_quota(apiserver, tmp_path_factory):
     register_webhooks(
         apiserver.client(), f"https://127.0.0.1:{proxy.port}", (cert_dir / "ca.crt").read_bytes()
     )
-    yield servers
-    unregister_webhooks(apiserver.client())
-    proxy.stop()
-    for server in servers:
-        server.stop()
+    try:
+        yield servers
+    finally:
+        unregister_webhooks(apiserver.client())
+        proxy.stop()
+        for server in servers:
+            server.stop()
 
 
 @pytest.fixture

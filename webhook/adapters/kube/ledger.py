@@ -17,6 +17,7 @@ compare-and-swap commit are one protocol; the Lease's raw API calls are in lease
 """
 
 import json
+import logging
 import math
 import random
 import threading
@@ -28,6 +29,8 @@ from typing import Protocol
 from webhook.adapters.kube.allotments import ALLOTMENT_KEY, Allotments, replace_closed
 from webhook.adapters.kube.lease_store import CALL_TIMEOUT, LeaseStore, StoredLease
 from webhook.core.vocabulary.gpu_use import GpuUse, from_wire, to_wire
+
+log = logging.getLogger("gpuport.quota")
 
 # How long after its API server stopped waiting for gpuport's answer a pod may still be stored and reach
 # every view: the API server stores it after the answer (other webhooks, the built-in quota, etcd), and a
@@ -345,13 +348,15 @@ class LeaseLedger:
     decided again on a fresh read. A decision on the kept copy stands only once such a write confirms
     it, so a group that writes nothing is always decided on a fresh read."""
 
-    def __init__(self, coordination_api, namespace: str):
+    def __init__(self, coordination_api, namespace: str, background: bool = True, clock=time.monotonic):
         self.store = LeaseStore(coordination_api, namespace)
         self._turns: dict[str, threading.Lock] = {}
         self._waiting: dict[str, list[_Ask]] = {}
         self._last_written: dict[str, StoredLease] = {}  # only read or changed under the name's turn
         self._guard = threading.Lock()
-        self.allotments = Allotments()
+        # `background`: a thread replaces used-up or timed-out allotments as they close (allotments.py);
+        # without, the caller does (allotments.flush_due), as a test's steps.
+        self.allotments = Allotments(self.flush_closed, clock, background)
 
     def _name(self, namespace: str) -> str:
         return f"gpuport-quota-{namespace}"[:253]
@@ -385,6 +390,65 @@ class LeaseLedger:
         if not ask.done.is_set():
             raise LedgerUnavailable(DEADLINE_PASSED)
         return ask.denial
+
+    def flush_closed(self, namespace: str) -> bool:
+        """Replace the namespace's closed allotments in the record by the pods drawn from them, now: the
+        flusher calls it as one is used up or past its time, so the other processes count what was drawn,
+        not the allotment whole, without waiting for this process's next admission to the namespace. A
+        group of its own under the namespace's turn (admissions arriving meanwhile wait for the next);
+        nothing else in the record changes: what settles, ends or folds is left to the next admission's
+        write, whose view says what may leave. False: not written (the flusher tries again later)."""
+        with self._guard:
+            turn = self._turns.setdefault(namespace, threading.Lock())
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        if not turn.acquire(timeout=DEADLINE_SECONDS):
+            return False
+        try:
+            return self._flush(namespace, deadline)
+        finally:
+            turn.release()
+
+    def _flush(self, namespace: str, deadline: float) -> bool:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        name = self._name(namespace)
+        kept_copy = self._last_written.pop(name, None)
+        while time.monotonic() < deadline:
+            closed = self.allotments.closing(namespace)
+            if not closed:  # replaced by an admission's write meanwhile
+                if kept_copy is not None:
+                    self._last_written[name] = kept_copy
+                return True
+            left = max(deadline - time.monotonic(), 0.05)
+            timeout = (min(CALL_TIMEOUT[0], left), min(CALL_TIMEOUT[1], left))
+            try:
+                lease = kept_copy if kept_copy is not None else self.store.read(name, timeout)
+                kept_copy = None
+                if lease is None:  # the record is gone, and its allotments with it: nothing to replace
+                    self.allotments.written(namespace, closed)
+                    return True
+                stored = decode(lease.annotations.get(RESERVATIONS_ANNOTATION))
+                keys = {a.entry.key for a in closed}
+                if not any(r.key in keys for r in stored):  # ended and dropped: nothing of them to write
+                    self.allotments.written(namespace, closed)
+                    return True
+                # Nothing dropped, not even what ended: only a write that knows a view may drop.
+                replaced = replace_closed(stored, closed, float("-inf"))
+                body = {RESERVATIONS_ANNOTATION: encode(replaced)}
+                self._last_written[name] = self.store.write(name, lease, body, timeout)
+                self.allotments.written(namespace, closed)
+                return True
+            except ApiException as exc:
+                if exc.status in (404, 409, 429):  # written or removed meanwhile, or load shed: again
+                    time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not security
+                    continue
+                log.warning("allotments of %s not replaced: the API server said %s", namespace, exc.status)
+                return False
+            except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+                log.warning("allotments of %s not replaced: %s", namespace, exc)
+                return False
+        return False
 
     def waiting(self, namespace: str) -> int:
         """How many admissions to the namespace wait for the next group (not the one being written)."""

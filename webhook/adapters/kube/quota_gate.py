@@ -29,11 +29,11 @@ from functools import reduce
 from typing import Any
 
 from webhook.adapters.kube.allotments import (
-    ALLOTMENT,
     ALLOTMENT_KEY,
-    HEADROOM_FACTOR,
+    COVER_SECONDS,
     USABLE_SECONDS,
     Allotment,
+    sizing,
 )
 from webhook.adapters.kube.clusterview import compact_pod
 from webhook.adapters.kube.ledger import (
@@ -77,6 +77,11 @@ UPDATE_KEY = "@update:"
 # After a namespace had no room for an allotment, its pods are reserved one by one this long before another
 # allotment is asked for (each ask is a write that admits nothing).
 NO_ROOM_SECONDS = 2.0
+# A refusal that only allotments explain (the quota is reached only through their part that may be unused:
+# see allotments.py) is decided again this often, for as long as the admission may wait, before it is
+# given: those allotments are replaced by the pods drawn from them within USABLE_SECONDS.
+ALLOTMENT_RECHECK = 0.1
+ALLOTMENT_WAIT = ADMISSION_SECONDS - RESERVING_SECONDS
 
 
 class QuotaGate:
@@ -89,8 +94,9 @@ class QuotaGate:
         wait_for_slot: float = 0.5,
         templates: ClaimTemplates | None = None,
         timing: RequestTiming = lambda: None,
-        allotment: int = ALLOTMENT,
-        headroom_factor: int = HEADROOM_FACTOR,
+        allotment: int | None = None,
+        headroom_factor: int | None = None,
+        pause: Callable[[float], None] = time.sleep,
     ):
         self.view = view
         # When the review being answered arrived and how long its API server waits: its deadlines
@@ -112,11 +118,15 @@ class QuotaGate:
         self._by_namespace: dict[str, _NamespaceSum] = {}  # each namespace's last sum
         # Far below its quotas, a namespace's identical pods are admitted from allotments (see
         # allotments.py): `allotment` pods' worth reserved in one write where `headroom_factor` times as
-        # much would still fit. 0: every pod reserved on its own.
-        self.allotment, self.headroom_factor = allotment, headroom_factor
+        # much would still fit. 0: every pod reserved on its own. Unset: allotments.sizing (the defaults, or
+        # the environment's GPUPORT_QUOTA_ALLOTMENT).
+        default_allotment, default_factor = sizing()
+        self.allotment = default_allotment if allotment is None else allotment
+        self.headroom_factor = default_factor if headroom_factor is None else headroom_factor
         self._taking: dict[tuple[str, object], threading.Lock] = {}  # one thread takes each allotment
         self._taking_guard = threading.Lock()
         self._no_room: dict[tuple[str, object], float] = {}  # (namespace, tag) → until, time.monotonic()
+        self.pause = pause  # between decisions of a refusal that only allotments explain
 
     def concerns(self, request: AdmissionRequest, context: Context) -> bool:
         """Whether a GPU quota may stand against this pod create, whatever it asks: one is in its
@@ -246,15 +256,7 @@ class QuotaGate:
                 f"of {request.namespace} now; retry shortly",
             )
         try:
-            try:
-                denial = self._reserve(request, quotas, own, shared, context, deadline, update)
-            except ViewBehind as behind:
-                # Another replica settled pods this view has not read yet: they arrive within moments
-                # (longer when a burst loads the API server: waited for until the reservation's share).
-                if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
-                    raise
-                denial = self._reserve(request, quotas, own, shared, context, deadline, update)
-            self._last_answer = time.monotonic()
+            denial = self._reserve_patiently(request, quotas, own, shared, context, deadline, update)
         except LedgerUnavailable as exc:
             log.error("GPU quota not checked for %s/%s: %s", request.namespace, request.name, exc)
             return deny(
@@ -309,7 +311,7 @@ class QuotaGate:
             time.sleep(0.01)
         return True
 
-    def _reserve(
+    def _reserve_patiently(
         self,
         request: AdmissionRequest,
         quotas: list,
@@ -319,10 +321,49 @@ class QuotaGate:
         deadline: float,
         update: "_Update | None" = None,
     ) -> str | None:
-        """One attempt: this view's usage of the namespace, then the store's decision. A claim made
-        ahead (`shared`) is charged only to the quotas no counted pod has charged it to already. An
-        update asks each quota for what its charge there rises by over what this view counts of the
-        pod now (the view holds it as it was, or not at all)."""
+        """The reservation's answer. A refusal that only allotments explain is not given at once: the
+        quota is reached only through what allotments hold, drawn from partly or not at all, and each is
+        replaced by the pods drawn from it within USABLE_SECONDS (at once when used up), so the decision
+        is taken again, on a fresh read and a fresh view, every ALLOTMENT_RECHECK seconds while the
+        admission has time (ALLOTMENT_WAIT at most, and RESERVING_SECONDS left for the last attempt).
+        Then it is given as before: waiting admits nothing, so no quota is ever passed."""
+        waited = 0.0
+        while True:
+            try:
+                denial, provisional = self._reserve(request, quotas, own, shared, context, deadline, update)
+            except ViewBehind as behind:
+                # Another replica settled pods this view has not read yet: they arrive within moments
+                # (longer when a burst loads the API server: waited for until the reservation's share).
+                if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
+                    raise
+                denial, provisional = self._reserve(request, quotas, own, shared, context, deadline, update)
+            # The store answers: a review queued for this slot waits for it rather than being refused.
+            self._last_answer = time.monotonic()
+            waited += ALLOTMENT_RECHECK
+            if (
+                denial is None
+                or not provisional
+                or waited > ALLOTMENT_WAIT
+                or _left(deadline) - RESERVING_SECONDS < ALLOTMENT_RECHECK
+            ):
+                return denial
+            self.pause(ALLOTMENT_RECHECK)
+
+    def _reserve(
+        self,
+        request: AdmissionRequest,
+        quotas: list,
+        own: GpuUse,
+        shared: dict[str, GpuUse],
+        context: Context,
+        deadline: float,
+        update: "_Update | None" = None,
+    ) -> tuple[str | None, bool]:
+        """One attempt: this view's usage of the namespace, then the store's decision, and whether a
+        refusal is one that only allotments explain (it would not be given were they counted as
+        nothing). A claim made ahead (`shared`) is charged only to the quotas no counted pod has
+        charged it to already. An update asks each quota for what its charge there rises by over what
+        this view counts of the pod now (the view holds it as it was, or not at all)."""
         target = context.target
         # How far the view has read is taken before its snapshot: the snapshot holds at least that.
         mark = self._mark(request.namespace)
@@ -341,10 +382,10 @@ class QuotaGate:
         if update is not None:
             quotas = [q for q in quotas if asked[q.name] != NO_GPU]  # RemoveZeros: nothing rises there
             if not quotas:
-                return None
+                return None, False
         key = uid if update is None else f"{uid}{UPDATE_KEY}{update.landing}"
 
-        def decide(reservations: list[Reservation]) -> str | None:
+        def over(reservations: list[Reservation]) -> str | None:
             for quota in quotas:
                 # Its own key again is this same update retried: never charged twice.
                 reserved = sum(
@@ -354,6 +395,15 @@ class QuotaGate:
                 if message:
                     return message
             return None
+
+        only_allotments = [False]  # of the last decision the store asked for: the one answered
+
+        def decide(reservations: list[Reservation]) -> str | None:
+            denial = over(reservations)
+            only_allotments[0] = denial is not None and (
+                over([r for r in reservations if not r.key.startswith(ALLOTMENT_KEY)]) is None
+            )
+            return denial
 
         now = self.clock()
         # Held for the others: the most this pod adds to any quota (a shared claim it is the first
@@ -371,8 +421,8 @@ class QuotaGate:
         if update is None and not request.dry_run and all(asked[q.name] == most for q in quotas):
             room = _Room(request.namespace, (repr(quotas), most), quotas, used, target.whole_gpu)
             if self._allotted(room, reservation, settled, mark, deadline):
-                return None
-        return self.ledger.reserve(
+                return None, False
+        denial = self.ledger.reserve(
             request.namespace,
             reservation,
             decide,
@@ -382,6 +432,7 @@ class QuotaGate:
             mark=mark,
             deadline=deadline,
         )
+        return denial, denial is not None and only_allotments[0]
 
     def _allotted(self, room: "_Room", reservation: Reservation, settled, mark, deadline: float) -> bool:
         """Whether the pod was admitted from an allotment of this process: one it holds, or one taken
@@ -414,7 +465,7 @@ class QuotaGate:
                 f"{ALLOTMENT_KEY}{uuid.uuid4().hex}",
                 share,
                 reservation.quotas,
-                reservation.expires + USABLE_SECONDS + 1.0,
+                reservation.expires + COVER_SECONDS,
                 reservation.since,
             )
             denial = self.ledger.reserve(
@@ -430,7 +481,8 @@ class QuotaGate:
                 self._no_room[slot] = time.monotonic() + NO_ROOM_SECONDS
                 return False
             allotments.hold(
-                room.namespace, Allotment(entry, room.tag, self.allotment, time.monotonic() + USABLE_SECONDS)
+                room.namespace,
+                Allotment(entry, room.tag, self.allotment, allotments.clock() + USABLE_SECONDS),
             )
             return allotments.draw(room.namespace, room.tag, reservation)
         finally:
