@@ -245,3 +245,21 @@ def test_a_volcano_job_s_task_left_to_volcano_says_nothing_of_its_gang(capsys, t
     text = (AUDIT / "volcano-job-gpu-share.yaml").read_text()
     _, _, err = translate(capsys, tmp_path, text, target)
     assert GANG not in err
+
+
+def test_a_label_removed_is_said_once_not_again_in_the_line_that_replaces_the_selector(capsys, tmp_path):
+    # AKS's accelerator label beside the VM size: removed (a label no generic node carries), said so;
+    # the line saying what replaces the node selector named it again.
+    text = (AUDIT / "pytorchjob-aks-a100.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, "generic")
+    assert code == 0, err
+    said = warnings(err)
+    assert (
+        said.count("node selector kubernetes.azure.com/accelerator removed: a label no generic node carries")
+        == 2
+    )
+    replaced = [w for w in said if "replaced by required node affinity" in w]
+    assert replaced and all(
+        w.startswith("node selector node.kubernetes.io/instance-type=Standard_NC24ads_A100_v4 replaced by")
+        for w in replaced
+    )
