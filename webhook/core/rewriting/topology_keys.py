@@ -64,11 +64,11 @@ _ROLE_WORDS = {"nodepool": "node pool", "subblock": "sub-block"}
 KAI_SCHEDULER = "kai-scheduler"  # the schedulerName KAI's pods are written with (KAI's quickstart)
 _RUNS = f"a cluster that does lists {KAI_SCHEDULER} in its map's other_schedulers"
 JOBSET_EXCLUSIVE = EXCLUSIVE_ANNOTATIONS[0]
-# The workload whose controller copies each exclusive-placement annotation onto its pods, and the pod
-# label or annotation (its own) that names it there.
+# The workload whose controller copies each exclusive-placement annotation onto its pods, and where on
+# the pod it names itself: JobSet in an annotation (and a label), LeaderWorkerSet in a label only.
 _COPIED_BY = {
-    JOBSET_EXCLUSIVE: ("JobSet", JOBSET_NAME),
-    **{a: ("LeaderWorkerSet", LWS_NAME) for a in WORKLOAD_ANNOTATIONS if a != JOBSET_EXCLUSIVE},
+    JOBSET_EXCLUSIVE: ("JobSet", "annotations", JOBSET_NAME),
+    **{a: ("LeaderWorkerSet", "labels", LWS_NAME) for a in WORKLOAD_ANNOTATIONS if a != JOBSET_EXCLUSIVE},
 }
 
 
@@ -160,9 +160,10 @@ def _copied_from(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> d
     """For each exclusive-placement annotation of the pod ("annotation <key>", as TopologyUse.where
     says it), the workload it was copied from, where the pod names that workload."""
     copied = {}
-    for annotation, (kind, name_key) in _COPIED_BY.items():
+    metadata = {"annotations": annotations, "labels": labels}
+    for annotation, (kind, field, name_key) in _COPIED_BY.items():
         if annotation in annotations:
-            name = (annotations if kind == "JobSet" else labels).get(name_key)
+            name = metadata[field].get(name_key)
             if isinstance(name, str) and name:
                 copied[f"annotation {annotation}"] = Copied(f"{kind} {name}", annotation)
     return copied
