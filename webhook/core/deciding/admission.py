@@ -28,6 +28,7 @@ from webhook.core.rewriting.podedits import (
     editable,
     missing_tolerations,
 )
+from webhook.core.rewriting.queued_templates import queued_as_written
 from webhook.core.rewriting.runtime_class import runtime_class_warning
 from webhook.core.rewriting.sharing_guard import sharing_refusals
 from webhook.core.rewriting.topology_keys import NO_TOPOLOGY_EDITS, plan_topology
@@ -58,6 +59,8 @@ def mutation_after_checks(
         return deny("untranslatable", f"{subject} cannot run on this cluster ({context.target.name}): {said}")
     if not pod:
         warnings = [f"gpuport: pods: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
+        metadata = (request.object or {}).get("metadata")
+        warnings += queued_as_written(request.kind, metadata, read.pod, demand, rewrite.patch)
         return allow("checked", warnings=warnings)
     return allow(
         "mutated" if rewrite.patch else "unchanged",
