@@ -221,6 +221,47 @@ def test_a_burst_keeps_the_lease_small_once_views_hold_the_pods():
     assert [r.key for r in decode(annotations["gpuport.io/reservations"])] == ["u198", "u199"]
 
 
+def test_a_burst_faster_than_the_names_it_keeps_settles_landed_pods_instead_of_counting_them_twice():
+    """400 admissions within a second, every pod landing in this view a moment later: past NAMED_LIMIT young
+    names, the oldest were folded into sums that no pod settles, so each was counted in the view and in a
+    sum until the sum ended (~40 s; a burst of 1,000 at 170 a second into a quota of 900 admitted 580 on
+    the real API server). Now those whose pods the view holds leave the record, and the next write says
+    how far the view had read (a replica behind it waits): nothing is counted twice, nothing missed."""
+    from webhook.adapters.kube.ledger import NAMED_LIMIT, SETTLED_THROUGH, LedgerUnavailable, ViewMark, is_sum
+
+    api = FakeCoordination()
+    ledger = LeaseLedger(api, "gpuport-system")
+    burst = NAMED_LIMIT + 144
+    counted_twice = []
+    for n in range(burst):
+        now = 1000.0 + n / burst
+        landed = {f"u{k}": 5000 + k for k in range(n)}  # every earlier pod is in the view by now
+
+        def decide(current, landed=landed):
+            counted_twice.append(sum(1 for r in current if is_sum(r)))
+            return None
+
+        mark = ViewMark(5000 + n, landed.get)
+        reservation = Reservation(f"u{n}", GpuUse(Fraction(1)), ("gpus",), now + 30, since=now)
+        assert ledger.reserve("team-a", reservation, decide, now, landed.__contains__, mark=mark) is None
+    _, annotations = api.leases["gpuport-quota-team-a"]
+    record = decode(annotations["gpuport.io/reservations"])
+    assert not any(is_sum(r) for r in record) and max(counted_twice) == 0
+    assert len(record) <= NAMED_LIMIT + 1 and record[-1].key == f"u{burst - 1}"  # the limit, and the last
+    kept = {r.key for r in record}
+    left = [k for k in range(burst) if f"u{k}" not in kept]
+    # every view that decides next has read as far as the last pod whose reservation left
+    assert left and int(annotations[SETTLED_THROUGH]) >= 5000 + max(left)
+    assert len(annotations["gpuport.io/reservations"]) < 16 * 1024
+    # A replica whose view has not read as far may be missing those pods: it waits, never decides.
+    other = LeaseLedger(api, "gpuport-system")
+    late = Reservation("v0", GpuUse(Fraction(1)), ("gpus",), 1031.0, since=1001.0)
+    with pytest.raises(LedgerUnavailable, match="not caught up"):
+        other.reserve(
+            "team-a", late, lambda current: None, 1001.0, lambda uid: False, mark=ViewMark(5100, {}.get)
+        )
+
+
 def test_a_record_full_of_names_is_folded_into_sums_and_admits_on():
     """3,700 named reservations whose pods never came (as the previous build wrote them, which refused
     past 192 KiB): they are folded into a sum per second they end in, every admission passes, the

@@ -4,7 +4,9 @@ This API server has no controller manager: ResourceQuota status is never filled 
 quota plugin enforces nothing and every refusal here is gpuport's.
 """
 
+import http.client
 import json
+import ssl
 import threading
 import time
 import uuid
@@ -14,6 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.conftest import E2E_KUBECONFIG
 from tests.translation_cases import pod as _pod
 
 
@@ -94,29 +97,45 @@ def test_fifty_concurrent_creates_against_a_quota_of_8_with_two_gpuport_processe
 
 
 def test_a_burst_of_a_thousand_creates_is_refused_only_by_the_quota(apiserver, gpuport_quota, namespace):
-    """Issue 37: 1,000 one-GPU creates from 16 threads against a quota of 900, through two gpuport
-    replicas of two workers each (four processes writing one Lease): contention costs a wait, never a
-    refusal, so exactly the quota is admitted and every other create is refused by the quota itself."""
+    """Issue 37: 1,000 one-GPU creates against a quota of 900, through two gpuport replicas of two workers
+    each (four processes writing one Lease): contention costs a wait, never a refusal, so exactly the quota
+    is admitted and every other create is refused by the quota itself. From 32 threads over kept-alive
+    connections, as fast as the API server takes them (~170 a second on 2 cores): past the record's
+    NAMED_LIMIT names younger than their settle time, which were folded into sums that no landing pod
+    settles: 876 of 900 were admitted here (bench/burst_bench.py: 580); the kubernetes client's 16 threads
+    this test used never went that fast."""
+    if E2E_KUBECONFIG:
+        pytest.skip("creates over raw connections need the test API server's token")
     core = with_quota(apiserver, namespace, 900)
-    outcomes = []
-
-    def create(n):
-        try:
-            pods.create_namespaced_pod(namespace, gpu_pod(1, f"burst-{n}"))
-            outcomes.append("created")
-        except ApiException as exc:
-            message = json.loads(exc.body).get("message", "")
-            outcomes.append("quota" if "exceeded quota" in message else f"other: {message[-200:]}")
-
-    configuration = apiserver.client().configuration
-    configuration.connection_pool_maxsize = 16
-    pods = client.CoreV1Api(client.ApiClient(configuration))
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(create, range(1000)))
+    outcomes = fast_creates(apiserver, namespace, [gpu_pod(1, f"burst-{n}") for n in range(1000)], 32)
     refused_otherwise = [o for o in outcomes if o not in ("created", "quota")]
     assert refused_otherwise == []
     assert outcomes.count("created") == 900 and outcomes.count("quota") == 100
     assert len(core.list_namespaced_pod(namespace).items) == 900
+
+
+def fast_creates(apiserver, namespace: str, bodies: list[dict], threads: int) -> list[str]:
+    """POST each pod over one kept-alive TLS connection per thread (what the kubernetes client adds per
+    call halves the rate); each outcome "created", "quota" (refused by the quota) or the refusal's end."""
+    local = threading.local()
+    headers = {"Authorization": f"Bearer {apiserver.token}", "Content-Type": "application/json"}
+
+    def create(body: dict) -> str:
+        if getattr(local, "conn", None) is None:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE  # the test API server's self-signed certificate, on loopback
+            local.conn = http.client.HTTPSConnection("127.0.0.1", apiserver.port, context=context)
+        local.conn.request("POST", f"/api/v1/namespaces/{namespace}/pods", json.dumps(body), headers)
+        response = local.conn.getresponse()
+        answer = response.read()
+        if response.status == 201:
+            return "created"
+        message = json.loads(answer).get("message", "")
+        return "quota" if "exceeded quota" in message else f"other: {message[-200:]}"
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(create, bodies))
 
 
 def test_dry_run_creates_leave_no_reservations(apiserver, gpuport_quota, namespace):

@@ -54,7 +54,9 @@ RECORD_LIMIT = 192 * 1024
 # (about 1,800 at 45 a second, 100 KiB rewritten by every group commit); folded, it holds at most
 # NAMED_LIMIT names and a sum per quota set and second: some 16 KiB whatever the rate.
 FOLD_AFTER = 5.0
-NAMED_LIMIT = 256  # past it the oldest names are folded sooner: a burst faster than NAMED_LIMIT / FOLD_AFTER
+# Past it, names whose pods the writer's view holds leave at once (_settle), then the oldest are folded
+# sooner: a burst faster than about NAMED_LIMIT / SETTLE_AFTER a second makes views behind the writer wait.
+NAMED_LIMIT = 256
 BUCKET = "#"  # a sum's key starts with it (a pod's UID never does), then how many admissions it holds
 
 
@@ -194,9 +196,8 @@ def fold(reservations: list[Reservation], now: float) -> list[Reservation]:
     many admissions it holds, so a replica of the previous build reads a sum as one reservation that
     nothing settles: what it is."""
     # An allotment stays itself (its process replaces it by what it drew); there are few.
-    named = [r for r in reservations if not is_sum(r) and r.since + FOLD_AFTER > now]
+    named = [r for r in reservations if _named_young(r, now)]
     allotted = [r for r in reservations if r.key.startswith(ALLOTMENT_KEY)]
-    named = [r for r in named if not r.key.startswith(ALLOTMENT_KEY)]
     if len(named) > NAMED_LIMIT:
         named = sorted(named, key=lambda r: r.since)[len(named) - NAMED_LIMIT :]
     named += allotted
@@ -303,24 +304,45 @@ def _settle(
     whoever counts them), and those SETTLE_AFTER old whose pods the leader's view holds (by then every
     healthy view has the pod too, so few replicas must wait); say up to which version every view must
     have read before it decides again. Without a mark (a view whose versions are not numbers) nothing
-    is dropped."""
+    is dropped.
+
+    Past NAMED_LIMIT young names, `fold` would add the oldest into sums no pod settles, though most of
+    their pods are landing: counted twice for the sums' whole life (a burst of 170 creates a second into
+    a quota of 900 admitted 580). So there, those whose pods the leader's view holds leave now instead,
+    oldest first, whatever their age: safe for the same reason (a view that has not read as far waits
+    until it has, ViewBehind), at the cost of such waits during the burst."""
     if leader.mark is None:
         return current, through
     kept = []
+    landed: list[tuple[Reservation, int]] = []  # kept, though the leader's view holds their pods
     for reservation in current:
         if leader.mark.gone(reservation.key):
             continue
-        old_enough = reservation.since + SETTLE_AFTER <= now
-        seen = (
-            leader.mark.first_seen(reservation.key)
-            if old_enough and leader.settled(reservation.key)
-            else None
-        )
-        if seen is None:
-            kept.append(reservation)
-        else:
+        seen = leader.mark.first_seen(reservation.key) if leader.settled(reservation.key) else None
+        if seen is not None and reservation.since + SETTLE_AFTER <= now:
             through = max(through, seen)
+            continue
+        kept.append(reservation)
+        if seen is not None:
+            landed.append((reservation, seen))
+    excess = sum(1 for r in kept if _named_young(r, now)) - NAMED_LIMIT
+    if excess > 0 and landed:
+        landed.sort(key=lambda found: found[0].since)
+        leaving = landed[:excess]
+        through = max(through, *(seen for _, seen in leaving))
+        gone = {id(r) for r, _ in leaving}
+        kept = [r for r in kept if id(r) not in gone]
     return kept, through
+
+
+def _named_young(reservation: Reservation, now: float) -> bool:
+    """Whether `fold` keeps it named (until NAMED_LIMIT): an admission's, not a sum or an allotment, younger
+    than FOLD_AFTER."""
+    return (
+        not is_sum(reservation)
+        and not reservation.key.startswith(ALLOTMENT_KEY)
+        and reservation.since + FOLD_AFTER > now
+    )
 
 
 class LeaseLedger:
