@@ -16,11 +16,13 @@ Creates are one at a time over a kept-alive connection, with generateName as a R
 "new name" pods differ by their container's name (another workload asking alike: the memo answers
 them, core.deciding.remembered); "new shape" pods each tolerate a taint of their own, a field the
 decision reads, so each is decided afresh (a pod unlike any before it); "indexed Job" pods differ by
-their completion index (label and annotation), which no decision reads. The native and repeated pods
-name a ReplicaSet as their controller and the indexed-Job pods a Job, as those controllers write them
-(gpuport records one Event per owner, with a count); "new name" and "new shape" pods name no owner
-(each gets its own Event, under the namespace's rate limit). Each case reports its median create
-over the rounds; ratios are against the bare pairs with the same pod.
+their completion index (label and annotation), which no decision reads; "StatefulSet" pods arrive named
+(bench-web-0, bench-web-1...) with their ordinal labels, which no decision reads either (the memo
+leaves the pod's name out where the decision says none). The native and repeated pods name a ReplicaSet
+as their controller, the indexed-Job pods a Job and the StatefulSet's pods a StatefulSet, as those
+controllers write them (gpuport records one Event per owner, with a count); "new name" and "new shape"
+pods name no owner (each gets its own Event, under the namespace's rate limit). Each case reports its
+median create over the rounds; ratios are against the bare pairs with the same pod.
 """
 
 import argparse
@@ -55,6 +57,7 @@ GKE = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
 # (the API server does not look the owner up; no controller manager runs here to collect the pods).
 REPLICA_SET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench-7c9f8d"}
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "bench-job"}
+STATEFUL_SET = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "bench-web"}
 
 
 def owned(owner: dict, uid: str) -> list[dict]:
@@ -68,13 +71,20 @@ def gpu_pod(
     index: int | None = None,
     owner: dict | None = None,
     own_taint: int | None = None,
+    ordinal: int | None = None,
 ) -> dict:
-    metadata: dict = {"generateName": "bench-"}
+    # A StatefulSet names its pods before admission (bench-web-0, bench-web-1); the others are named after.
+    metadata: dict = {"generateName": "bench-"} if ordinal is None else {"name": f"bench-web-{ordinal}"}
     if owner is not None:
         metadata["ownerReferences"] = owned(owner, BENCH_UIDS[owner["kind"]])
     if index is not None:  # as the Job controller writes an indexed Job's pods
         metadata["labels"] = {"batch.kubernetes.io/job-completion-index": str(index)}
         metadata["annotations"] = {"batch.kubernetes.io/job-completion-index": str(index)}
+    if ordinal is not None:  # as the StatefulSet controller writes its pods
+        metadata["labels"] = {
+            "apps.kubernetes.io/pod-index": str(ordinal),
+            "statefulset.kubernetes.io/pod-name": metadata["name"],
+        }
     container = {
         "name": "main" if seq is None else f"main-{seq}",
         "image": "nvcr.io/nvidia/pytorch:24.05-py3",
@@ -87,7 +97,7 @@ def gpu_pod(
 
 
 # One uid per owner for the whole run, as one ReplicaSet or Job makes all its pods.
-BENCH_UIDS = {"ReplicaSet": str(uuid.uuid4()), "Job": str(uuid.uuid4())}
+BENCH_UIDS = {"ReplicaSet": str(uuid.uuid4()), "Job": str(uuid.uuid4()), "StatefulSet": str(uuid.uuid4())}
 
 PODS = {
     "native": lambda seq: gpu_pod(NATIVE, "1", owner=REPLICA_SET),
@@ -95,6 +105,7 @@ PODS = {
     "GKE 4×H100, new name": lambda seq: gpu_pod(GKE, "4", seq),
     "GKE 4×H100, new shape": lambda seq: gpu_pod(GKE, "4", seq, own_taint=seq),
     "GKE 4×H100, indexed Job": lambda seq: gpu_pod(GKE, "4", index=seq, owner=JOB),
+    "GKE 4×H100, StatefulSet": lambda seq: gpu_pod(GKE, "4", ordinal=seq, owner=STATEFUL_SET),
 }
 
 

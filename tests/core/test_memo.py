@@ -170,7 +170,6 @@ KEYED_EDITS = [
     lambda p: p["metadata"].setdefault("annotations", {}),  # present, empty: edits add into it
     lambda p: p["spec"].update(schedulerName="hami-scheduler"),
     lambda p: p["spec"]["containers"].append({"name": "side", "image": "x"}),
-    lambda p: p["metadata"].update(name="other-name"),
 ]
 
 
@@ -239,13 +238,10 @@ def test_the_gate_still_sees_every_replica_with_the_remembered_demand():
 def test_the_memo_is_bounded_and_forgets_a_replaced_context():
     ctx = context("generic")
     memo = DecisionMemo(size=2)
-    for gpus in ("1", "2", "3"):
-        pipeline.mutate(
-            request_for(SOURCES["generic-whole"][1] | {"metadata": {"name": gpus}}),
-            ctx,
-            pipeline.NO_GATES,
-            memo,
-        )
+    for n in range(3):  # three keys: each tolerates a taint of its own
+        pod = copy.deepcopy(SOURCES["generic-whole"][1])
+        pod["spec"]["tolerations"] = [{"key": f"example.com/job-{n}", "operator": "Exists"}]
+        pipeline.mutate(request_for(pod), ctx, pipeline.NO_GATES, memo)
     assert len(memo) == 2
     pipeline.mutate(request_for(SOURCES["gke-whole"][1]), context("gke"), pipeline.NO_GATES, memo)
     assert len(memo) == 1
@@ -457,6 +453,61 @@ def test_a_pod_named_otherwise_gets_from_the_memo_exactly_what_a_fresh_decision_
     answer = pipeline.mutate(request_for(other), ctx, pipeline.Gates(gate), memo, TEMPLATES_EXIST)
     assert answer == pipeline.mutate(request_for(other), ctx, pipeline.Gates(fresh), None, TEMPLATES_EXIST)
     assert gate.demands == fresh.demands  # the asks the gates read name the pod's own containers
+
+
+# Pod names: a StatefulSet's, ones that appear in what decisions say ("gpu", "nvidia", "a", "main"), a
+# dotted one, ones the API server refuses (upper case, underscore, too long), and none (generateName).
+POD_NAMES = st.sampled_from(
+    ["web-0", "web-1", "train-worker-3", "gpu", "nvidia", "a", "main", "web.0", "Web_0", "w" * 254, ""]
+)
+
+
+def pod_named(pod, name):
+    pod = copy.deepcopy(pod)
+    if name:
+        pod["metadata"]["name"] = name
+    else:
+        pod["metadata"].pop("name", None)
+    return pod
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod=NAMED_POD, first=POD_NAMES, then=POD_NAMES, target=st.sampled_from([*TARGETS, "with hints"]))
+def test_a_pod_of_another_name_gets_from_the_memo_exactly_what_a_fresh_decision_gives(
+    pod, first, then, target
+):
+    # A StatefulSet's next pod (web-0, then web-1): the name is left out of the key; a refusal quoting it
+    # answers only its own pod.
+    ctx = WITH_HINTS if target == "with hints" else context(target)
+    memo = DecisionMemo()
+    pipeline.mutate(request_for(pod_named(pod, first)), ctx, pipeline.NO_GATES, memo, TEMPLATES_EXIST)
+    other = request_for(pod_named(pod, then))
+    gate, fresh = Recording(), Recording()
+    answer = pipeline.mutate(other, ctx, pipeline.Gates(gate), memo, TEMPLATES_EXIST)
+    assert answer == pipeline.mutate(other, ctx, pipeline.Gates(fresh), None, TEMPLATES_EXIST)
+    assert gate.demands == fresh.demands
+
+
+def test_the_pods_of_a_statefulset_share_one_translation(monkeypatch):
+    # Named web-0, web-1, ... by the StatefulSet controller before admission: decided once, each answered
+    # exactly as afresh; a refusal quotes each pod's own name.
+    translations = []
+    real = pipeline.mutation_after_checks
+    monkeypatch.setattr(pipeline, "mutation_after_checks", lambda *a: translations.append(a) or real(*a))
+    ctx, memo = context("generic"), DecisionMemo()
+    pod = translation_pod("gke-8")
+    pod["metadata"]["labels"] = {"apps.kubernetes.io/pod-index": "0"}
+    answers = []
+    for n in range(3):
+        replica = pod_named(pod, f"web-{n}")
+        replica["metadata"]["labels"] = {"apps.kubernetes.io/pod-index": str(n)}
+        answers.append(pipeline.mutate(request_for(replica), ctx, pipeline.NO_GATES, memo))
+    assert len(translations) == 1 and answers[0].patch and answers[1:] == answers[:1] * 2
+    fractional = translation_pod("generic-whole")
+    fractional["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
+    for name in ("web-0", "web-1"):
+        answer = pipeline.mutate(request_for(pod_named(fractional, name)), ctx, pipeline.NO_GATES, memo)
+        assert not answer.allowed and f'"{name}"' in answer.message
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

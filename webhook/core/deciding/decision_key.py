@@ -1,17 +1,17 @@
 """The digest of exactly what a pod create's mutation decision reads, so equal pods share one decision.
 
 Pods of one ReplicaSet or Job differ in name suffix, uid, timestamps, owner references and whatever
-the API server fills in per pod, none of which the decision reads: it reads the request's kind and
-name (messages quote them), the labels and annotations the context names (MetadataKeys), each
+the API server fills in per pod, none of which the decision reads: it reads the request's kind (and
+quotes the pod's name), the labels and annotations the context names (MetadataKeys), each
 container's resources and restart policy, and the node selector, affinity, topology spread
 constraints, tolerations, scheduler name and runtime class (a pod with resourceClaims is never memoized: its
 templates are read too). The pods of an indexed Job arrive unnamed too (generateName) and differ in
 labels and annotations of their own (the completion index) that no decision reads, so they share a
-key. A StatefulSet's pods arrive named (web-0, web-1): the name keeps their keys apart. Two reviews
-with the same key get the same Decision from the same context (tests/core/test_memo.py checks that on
-random pods, varying every field outside the key), except where it reads their containers' names, which
-the key leaves out: remembered.py says when a decision answers pods whose containers are named otherwise.
-A field the decision starts to read must be added here.
+key; a StatefulSet's pods arrive named (web-0, web-1). Two reviews with the same key get the same
+Decision from the same context (tests/core/test_memo.py checks that on random pods, varying every field
+outside the key), except where it says the pod's name or reads or says its containers', which the key
+leaves out: remembered.py says when a decision answers pods named otherwise. A field the decision
+starts to read must be added here.
 """
 
 import hashlib
@@ -64,7 +64,6 @@ def decision_key(request: AdmissionRequest, keys: MetadataKeys | None) -> bytes 
     read: list[Any] = [
         request.namespace,
         request.version,
-        request.name,
         _read(metadata.get("labels"), keys.labels if keys is not None else None),
         _read(metadata.get("annotations"), keys.annotations if keys is not None else None),
     ]

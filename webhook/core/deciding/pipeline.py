@@ -192,7 +192,7 @@ def decide(
     """The /mutate decision before the claim templates it needs are made: what `mutate` answers on a
     cluster that has them, and what the tests and the bench ask of the core alone."""
     key = decision_key(review, context.metadata_keys) if memo is not None else None
-    names, remembered = recall(memo, key, review.object or {}, context)
+    names, remembered = recall(memo, key, review.object or {}, context, review.name)
     read: PodRead | None = None  # None: the decision is the remembered one
     if remembered is not None:
         demand, decision = remembered
@@ -247,8 +247,9 @@ def validate(
     key = None
     if memo is not None and order and review.is_pod_create:
         # The API server has named the pod by now, each replica apart. Neither the checks that pass nor
-        # the demand read the name (a refusal quotes it: refusals are not remembered, decided afresh).
-        key = decision_key(review._replace(name=""), context.metadata_keys)
+        # the demand read the name (a refusal quotes it: refusals are not remembered, decided afresh),
+        # which the key leaves out; recall is given none.
+        key = decision_key(review, context.metadata_keys)
     names, remembered = recall(memo, key, review.object or {}, context)
     if remembered is not None and remembered[0] is not None:
         demand = remembered[0]

@@ -15,6 +15,11 @@ template was planned. Otherwise it answers only pods whose containers have the s
 The asks of a portable entry are given the asking pod's names (messages quote them later). An entry
 that is not portable is kept under its key and its names (`named_key`), so two such workloads arriving
 in turn each keep theirs.
+The pod's own name is treated alike: a StatefulSet's or a LeaderWorkerSet's pods arrive named (web-0,
+web-1) and differ in little else, and a decision reads the name only to quote it (a refusal names the pod).
+So the name is left out of the key too, and a portable decision also says no pod name, where the name is
+one the API server accepts (a DNS subdomain: written as it is, never escaped); an unnamed pod's ("":
+generateName, named after admission) is the same for every replica.
 tests/core/test_memo.py holds this to a fresh decision on random pods named at random.
 """
 
@@ -31,11 +36,14 @@ from webhook.core.deciding.decision import Decision
 from webhook.core.deciding.decision_key import MetadataKeys
 from webhook.core.vocabulary.workloads import CONTAINER_LISTS
 
-# Per container list (CONTAINER_LISTS' order), each container's name; None where it has none or is no map.
+# Per container list (CONTAINER_LISTS' order), each container's name (None where it has none or is no map);
+# then, alone in a last group, the pod's name as the request gives it ("" before the API server names it).
 Names = tuple[tuple[str | None, ...], ...]
 
 # RFC 1123 label, as the API server validates a container's name (after admission: gpuport sees any).
 _CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# RFC 1123 subdomain, as it validates a pod's name.
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class Remembered(NamedTuple):
@@ -56,16 +64,17 @@ class Memo(Protocol):
 
 
 def recall(
-    memo: Memo | None, key: bytes | None, pod: Mapping[str, Any], context: Context
+    memo: Memo | None, key: bytes | None, pod: Mapping[str, Any], context: Context, name: str = ""
 ) -> tuple[Names, tuple[PodDemand | None, Decision] | None]:
-    """The names of the pod's containers, and what the memo answers for it (None: decide afresh)."""
+    """The names of the pod's containers and its own (`name`, the request's: "" where the decision
+    quotes none), and what the memo answers for it (None: decide afresh)."""
     if memo is None or key is None:
         return (), None
-    names = container_names(pod)
+    names = pod_names(pod, name)
     return names, memo.get(key, context, names)
 
 
-def container_names(pod: Mapping[str, Any]) -> Names:
+def pod_names(pod: Mapping[str, Any], name: str) -> Names:
     spec = pod.get("spec")
     found: list[tuple[str | None, ...]] = []
     for list_name in CONTAINER_LISTS:
@@ -75,6 +84,7 @@ def container_names(pod: Mapping[str, Any]) -> Names:
             continue
         names = [c.get("name") if type(c) is dict else None for c in items]
         found.append(tuple(n if type(n) is str else None for n in names))
+    found.append((name,))
     return tuple(found)
 
 
@@ -99,14 +109,28 @@ def answer_for(entry: Remembered, names: Names) -> tuple[PodDemand | None, Decis
     was decided for other names and may not answer these."""
     if entry.names == names:
         return entry.demand, entry.decision
-    if not entry.portable or not _acceptable([n for group in names for n in group]):
+    # A refusal says `Pod "web-0"` of a named pod, `Pod` of an unnamed one: no name in it either way.
+    named = bool(names and names[-1] and names[-1][0])
+    if not entry.portable or not _acceptable(names) or named != bool(entry.names[-1][0]):
         return None
     return _renamed(entry.demand, names), entry.decision
 
 
-def _acceptable(names: list[str | None]) -> bool:
-    """Distinct names, each one the API server accepts for a container."""
-    return len(set(names)) == len(names) and all(_CONTAINER_NAME.fullmatch(n or "") for n in names)
+def _acceptable(names: Names) -> bool:
+    """Distinct container names, each one the API server accepts for a container, and a pod name it
+    accepts for a pod (or none yet)."""
+    containers = _containers(names)
+    pod = names[-1][0] if names and names[-1] else None
+    return (
+        len(set(containers)) == len(containers)
+        and all(_CONTAINER_NAME.fullmatch(n or "") for n in containers)
+        and pod is not None
+        and (pod == "" or (len(pod) <= 253 and _POD_NAME.fullmatch(pod) is not None))
+    )
+
+
+def _containers(names: Names) -> list[str | None]:
+    return [n for group in names[: len(CONTAINER_LISTS)] for n in group]
 
 
 def _portable(
@@ -116,9 +140,9 @@ def _portable(
     names: Names,
     keys: MetadataKeys | None,
 ) -> bool:
-    every = [n for group in names for n in group]
-    if not every or not _acceptable(every):
+    if not _containers(names) or not _acceptable(names):
         return False
+    every = [n for group in names for n in group]
     if decision.claim_templates or _names_read(pod, keys):
         return False
     said: list[Any] = [decision.message, decision.warnings, decision.patch, dict(decision.audit_annotations)]
@@ -150,6 +174,6 @@ def _names_read(pod: Mapping[str, Any], keys: MetadataKeys | None) -> bool:
 def _renamed(demand: PodDemand | None, names: Names) -> PodDemand | None:
     if demand is None or not demand.asks:
         return demand
-    lists = {list_name: group for list_name, group in zip(CONTAINER_LISTS, names, strict=True)}
+    lists = {list_name: group for list_name, group in zip(CONTAINER_LISTS, names, strict=False)}
     asks = tuple(a._replace(name=lists[a.list_name][a.index] or "?") for a in demand.asks)
     return demand._replace(asks=asks)
