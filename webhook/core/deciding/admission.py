@@ -130,7 +130,10 @@ def rewrite_pod(
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
         warnings += gfd_label_warnings(demand, target, context.dialects)
-    if not native:
+    if not native or not hints:
+        # Offline and on a workload's template too: a pod already in the target's words (k3s's sample,
+        # `runtimeClassName: nvidia` beside a plain nvidia.com/gpu) moved to GKE is refused all the same.
+        # Not on each native pod the webhook sees: an admin may have made the class there.
         warnings += runtime_class_warning(spec, target, context.dialects)
     if demand.unread:
         shared = target.shared
