@@ -488,12 +488,18 @@ def test_a_pod_of_another_name_gets_from_the_memo_exactly_what_a_fresh_decision_
     assert gate.demands == fresh.demands
 
 
+def counted_translations(monkeypatch) -> list:
+    """The translations the pipeline makes from now on (one entry each), as a list that grows."""
+    translations: list = []
+    real = pipeline.mutation_after_checks
+    monkeypatch.setattr(pipeline, "mutation_after_checks", lambda *a: translations.append(a) or real(*a))
+    return translations
+
+
 def test_the_pods_of_a_statefulset_share_one_translation(monkeypatch):
     # Named web-0, web-1, ... by the StatefulSet controller before admission: decided once, each answered
     # exactly as afresh; a refusal quotes each pod's own name.
-    translations = []
-    real = pipeline.mutation_after_checks
-    monkeypatch.setattr(pipeline, "mutation_after_checks", lambda *a: translations.append(a) or real(*a))
+    translations = counted_translations(monkeypatch)
     ctx, memo = context("generic"), DecisionMemo()
     pod = translation_pod("gke-8")
     pod["metadata"]["labels"] = {"apps.kubernetes.io/pod-index": "0"}
@@ -532,9 +538,7 @@ def test_a_replica_or_a_pod_named_otherwise_is_validated_from_the_memo_as_afresh
 def test_pods_of_two_workloads_that_ask_alike_share_one_translation(monkeypatch):
     # A notebook's pod and a script's ask for the same GPUs on the same nodes and name their containers
     # otherwise: the second is not translated again, and each is told about its own containers.
-    translations = []
-    real = pipeline.mutation_after_checks
-    monkeypatch.setattr(pipeline, "mutation_after_checks", lambda *a: translations.append(a) or real(*a))
+    translations = counted_translations(monkeypatch)
     ctx, memo = context("generic"), DecisionMemo()
     pod = translation_pod("gke-8")
     answers = [
