@@ -294,6 +294,40 @@ def test_a_replica_a_moment_behind_waits_for_its_view_instead_of_refusing():
     assert lagging.reason == "quota-unavailable" and "not caught up" in lagging.message
 
 
+def test_a_replica_behind_twice_in_a_fast_burst_catches_up_twice_instead_of_refusing():
+    """In a fast burst the record's settled-through moves on while a replica catches up: the second
+    time its view is behind, it waited for nothing and refused "not caught up" (no quota's refusal)."""
+    import threading
+
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH
+
+    api = FakeCoordination()
+    api.leases["gpuport-quota-team-a"] = (1, {SETTLED_THROUGH: "100"})
+    view = FakeView([QUOTA])
+    view.read_through = 90
+
+    def another_replica_settles_then_the_watch_delivers():
+        with api.atomic:  # the record moves on before this view reaches where it was
+            version, annotations = api.leases["gpuport-quota-team-a"]
+            api.leases["gpuport-quota-team-a"] = (version + 1, {**annotations, SETTLED_THROUGH: "200"})
+        view.read_through = 120
+        threading.Timer(0.1, lambda: setattr(view, "read_through", 210)).start()
+
+    first_read = api.read_namespaced_lease
+    started = threading.Event()
+
+    def read(*args, **kwargs):  # the burst goes on from the gate's first read of the record
+        if not started.is_set():
+            started.set()
+            threading.Timer(0.05, another_replica_settles_then_the_watch_delivers).start()
+        return first_read(*args, **kwargs)
+
+    api.read_namespaced_lease = read
+    gate, ctx = QuotaGate(view, LeaseLedger(api, "gpuport-system"), clock=lambda: 0.0), context("generic")
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "x"), ctx) is None
+    assert view.read_through == 210  # admitted once its view had read as far as the record said, twice
+
+
 def test_a_burst_sums_only_the_pods_added_since_the_last_decision():
     def running(uid, gpus="1"):
         return dict(pod({"nvidia.com/gpu": gpus}), metadata={"name": uid, "namespace": "team-a", "uid": uid})

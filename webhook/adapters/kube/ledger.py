@@ -309,8 +309,8 @@ def _settle(
     Past NAMED_LIMIT young names, `fold` would add the oldest into sums no pod settles, though most of
     their pods are landing: counted twice for the sums' whole life (a burst of 170 creates a second into
     a quota of 900 admitted 580). So there, those whose pods the leader's view holds leave now instead,
-    oldest first, whatever their age: safe for the same reason (a view that has not read as far waits
-    until it has, ViewBehind), at the cost of such waits during the burst."""
+    the first it saw first, whatever their age: safe for the same reason (a view that has not read as
+    far waits until it has, ViewBehind), at the cost of such waits during the burst."""
     if leader.mark is None:
         return current, through
     kept = []
@@ -327,7 +327,9 @@ def _settle(
             landed.append((reservation, seen))
     excess = sum(1 for r in kept if _named_young(r, now)) - NAMED_LIMIT
     if excess > 0 and landed:
-        landed.sort(key=lambda found: found[0].since)
+        # Those the view saw first: `through` rises least, so fewest replicas must wait (by admission
+        # time, one pod landing late raised it to nearly the newest version: ViewBehind ~30 times more).
+        landed.sort(key=lambda found: found[1])
         leaving = landed[:excess]
         through = max(through, *(seen for _, seen in leaving))
         gone = {id(r) for r, _ in leaving}
