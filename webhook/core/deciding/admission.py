@@ -59,8 +59,8 @@ def mutation_after_checks(
         return deny("untranslatable", f"{subject} cannot run on this cluster ({context.target.name}): {said}")
     if not pod:
         warnings = [f"gpuport: pods: {w.removeprefix('gpuport: ')}" for w in rewrite.warnings]
-        metadata = (request.object or {}).get("metadata")
-        warnings += queued_as_written(request.kind, metadata, read.pod, demand, rewrite.patch)
+        workload = request.object or {}
+        warnings += queued_as_written(request.group, request.kind, workload, read.pod, demand, rewrite.patch)
         return allow("checked", warnings=warnings)
     return allow(
         "mutated" if rewrite.patch else "unchanged",
@@ -93,11 +93,13 @@ def rewrite_pod(
     demand: PodDemand,
     hints: bool = True,
     record: bool = False,
+    offline: bool = False,
 ) -> Rewrite:
     """The JSON Patch that translates a Pod (or a pod template), as read and with its asks (`demand`),
     to the target, and its warnings. A pod already in the target's words changes only where it could
     not schedule as written (the map's GPU-node tolerations) and by placement hints, unless `hints` is
-    off (offline, for files)."""
+    off (offline, for files, and a workload's template). `offline`: a file being moved to the target,
+    not an object applied to this cluster."""
     pod = read.pod
     target = context.target
     if demand.claim_problems and target.dra is None:
@@ -130,10 +132,10 @@ def rewrite_pod(
     if demand.asks:
         warnings += inert_warnings(read.annotations, target)
         warnings += gfd_label_warnings(demand, target, context.dialects)
-    if not native or not hints:
-        # Offline and on a workload's template too: a pod already in the target's words (k3s's sample,
-        # `runtimeClassName: nvidia` beside a plain nvidia.com/gpu) moved to GKE is refused all the same.
-        # Not on each native pod the webhook sees: an admin may have made the class there.
+    if not native or offline:
+        # Offline, a file already in the target's words is being moved too (k3s's sample: a plain
+        # nvidia.com/gpu through `runtimeClassName: nvidia`), and is refused there all the same. Not on
+        # what is applied to this cluster in its own words: an admin may have made the class here.
         warnings += runtime_class_warning(spec, target, context.dialects)
     if demand.unread:
         shared = target.shared
@@ -224,7 +226,7 @@ def decide_template(
         return TemplateDecision([v.message for v in violations], None)
     try:
         demand = read_demand(read, context.dialects, context.claim_objects(templates) if templates else None)
-        return TemplateDecision([], rewrite_pod(read, context, demand, hints=hints))
+        return TemplateDecision([], rewrite_pod(read, context, demand, hints=hints, offline=True))
     except Untranslatable as exc:
         return TemplateDecision(list(exc.messages), None)
 
