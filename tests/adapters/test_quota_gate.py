@@ -2,6 +2,7 @@
 server, and what it sums once."""
 
 import threading
+import time
 from decimal import Decimal
 from fractions import Fraction
 
@@ -326,6 +327,32 @@ def test_a_replica_behind_twice_in_a_fast_burst_catches_up_twice_instead_of_refu
     gate, ctx = QuotaGate(view, LeaseLedger(api, "gpuport-system"), clock=lambda: 0.0), context("generic")
     assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "x"), ctx) is None
     assert view.read_through == 210  # admitted once its view had read as far as the record said, twice
+
+
+def test_a_review_queued_behind_one_catching_up_its_view_waits_instead_of_being_refused_busy():
+    """The store answered the review holding the only slot (its view is behind the record): the one
+    queued for the slot keeps waiting, as behind any review the store answers. It was refused "waiting on
+    the API server" after `wait_for_slot` (4 of 1,000 in a burst on a loaded machine)."""
+    from webhook.adapters.kube.ledger import SETTLED_THROUGH
+
+    api = FakeCoordination()
+    api.leases["gpuport-quota-team-a"] = (1, {SETTLED_THROUGH: "100"})
+    view = FakeView([QUOTA])
+    view.read_through = 90
+    gate = QuotaGate(
+        view, LeaseLedger(api, "gpuport-system"), clock=lambda: 0.0, max_waiting=1, wait_for_slot=0.05
+    )
+    ctx = context("generic")
+    first: list = []
+    holder = threading.Thread(
+        target=lambda: first.append(admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "a"), ctx))
+    )
+    holder.start()
+    threading.Timer(0.4, lambda: setattr(view, "read_through", 120)).start()  # the watch delivers
+    time.sleep(0.1)  # the first review holds the slot, catching up
+    assert admit(gate, request_for(pod({"nvidia.com/gpu": "1"}), "b"), ctx) is None
+    holder.join()
+    assert first == [None]
 
 
 def test_a_burst_sums_only_the_pods_added_since_the_last_decision():

@@ -362,6 +362,8 @@ class QuotaGate:
             try:
                 return self._reserve(request, quotas, own, shared, context, deadline, update)
             except ViewBehind as behind:
+                # The store answered: reviews queued for a slot wait for this one rather than being refused.
+                self._last_answer = time.monotonic()
                 if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
                     raise
 
