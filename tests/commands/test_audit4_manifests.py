@@ -10,6 +10,7 @@ import pytest
 from tests.commands.test_audit2_manifests import _required
 from tests.commands.test_audit_manifests import _doc
 from tests.commands.translating import T4_ON_AKS, TRANSLATED_FROM, translate, warnings
+from webhook.commands.cli import main
 from webhook.commands.common import kinds_read
 
 AUDIT = Path(__file__).parents[1] / "manifests" / "audit4"
@@ -194,3 +195,27 @@ def test_the_commands_name_a_kind_two_groups_use_by_its_group_beside_the_apps_on
     # ("StatefulSet (apps)"), where the apps kinds are named plainly as batch's Job is.
     kinds = kinds_read().split(", ")
     assert {"StatefulSet", "StatefulSet (apps.kruise.io)", "Job", "Job (batch.volcano.sh)"} <= set(kinds)
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "line"),
+    [
+        ("jaxjob-gke-h100.yaml", "gke", "JAXJob/default/maxtext-pretrain  training, 2 replica(s)"),
+        ("keda-scaledjob-eks-g5.yaml", "eks", "ScaledJob/default/transcribe  training, 1 replica(s)"),
+        # Kueue admits the wrapped PyTorchJob's master and two workers together.
+        (
+            "codeflare-appwrapper-pytorchjob.yaml",
+            "generic",
+            "AppWrapper/default/finetune-granite  training, 3",
+        ),
+        ("kruise-advanced-statefulset-aks-a100.yaml", "aks", "StatefulSet/default/vector-index  stateful, 3"),
+    ],
+)
+def test_preflight_waves_an_opened_kind_that_runs_to_completion_with_the_training(
+    capsys, tmp_path, name, source, line
+):
+    # Preflight moves stateless workloads first, training next: a JAXJob, a ScaledJob's Jobs and an
+    # AppWrapper around a PyTorchJob were put in the first wave as "inference/stateless".
+    code = main(["preflight", "--from", source, "--to", "oke", str(AUDIT / name)])
+    out = capsys.readouterr().out
+    assert code in (0, 1) and line in out, out
