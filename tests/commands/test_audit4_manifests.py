@@ -219,3 +219,14 @@ def test_preflight_waves_an_opened_kind_that_runs_to_completion_with_the_trainin
     code = main(["preflight", "--from", source, "--to", "oke", str(AUDIT / name)])
     out = capsys.readouterr().out
     assert code in (0, 1) and line in out, out
+
+
+def test_an_appwrapper_s_wrapped_kind_gpuport_does_not_read_is_said_so_not_said_read_elsewhere(
+    capsys, tmp_path
+):
+    text = (AUDIT / "codeflare-appwrapper-pytorchjob.yaml").read_text()
+    text = text.replace("kind: PyTorchJob", "kind: PyTorchTrial").replace("kubeflow.org/v1", "example.com/v1")
+    code, out, err = translate(capsys, tmp_path, text, "eks")
+    assert (code, out) == (0, text)
+    assert "gpuport does not know where a wrapped PyTorchTrial keeps its pods" in err
+    assert "only where written alone" not in err

@@ -963,11 +963,20 @@ def _held_back(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
             ]
         elif path[-1] == WRAPPED:
             held += [
-                (at, f"gpuport reads a wrapped {kind_key(node)[1] or 'resource'} only where written alone")
+                (at, _wrapped_why(kind_key(node)))
                 for at, node in _walk(doc, path[:-1], "")
                 if isinstance(node, Mapping) and not _plainly_read(kind_key(node))
             ]
     return held
+
+
+def _wrapped_why(key: tuple[str, str]) -> str:
+    """Why a resource an AppWrapper wraps is not opened: read as a view only alone, or not read at all."""
+    if key in TEMPLATE_PATHS:
+        return f"gpuport reads a wrapped {key[1]} only where written alone"
+    return UNREAD_KINDS.get(
+        key, f"gpuport does not know where a wrapped {key[1] or 'resource'} keeps its pods"
+    )
 
 
 _RESOURCE_NAME = re.compile(r"[\w.-]+/[\w.-]+")
