@@ -21,10 +21,10 @@ from webhook.core.vocabulary.templates import pod_templates
 
 MANIFESTS = Path(__file__).parents[1] / "manifests"
 # The corpus, and the first and third audits' manifests of projects it had not used
-# (tests/manifests/audit/README.md, tests/manifests/audit3/README.md).
+# (tests/manifests/audit/README.md, tests/manifests/audit3/README.md, tests/manifests/audit4/README.md).
 CORPUS = [
     *sorted(MANIFESTS.glob("*.yaml")),
-    *(p for a in ("audit", "audit3") for p in sorted((MANIFESTS / a).glob("*.yaml"))),
+    *(p for a in ("audit", "audit3", "audit4") for p in sorted((MANIFESTS / a).glob("*.yaml"))),
 ]
 TARGETS = ["generic", "generic-mig-single", "gke", "eks", "aks", "hami"]
 CONTEXTS = {name: context(name) for name in TARGETS}

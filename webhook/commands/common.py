@@ -67,7 +67,7 @@ def kinds_read() -> str:
     core_names = {"Service"}
     return ", ".join(
         kind
-        if (kinds.count(kind) == 1 and kind not in core_names) or group == "batch"
+        if (kinds.count(kind) == 1 and kind not in core_names) or group in ("apps", "batch")
         else f"{kind} ({group})"
         for group, kind in keys
     )

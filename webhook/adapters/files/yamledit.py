@@ -263,8 +263,12 @@ def _unit_edit(lines, before, after, unit: tuple, newline: str, said_again: Keys
     column = parent.lc.key(first)[1]
     after_parent = _get(after, parent_path)
     gone = [k for k in parent if k in SPEC_KEYS and k not in after_parent]
-    if key == "metadata" and "spec" in parent:
-        at = parent.lc.key("spec")[0]  # where a reader expects it: before the spec
+    spec_line = parent.lc.key("spec")[0] if key == "metadata" and "spec" in parent else None
+    if spec_line is not None and not lines[spec_line][:column].strip():
+        at = spec_line  # where a reader expects it: before the spec
+    elif spec_line is not None:
+        # The spec opens a sequence item ("- spec:", Seldon's componentSpecs): the dash line stays.
+        at = entry_span(lines, parent, list(parent)[-1])[1]
     elif key in SPEC_KEYS and gone:
         at = parent.lc.key(gone[0])[0]  # where the selector it replaces stood
     else:

@@ -68,6 +68,8 @@ TRAINING_KINDS = {
     "PaddleJob",
     "XGBoostJob",
     "MXJob",
+    "JAXJob",
+    "ScaledJob",  # KEDA: a Job per batch of events, each run to completion
     "TrainingRuntime",
     "ClusterTrainingRuntime",
     "RayJob",
@@ -260,6 +262,15 @@ def _running_use(pod: BoundPod, context: Context) -> Fraction:
     return pod_use(demand, context.target, context.dialects.catalogue).equivalents
 
 
+def _wraps_training(doc: Mapping[str, Any]) -> bool:
+    """A CodeFlare AppWrapper whose components wrap a kind that runs to completion (a PyTorchJob...)."""
+    if doc.get("kind") != "AppWrapper":
+        return False
+    components = (doc.get("spec") or {}).get("components")
+    wrapped = [c.get("template") for c in components or () if isinstance(c, Mapping)]
+    return any(isinstance(t, Mapping) and t.get("kind") in TRAINING_KINDS for t in wrapped)
+
+
 def _workload(
     doc: Mapping[str, Any], context: Context, inventory: Inventory | None, claims: TemplateLookup
 ) -> tuple[WorkloadReport, list[_Template]]:
@@ -270,7 +281,7 @@ def _workload(
         # By kind when the owner has not said; a Deployment may well train, hence the annotation.
         category = (
             "training"
-            if kind in TRAINING_KINDS
+            if kind in TRAINING_KINDS or _wraps_training(doc)
             else "stateful"
             if kind == "StatefulSet"
             else "inference/stateless"

@@ -59,6 +59,7 @@ _KSERVE_KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime")
 # templateRef takes that workflow's defaults, which no document here says.
 STEP = "<argo step>"
 _ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate")
+_ARGO_STEPS = {("argoproj.io", kind) for kind in (*_ARGO_KINDS, "CronWorkflow")}
 _PLACEMENT = ("nodeSelector", "tolerations", "affinity", "schedulerName", "resourceClaims")
 _RUNS = ("container", "script", "containerSet")
 _NO_POD = ("steps", "dag", "suspend")  # the other kinds of template make pods (or use the agent pod)
@@ -125,6 +126,14 @@ _DYNAMO_OWN = ("cpu", "memory")
 _SECTIONS = ("limits", "requests")
 
 
+# CodeFlare's AppWrapper (workload.codeflare.dev/v1beta2, github.com/project-codeflare/appwrapper): its
+# components' templates are whole resources the AppWrapper controller creates once Kueue admits it; their
+# podSets name where each keeps its pod templates. A wrapped kind gpuport reads through plain template
+# paths is read so, at its pointer inside the AppWrapper; one read as a view (NIMService, TrainJob,
+# Dynamo's, KServe's, Argo's) is left unread and reported, its view's fit being its own kind's.
+WRAPPED = "<wrapped resource>"
+
+
 def _trainer_runtime() -> tuple[Path, ...]:
     return (("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template"),)
 
@@ -172,6 +181,21 @@ TEMPLATE_PATHS: dict[tuple[str, str], tuple[Path, ...]] = {
     # Argo: each template that runs containers is the pod spec of its step's pods (see STEP).
     **{("argoproj.io", kind): (("spec", "templates", "*", STEP),) for kind in _ARGO_KINDS},
     ("argoproj.io", "CronWorkflow"): (("spec", "workflowSpec", "templates", "*", STEP),),
+    # Argo Rollouts: a Deployment's template, rolled out by canary or blue-green steps (a Rollout that
+    # names a Deployment through spec.workloadRef has none: that Deployment is read where written).
+    ("argoproj.io", "Rollout"): (("spec", "template"),),
+    # OpenKruise: a CloneSet and an Advanced StatefulSet (v1alpha1, v1beta1) keep the apps kinds'
+    # spec.template, updated in place where only images change.
+    **{("apps.kruise.io", kind): (("spec", "template"),) for kind in ("CloneSet", "StatefulSet")},
+    # KEDA: a ScaledJob makes a batch Job of spec.jobTargetRef (a JobSpec) for each batch of events.
+    ("keda.sh", "ScaledJob"): (("spec", "jobTargetRef", "template"),),
+    ("kubeflow.org", "JAXJob"): _replica_specs("jaxReplicaSpecs"),
+    # Seldon Core v1: each componentSpec of a predictor is a PodTemplateSpec Seldon makes a Deployment of
+    # (beside its hpaSpec, kedaSpec, pdbSpec), Seldon adding its own containers for the graph's units.
+    ("machinelearning.seldon.io", "SeldonDeployment"): (("spec", "predictors", "*", "componentSpecs", "*"),),
+    # CodeFlare's AppWrapper: each component's template is a whole resource (a PyTorchJob, a Job...),
+    # read as that kind is read (see WRAPPED).
+    ("workload.codeflare.dev", "AppWrapper"): (("spec", "components", "*", "template", WRAPPED),),
 }
 
 # A KServe component's implementation block (container fields: resources, args, env) is its pod's first
@@ -254,6 +278,11 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             node = mapping_at(doc, path[:-1])
             yield from [_nim(doc, node)] if node is not None else ()
             continue
+        if path[-1] == WRAPPED:
+            for pointer, node in _walk(doc, path[:-1], ""):
+                if isinstance(node, Mapping) and _plainly_read(kind_key(node)):
+                    yield from ((f"{pointer}{inner}", tmpl) for inner, tmpl in pod_templates(node))
+            continue
         if path[-1] == STEP:
             yield from (
                 _step(pointer, node, spec) for pointer, node, spec, why in _argo_steps(doc, path) if not why
@@ -262,6 +291,14 @@ def pod_templates(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
         for pointer, node in _walk(doc, path, ""):
             if isinstance(node, Mapping) and isinstance(node.get("spec"), Mapping):
                 yield pointer, node
+
+
+def _plainly_read(key: tuple[str, str]) -> bool:
+    """Whether a kind's pod templates are all written as templates (no view of the kind's own fields)."""
+    views = (INLINE, TRAINER, DYNAMO, NIM, STEP, WRAPPED)
+    return key == ("", "Pod") or (
+        key in TEMPLATE_PATHS and all(p[-1] not in views for p in TEMPLATE_PATHS[key])
+    )
 
 
 class _View(dict):  # type: ignore[type-arg]
@@ -924,7 +961,22 @@ def _held_back(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
                 (f"{spec}/{field}", "Argo merges it into the pod of every step")
                 for field in ("templateDefaults", "podSpecPatch")
             ]
+        elif path[-1] == WRAPPED:
+            held += [
+                (at, _wrapped_why(kind_key(node)))
+                for at, node in _walk(doc, path[:-1], "")
+                if isinstance(node, Mapping) and not _plainly_read(kind_key(node))
+            ]
     return held
+
+
+def _wrapped_why(key: tuple[str, str]) -> str:
+    """Why a resource an AppWrapper wraps is not opened: read as a view only alone, or not read at all."""
+    if key in TEMPLATE_PATHS:
+        return f"gpuport reads a wrapped {key[1]} only where written alone"
+    return UNREAD_KINDS.get(
+        key, f"gpuport does not know where a wrapped {key[1] or 'resource'} keeps its pods"
+    )
 
 
 _RESOURCE_NAME = re.compile(r"[\w.-]+/[\w.-]+")
@@ -994,7 +1046,7 @@ def controller_notes(
     added = {op["path"].removeprefix("/spec/") for op in patch if op["op"] == "add"} - set(spec)
     if kind_key(doc) == _VOLCANO_JOB:
         return _volcano_scheduler(doc, patch)
-    if kind_key(doc)[0] == "argoproj.io":
+    if kind_key(doc) in _ARGO_STEPS:  # Argo Rollouts (same group) keeps a plain pod template
         return [_ARGO_CLAIMS] if "resourceClaims" in added else []
     who = _ON_KNATIVE.get(kind_key(doc))
     annotations = mapping_at(doc, ("metadata", "annotations")) or {}
