@@ -329,9 +329,17 @@ class QuotaGate:
         Then it is given as before: waiting admits nothing, so no quota is ever passed."""
         waited = 0.0
         while True:
-            denial, provisional = self._reserve_caught_up(
-                request, quotas, own, shared, context, deadline, update
-            )
+            try:
+                denial, provisional = self._reserve(request, quotas, own, shared, context, deadline, update)
+            except ViewBehind as behind:
+                # Another replica settled pods this view has not read yet: they arrive within moments
+                # (longer when a burst loads the API server, and in a fast burst the record may move on
+                # again meanwhile: waited for until the reservation's share of the admission's time).
+                # The store answered: reviews queued for a slot wait for this one, not refused busy.
+                self._last_answer = time.monotonic()
+                if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
+                    raise
+                continue
             # The store answers: a review queued for this slot waits for it rather than being refused.
             self._last_answer = time.monotonic()
             waited += ALLOTMENT_RECHECK
@@ -343,29 +351,6 @@ class QuotaGate:
             ):
                 return denial
             self.pause(ALLOTMENT_RECHECK)
-
-    def _reserve_caught_up(
-        self,
-        request: AdmissionRequest,
-        quotas: list,
-        own: GpuUse,
-        shared: dict[str, GpuUse],
-        context: Context,
-        deadline: float,
-        update: "_Update | None" = None,
-    ) -> tuple[str | None, bool]:
-        """`_reserve`, after this view has read as far as the record says every deciding view must have:
-        another replica settled pods this view has not read yet, which arrive within moments (longer when
-        a burst loads the API server, and in a fast burst the record may move on again meanwhile: waited
-        for until the reservation's share of the admission's time)."""
-        while True:
-            try:
-                return self._reserve(request, quotas, own, shared, context, deadline, update)
-            except ViewBehind as behind:
-                # The store answered: reviews queued for a slot wait for this one rather than being refused.
-                self._last_answer = time.monotonic()
-                if not self._catch_up(behind.through, _left(deadline) - RESERVING_SECONDS):
-                    raise
 
     def _reserve(
         self,
