@@ -245,17 +245,24 @@ def test_aks_s_mi300x_job_goes_to_the_amd_map_by_product_name(capsys):
     }
 
 
-@pytest.mark.parametrize("target", ["eks", "gke"])
-def test_aks_s_mi300x_job_is_refused_where_no_gpu_has_its_192_gb(capsys, target):
-    code, _, err = translate(capsys, MI300X_JOB, target)
+def test_aks_s_mi300x_job_is_refused_on_eks_where_no_amd_gpu_has_its_192_gb(capsys):
+    code, _, err = translate(capsys, MI300X_JOB, "eks")
     assert code == 1
-    said = f"asks for MI300X (192 GB, training); {target} offers no AMD training GPU with at least 192 GB"
+    said = "asks for MI300X (192 GB, training); eks offers no AMD training GPU with at least 192 GB"
     assert said in err
-    if target == "gke":  # the figures compared; EKS has AMD GPUs (g4ad's V520), only not this one
-        assert "H200 (141 GB, training)" in err
-        assert "containers[0] asks for an AMD GPU (amd.com/gpu: 8); gke offers NVIDIA GPUs only" in err
-    else:
-        assert "(it offers V520 (8 GB, inference))" in err
+    assert "(it offers V520 (8 GB, inference))" in err  # EKS has AMD GPUs (g4ad's), only not this one
+
+
+@pytest.mark.parametrize("target", ["gke", "generic", "koordinator"])
+@pytest.mark.parametrize(("job", "asked"), [("aks-mi300x", "amd.com/gpu: 8"), ("eks-v520", "amd.com/gpu: 1")])
+def test_an_amd_job_is_refused_once_where_no_amd_gpu_is_sold(capsys, target, job, asked):
+    # The vendor refusal says it all: the other vendor's models listed as "offered" instead said nothing
+    # to act on, and generic's (every GFD product name, MI300X's too) read "it offers MI300X" beside
+    # "generic offers NVIDIA GPUs only".
+    code, _, err = translate(capsys, MI300X_JOB if job == "aks-mi300x" else EKS_V520, target)
+    assert code == 1
+    assert f"containers[0] asks for an AMD GPU ({asked}); {target} offers NVIDIA GPUs only" in err
+    assert "offers no AMD" not in err and "MI300X (192 GB" not in err
 
 
 def test_an_aks_nvidia_job_is_left_as_written_beside_the_amd_sizes(capsys, tmp_path):

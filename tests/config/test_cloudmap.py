@@ -55,6 +55,20 @@ def test_a_valid_map_parses(catalogue):
     assert cloud_map.models_offered(catalogue) == ("H100-80GB",)
 
 
+def test_catalogue_names_are_the_map_s_own_vendor_s(catalogue):
+    # GFD's nvidia.com/gpu.product never names an AMD GPU: an NVIDIA map reading `catalogue-names` must
+    # not appear to sell one (generic said "it offers MI300X" beside "NVIDIA GPUs only").
+    text = GOOD.replace("    values:\n      H100-80GB: h100\n", "    values: catalogue-names\n")
+    nvidia = parse(text, catalogue)
+    assert "H100-80GB" in nvidia.models_offered(catalogue)
+    assert all(catalogue.models[m].vendor == "nvidia" for m in nvidia.models_offered(catalogue))
+    amd = parse(
+        text.replace("name: lab\n", "name: lab\nvendor: amd\n").replace("nvidia.com/", "amd.com/"), catalogue
+    )
+    assert "MI300X" in amd.models_offered(catalogue)
+    assert all(catalogue.models[m].vendor == "amd" for m in amd.models_offered(catalogue))
+
+
 def test_unknown_key_is_reported_with_file_and_line(catalogue):
     text = GOOD.replace("name: lab\n", "name: lab\nscheduler: volcano\n")
     with pytest.raises(CloudMapError) as info:

@@ -264,7 +264,7 @@ def parse_cloud_map(text: str, source: Path | str, catalogue: Catalogue) -> Clou
         raise problem
     model_labels = []
     for entry in data.get("model_labels", []):
-        values = _expanded(entry, catalogue)
+        values = _expanded(entry, catalogue, data.get("vendor", "nvidia"))
         interconnect = _interconnects(values, entry.get("interconnect", {}), catalogue)
         model_labels.append(ModelLabel(entry["label"], values, dict(entry.get("gpus", {})), interconnect))
     dra = _dra_form(data.get("dra"))
@@ -364,11 +364,14 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _expanded(entry: Mapping[str, Any], catalogue: Catalogue) -> dict[str, tuple[str, ...]]:
-    """A model label's values, model → the label values that name it."""
+def _expanded(entry: Mapping[str, Any], catalogue: Catalogue, vendor: Any) -> dict[str, tuple[str, ...]]:
+    """A model label's values, model → the label values that name it. `catalogue-names` are the names
+    the map's own vendor's labeller writes (GFD's nvidia.com/gpu.product): another vendor's model is
+    never named by that label, and listing it made an NVIDIA-only map appear to sell an AMD GPU (a
+    V520 pod moved to generic was told "it offers MI300X" beside "generic offers NVIDIA GPUs only")."""
     values = entry["values"]
     if values == "catalogue-names":
-        return {m.id: m.names for m in catalogue.models.values() if m.names}
+        return {m.id: m.names for m in catalogue.models.values() if m.names and m.vendor == vendor}
     return {m: tuple(v) if isinstance(v, list) else (v,) for m, v in values.items()}
 
 
@@ -417,7 +420,10 @@ def _value_problems(
         for model_id in keys(entry["values"]):
             known(model_id, ["model_labels", index, "values", model_id])
         named = {
-            v for names in _expanded(entry, catalogue).values() for v in names if isinstance(v, (str, int))
+            v
+            for names in _expanded(entry, catalogue, data.get("vendor", "nvidia")).values()
+            for v in names
+            if isinstance(v, (str, int))
         }
         for part in ("gpus", "interconnect"):
             for value in keys(entry.get(part)):

@@ -351,6 +351,11 @@ def _target_models(
         }
         if substitutes:
             return tuple(sorted(substitutes)), f" (no {' or '.join(sorted(wanted))} here)"
+    vendors = {catalogue.models[m].vendor for m in wanted}
+    if vendors.isdisjoint(target.vendors) and any(a.vendor in vendors for a in demand.asks):
+        # The ask itself is refused in fewer words ("gke offers NVIDIA GPUs only", translate_ask): a
+        # list of the other vendor's models as what is offered instead would say nothing to act on.
+        return (), ""
     problems.append(
         _no_substitute(sorted(wanted), target, dialects.models_offered(declared), dialects, any_class)
     )
