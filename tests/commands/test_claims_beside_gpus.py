@@ -39,3 +39,23 @@ def test_where_no_gb200_is_sold_the_refusal_is_about_the_gpus_not_the_channel(ca
     assert code == 1
     assert "asks for GB200" in err
     assert "could not be read" not in err and "imex-channel-0" not in err.split("denied")[1]
+
+
+@pytest.mark.parametrize("target", ["eks", "generic"])
+def test_a_job_given_without_its_compute_domain_is_refused_saying_which_file_to_pass(
+    capsys, tmp_path, target
+):
+    # The same job in a file of its own: gpuport cannot tell what the channel's template asks for. The
+    # webhook's words ("create it before the pod, or retry") told someone translating files nothing.
+    alone = tmp_path / "job.yaml"
+    alone.write_text(
+        yaml.safe_dump(next(d for d in yaml.safe_load_all(JOB.read_text()) if d["kind"] != "ComputeDomain"))
+    )
+    code = main(["translate", "--to", target, str(alone)])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert (
+        "claim imex-channel-0 (ResourceClaimTemplate imex-channel-0): it is not in the files given: pass the "
+        "file that defines it (or the ComputeDomain whose channel makes it)"
+    ) in err
+    assert "create it before the pod" not in err

@@ -523,7 +523,7 @@ def test_claims_of_any_shape_are_decided_without_a_crash(entries, refs, template
 
 
 def test_translate_and_preflight_read_claims_made_ahead_beside_the_workload_alike():
-    from webhook.core.asks.pod_claims import ClaimsBeside
+    from webhook.core.asks.pod_claims import NOT_BESIDE, ClaimsBeside
     from webhook.core.migration.preflight import preflight
 
     made_ahead = {
@@ -537,7 +537,8 @@ def test_translate_and_preflight_read_claims_made_ahead_beside_the_workload_alik
     beside = ClaimsBeside([made_ahead, template, {"kind": "Pod"}])
     assert beside.lookup("ml")("ResourceClaim/team-gpus") == {"spec": {"spec": made_ahead["spec"]}}
     assert beside.lookup("ml")("one") is template
-    assert beside.lookup("other")("one") is None
+    # Not among the files for that namespace: an answer saying which file to pass, never a guess.
+    assert beside.lookup("other")("one") == NOT_BESIDE and "not in the files given" in NOT_BESIDE["unread"]
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -484,6 +484,12 @@ def _claim_refs(container: Mapping[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+NOT_BESIDE: Mapping[str, Any] = {
+    "unread": "it is not in the files given: pass the file that defines it (or the ComputeDomain whose "
+    "channel makes it) to read what it asks for"
+}
+
+
 class ClaimsBeside:
     """The ResourceClaimTemplates, ResourceClaims and DeviceClasses among a set of manifests: a
     workload's claims are read from those written beside it (gpuport translate, preflight)."""
@@ -508,7 +514,14 @@ class ClaimsBeside:
         def find(key: str) -> Mapping[str, Any] | None:
             if key.startswith(DEVICE_CLASS):  # cluster-scoped
                 return self.found.get(("", key))
-            return self.found.get((namespace, key))
+            found = self.found.get((namespace, key))
+            if found is None and (
+                key.startswith(STANDALONE) or ("/" not in key and key != EXTENDED_RESOURCES)
+            ):
+                # A claim or template (a name has no "/") written nowhere among these files: the
+                # webhook's "create it before the pod" says nothing to someone translating files.
+                return NOT_BESIDE
+            return found
 
         return find
 
