@@ -37,3 +37,20 @@ def test_on_tke_the_warning_names_its_qgpu_resources(capsys):
     main(["translate", "--to", "tke", str(UNREAD / "tkestack-vcuda-pod.yaml")])
     _, err = capsys.readouterr()
     assert "tke.cloud.tencent.com/qgpu-memory and tke.cloud.tencent.com/qgpu-core for a share" in err
+
+
+@pytest.mark.parametrize("target", ["aks", "generic"])
+def test_a_name_no_map_reads_beside_a_translated_gpu_ask_is_said_once(capsys, tmp_path, target):
+    # Beside a GKE GPU ask being moved, the device step said it again ("is in no cloud map, kept as
+    # written"): two warnings for one name, within kubectl's few lines.
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n"
+        "    cloud.google.com/gke-accelerator: nvidia-l4\n  containers:\n  - name: c\n    image: x\n"
+        "    resources:\n      limits:\n        nvidia.com/gpu: 1\n        gpu.intel.com/i915: 1\n"
+    )
+    code = main(["translate", "--to", target, str(pod)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    said = [w for w in warnings(err) if "gpu.intel.com/i915" in w]
+    assert len(said) == 1 and "a GPU name no cloud map reads" in said[0], said

@@ -109,7 +109,9 @@ def rewrite_pod(
     # Read once for both steps; the same for the map as declared and as narrowed (see Foreign).
     foreign = read_foreign(spec, demand, context.as_declared, context.dialects)
     native = not demand.asks or is_native(demand, context.as_declared, context.dialects, foreign)
-    devices = plan_devices(demand.resource_names, target, context.dialects, translated=not native)
+    # A GPU name no map reads is said once, by the unread warning below, not again as a device.
+    beside = demand.resource_names.difference(demand.unread) if demand.unread else demand.resource_names
+    devices = plan_devices(beside, target, context.dialects, translated=not native)
     # A pod that asks for no GPU is not gpuport's to judge: its topology keys are its own business.
     topology = (
         plan_topology(
