@@ -263,3 +263,18 @@ def test_a_label_removed_is_said_once_not_again_in_the_line_that_replaces_the_se
         w.startswith("node selector node.kubernetes.io/instance-type=Standard_NC24ads_A100_v4 replaced by")
         for w in replaced
     )
+
+
+@pytest.mark.parametrize("target", ["eks", "aks"])
+def test_a_spot_label_carried_over_is_not_also_said_replaced_by_the_gpu_affinity(capsys, tmp_path, target):
+    # GKE's spot label becomes the target's capacity word, said so; the line saying what replaced the
+    # node selector named it too, as if an instance-type affinity had taken its place.
+    text = (Path(__file__).parents[1] / "manifests" / "gke-l4-vllm-spot.yaml").read_text()
+    code, _, err = translate(capsys, tmp_path, text, target)
+    assert code == 0, err
+    said = warnings(err)
+    assert any(w.startswith("spot capacity cloud.google.com/gke-spot → ") for w in said), said
+    replaced = [w for w in said if "replaced by required node affinity" in w]
+    assert replaced and all(
+        w.startswith("node selector cloud.google.com/gke-accelerator=nvidia-l4 replaced by") for w in replaced
+    ), replaced

@@ -193,8 +193,9 @@ def translate_pod(
     # The selector entries an affinity takes the place of are named with it, once: several values are a
     # required node affinity, not a node selector, and the pod loses the selector it was written with.
     selector = spec.get("nodeSelector")
-    # Not those _drop_labels says were removed (AKS's accelerator label was said twice).
-    replaced_keys = stale - {k for k in leaving if k not in capacity_keys_here}
+    # Not the labels leaving: _drop_labels says those removed (AKS's accelerator label was said twice)
+    # and the capacity plan those it carries over (GKE's spot label read as replaced by the GPU's).
+    replaced_keys = stale - set(leaving)
     replaced = (
         [f"{k}={v}" for k, v in sorted(selector.items()) if k in replaced_keys]
         if isinstance(selector, dict)
