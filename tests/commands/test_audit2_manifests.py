@@ -51,7 +51,10 @@ def test_an_eks_auto_mode_gpu_name_is_read_as_its_model_on_generic(capsys, tmp_p
     text = (AUDIT / "eks-auto-mode-h200.yaml").read_text()
     code, out, _ = translate(capsys, tmp_path, text, "generic")
     assert code == 0
-    assert _required(_pod_spec(out)) == [("nvidia.com/gpu.product", "In", ("NVIDIA-H200", "NVIDIA-H200-NVL"))]
+    # Two GPUs on EKS's H200 types (p5e, p5en: HGX boards) reach each other over NVSwitch: the H200 NVL
+    # PCIe card is left out, as for any multi-GPU pod written for sxm nodes.
+    assert _pod_spec(out)["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert _required(_pod_spec(out)) == []
 
 
 def test_an_eks_auto_mode_pod_is_left_as_written_on_eks(capsys, tmp_path):

@@ -496,3 +496,33 @@ def test_a_b300_job_is_refused_where_no_gpu_has_its_memory(capsys, target):
     code, _, err = translate(capsys, CATALOGUE_MANIFESTS / "eks-p6-b300-job.yaml", target)
     assert code == 1
     assert "asks for B300 (269 GB, training)" in err
+
+
+KARPENTER_A100_H100 = CATALOGUE_MANIFESTS / "eks-karpenter-a100-h100-job.yaml"
+
+
+@pytest.mark.parametrize(
+    ("target", "key", "meant"),
+    [
+        (
+            "generic",
+            "nvidia.com/gpu.product",
+            {"NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"},
+        ),
+        (
+            "koordinator",
+            "node.koordinator.sh/gpu-model",
+            {"NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"},
+        ),
+    ],
+)
+def test_an_8_gpu_job_pinned_by_karpenter_s_gpu_name_keeps_its_nvlink_gpus(capsys, target, key, meant):
+    # Every EC2 type with an a100 or h100 is an HGX board (p4d, p4de, p5): the job's eight GPUs reach each
+    # other over NVSwitch. Moved elsewhere it was also offered the PCIe cards (A100 PCIe, H100 PCIe), whose
+    # collectives go through the host.
+    code, docs, err = translate(capsys, KARPENTER_A100_H100, target)
+    assert code == 0, err
+    assert accepted(docs[0], key) == meant
+    # Karpenter's count and memory requirements were written as node affinity, not a node selector.
+    assert "node affinity karpenter.k8s.aws/instance-gpu-count removed: a label no" in err
+    assert "node selector karpenter.k8s.aws/" not in err

@@ -159,7 +159,7 @@ def translate_pod(
     carried = dict(node_labels)
     for key, values in capacity.labels.items():
         node_labels.setdefault(key, values)  # said with the capacity it carries
-    spot = _drop_labels(leaving, capacity_keys_here, target) + capacity.edits
+    spot = _drop_labels(leaving, capacity_keys_here, target, spec.get("nodeSelector")) + capacity.edits
     # On a DRA cluster: which claims the pod gets, made from which templates.
     claims = _plan_claims(spec, demand, asked_there, target)
     templates: dict[str, dict[str, Any]] = {}
@@ -290,12 +290,16 @@ def _plan_claims(
 
 
 def _drop_labels(
-    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap
+    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap, selector: Any
 ) -> list[PodEdit]:
     """Every label only the source's nodes carry, apart from capacity types (capacity.py), is
-    dropped, and each is said."""
+    dropped, and each is said where the pod wrote it (its node selector, else its node affinity)."""
+    selected = selector if isinstance(selector, dict) else {}
     return [
-        Say(f"gpuport: node selector {key} removed: a label no {target.name} node carries")
+        Say(
+            f"gpuport: node {'selector' if key in selected else 'affinity'} {key} removed: a label no "
+            f"{target.name} node carries"
+        )
         for key in sorted(leaving)
         if key not in kept
     ]
