@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from webhook.core.asks.demand import PodDemand
 from webhook.core.rewriting.capacity import capacity_keys, plan_capacity
+from webhook.core.rewriting.compute_class import COMPUTE_CLASS, class_removed
 from webhook.core.rewriting.dra import ClaimPlan, plan_claims
 from webhook.core.rewriting.foreign import Foreign
 from webhook.core.rewriting.podedits import (
@@ -159,7 +160,7 @@ def translate_pod(
     carried = dict(node_labels)
     for key, values in capacity.labels.items():
         node_labels.setdefault(key, values)  # said with the capacity it carries
-    spot = _drop_labels(leaving, capacity_keys_here, target) + capacity.edits
+    spot = _drop_labels(leaving, capacity_keys_here, target, demand) + capacity.edits
     # On a DRA cluster: which claims the pod gets, made from which templates.
     claims = _plan_claims(spec, demand, asked_there, target)
     templates: dict[str, dict[str, Any]] = {}
@@ -289,15 +290,18 @@ def _plan_claims(
 
 
 def _drop_labels(
-    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap
+    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap, demand: PodDemand
 ) -> list[PodEdit]:
     """Every label only the source's nodes carry, apart from capacity types (capacity.py), is
     dropped, and each is said."""
-    return [
-        Say(f"gpuport: node selector {key} removed: a label no {target.name} node carries")
-        for key in sorted(leaving)
-        if key not in kept
-    ]
+    return [Say(_removed(key, leaving[key], target, demand)) for key in sorted(leaving) if key not in kept]
+
+
+def _removed(key: str, values: tuple[str, ...], target: CloudMap, demand: PodDemand) -> str:
+    # What a GKE compute class chose goes with it: the GPU model of a pod naming none.
+    if key == COMPUTE_CLASS and demand.selection.models is None:
+        return class_removed(values, target)
+    return f"gpuport: node selector {key} removed: a label no {target.name} node carries"
 
 
 def _values_holding(
