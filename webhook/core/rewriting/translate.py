@@ -34,6 +34,7 @@ from webhook.core.rewriting.podedits import (
     SetResources,
     SetScheduler,
 )
+from webhook.core.rewriting.reservation import RESERVATION_NAME, reservation_removed
 from webhook.core.rewriting.shared_clients import sharing_lost
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
 from webhook.core.vocabulary.catalogue import GpuModel
@@ -298,9 +299,11 @@ def _drop_labels(
 
 
 def _removed(key: str, values: tuple[str, ...], target: CloudMap, demand: PodDemand) -> str:
-    # What a GKE compute class chose goes with it: the GPU model of a pod naming none.
+    # What a few of GKE's labels chose goes with them: the GPU model, a reservation.
     if key == COMPUTE_CLASS and demand.selection.models is None:
         return class_removed(values, target)
+    if key == RESERVATION_NAME:
+        return reservation_removed(values, target)
     return f"gpuport: node selector {key} removed: a label no {target.name} node carries"
 
 
