@@ -124,7 +124,11 @@ def translate_pod(
         avoided = tuple(_values(target.model_labels[0], tuple(sorted(demand.selection.avoid))))
     if whole and target.mig.form == "single" and target.mig.product_label not in node_labels:
         # Slices are nvidia.com/gpu there too: only a plain product name keeps a whole GPU whole.
-        plain = chosen or dialects.models_offered(target)
+        # Of the target's vendor only: a map reading GFD's catalogue names offers every model, AMD's too,
+        # whose names no nvidia.com/gpu.product carries.
+        plain = chosen or tuple(
+            m for m in dialects.models_offered(target) if catalogue.models[m].vendor == target.vendor
+        )
         node_labels[target.mig.product_label] = tuple(n for m in plain for n in catalogue.models[m].names)
     leaving = foreign.node_labels
     # Every map's capacity keys matter only to labels that leave (most pods select their GPU alone).
