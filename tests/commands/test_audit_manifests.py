@@ -14,10 +14,10 @@ AUDIT = Path(__file__).parents[1] / "manifests" / "audit"
 MAPS = sorted(p.stem for p in default_directory().glob("*.yaml") if p.stem != "gpus")
 MANIFESTS = sorted(p.name for p in AUDIT.glob("*.yaml"))
 # Every audit's manifests (the later audits' are read in test_audit2_manifests.py,
-# test_audit3_manifests.py and test_audit4_manifests.py): swept together below.
+# test_audit3_manifests.py, test_audit4_manifests.py and test_audit5_manifests.py): swept together below.
 EVERY_AUDITED = sorted(
     str(p.relative_to(AUDIT.parent))
-    for folder in ("audit", "audit2", "audit3", "audit4")
+    for folder in ("audit", "audit2", "audit3", "audit4", "audit5")
     for p in (AUDIT.parent / folder).glob("*.yaml")
 )
 

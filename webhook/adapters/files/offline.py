@@ -35,6 +35,7 @@ from webhook.core.asks.unread import gives_gpus
 from webhook.core.deciding.admission import decide_template
 from webhook.core.deciding.context import Context
 from webhook.core.migration.kueue import flavor_gaps, is_kueue, queue_gaps
+from webhook.core.rewriting.compute_class import class_gpus, is_compute_class
 from webhook.core.rewriting.foreign import gpu_labels_elsewhere
 from webhook.core.rewriting.node_kind_fields import node_kind_warning
 from webhook.core.rewriting.podedits import apply_edits
@@ -224,6 +225,20 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(TemplateResult(number, "ResourceClaimTemplate", key[1], "/", True, warnings=[why]))
     results += _leave_out_classes(manifest, context.target.name)
     results += _kueue_gaps(manifest, context)
+    results += _compute_classes(manifest, context)
+    return results
+
+
+def _compute_classes(manifest: Manifest, context: Context) -> list[TemplateResult]:
+    """The GPUs a GKE ComputeClass in the file gave the pods that select it, said where they are lost."""
+    results = []
+    for number, document in enumerate(manifest.documents):
+        doc = document.edited
+        if hasattr(doc, "get") and is_compute_class(doc):
+            plain = json.loads(json.dumps(doc, default=str))
+            if said := class_gpus(plain, context.target, context.dialects):
+                name = str((plain.get("metadata") or {}).get("name", ""))
+                results.append(TemplateResult(number, "ComputeClass", name, "/", True, warnings=said))
     return results
 
 

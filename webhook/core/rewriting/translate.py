@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from webhook.core.asks.demand import PodDemand
 from webhook.core.rewriting.capacity import capacity_keys, plan_capacity
+from webhook.core.rewriting.compute_class import COMPUTE_CLASS, class_removed
 from webhook.core.rewriting.dra import ClaimPlan, plan_claims
 from webhook.core.rewriting.foreign import Foreign
 from webhook.core.rewriting.podedits import (
@@ -33,6 +34,7 @@ from webhook.core.rewriting.podedits import (
     SetResources,
     SetScheduler,
 )
+from webhook.core.rewriting.reservation import RESERVATION_NAME, reservation_removed
 from webhook.core.rewriting.shared_clients import sharing_lost
 from webhook.core.rewriting.translate_ask import TargetAsk, Untranslatable, translate_ask
 from webhook.core.vocabulary.catalogue import GpuModel
@@ -122,7 +124,11 @@ def translate_pod(
         avoided = tuple(_values(target.model_labels[0], tuple(sorted(demand.selection.avoid))))
     if whole and target.mig.form == "single" and target.mig.product_label not in node_labels:
         # Slices are nvidia.com/gpu there too: only a plain product name keeps a whole GPU whole.
-        plain = chosen or dialects.models_offered(target)
+        # Of the target's vendor only: another vendor's GPUs the map also sells (whole_by_vendor) have
+        # no name a product label of this vendor carries.
+        plain = chosen or tuple(
+            m for m in dialects.models_offered(target) if catalogue.models[m].vendor == target.vendor
+        )
         node_labels[target.mig.product_label] = tuple(n for m in plain for n in catalogue.models[m].names)
     leaving = foreign.node_labels
     # Every map's capacity keys matter only to labels that leave (most pods select their GPU alone).
@@ -159,7 +165,9 @@ def translate_pod(
     carried = dict(node_labels)
     for key, values in capacity.labels.items():
         node_labels.setdefault(key, values)  # said with the capacity it carries
-    spot = _drop_labels(leaving, capacity_keys_here, target, spec.get("nodeSelector")) + capacity.edits
+    spot = (
+        _drop_labels(leaving, capacity_keys_here, target, demand, spec.get("nodeSelector")) + capacity.edits
+    )
     # On a DRA cluster: which claims the pod gets, made from which templates.
     claims = _plan_claims(spec, demand, asked_there, target)
     templates: dict[str, dict[str, Any]] = {}
@@ -290,19 +298,33 @@ def _plan_claims(
 
 
 def _drop_labels(
-    leaving: Mapping[str, tuple[str, ...]], kept: frozenset[str], target: CloudMap, selector: Any
+    leaving: Mapping[str, tuple[str, ...]],
+    kept: frozenset[str],
+    target: CloudMap,
+    demand: PodDemand,
+    selector: Any,
 ) -> list[PodEdit]:
     """Every label only the source's nodes carry, apart from capacity types (capacity.py), is
     dropped, and each is said where the pod wrote it (its node selector, else its node affinity)."""
     selected = selector if isinstance(selector, dict) else {}
     return [
         Say(
-            f"gpuport: node {'selector' if key in selected else 'affinity'} {key} removed: a label no "
-            f"{target.name} node carries"
+            _removed(
+                key, leaving[key], target, demand, "node selector" if key in selected else "node affinity"
+            )
         )
         for key in sorted(leaving)
         if key not in kept
     ]
+
+
+def _removed(key: str, values: tuple[str, ...], target: CloudMap, demand: PodDemand, where: str) -> str:
+    # What a few of GKE's labels chose goes with them: the GPU model, a reservation.
+    if key == COMPUTE_CLASS and demand.selection.models is None:
+        return class_removed(values, target, where)
+    if key == RESERVATION_NAME:
+        return reservation_removed(values, target, where)
+    return f"gpuport: {where} {key} removed: a label no {target.name} node carries"
 
 
 def _values_holding(
