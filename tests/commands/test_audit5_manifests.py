@@ -18,6 +18,14 @@ def _deployment(out):
     return next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment")
 
 
+def _said_within_kubectl(err, *lines):
+    """Each of `lines` is among the warnings, and every warning fits kubectl's 120 characters."""
+    said = warnings(err)
+    for line in lines:
+        assert line in said, said
+    assert all(len(line) <= 120 for line in said), said
+
+
 @pytest.mark.parametrize(
     ("target", "label"),
     [
@@ -35,13 +43,12 @@ def test_a_gke_compute_class_s_gpu_model_is_said_lost_with_the_label_to_pin_it_b
     text = (AUDIT / "gke-custom-compute-class-l4.yaml").read_text()
     code, out, err = translate(capsys, tmp_path, text, target)
     assert code == 0, err
-    said = warnings(err)
-    assert (
+    _said_within_kubectl(
+        err,
         "node selector cloud.google.com/compute-class=l4-inference removed: the class chose the GPU model; "
-        f"any {target} GPU now"
-    ) in said
-    assert f"GKE's, kept: its pods got L4 ×2 per node; on {target} pin it by {label}" in said
-    assert all(len(line) <= 120 for line in said)
+        f"any {target} GPU now",
+        f"GKE's, kept: its pods got L4 ×2 per node; on {target} pin it by {label}",
+    )
     assert "cloud.google.com/compute-class" not in _pinned(
         _at(_deployment(out), ("spec", "template", "spec"))
     )
@@ -103,12 +110,11 @@ def test_a_gke_reservation_left_behind_is_said_as_capacity_lost(capsys, tmp_path
     text = (AUDIT / "gke-reservation-h100-job.yaml").read_text()
     code, _, err = translate(capsys, tmp_path, text, target)
     assert code == 0, err
-    said = warnings(err)
-    assert (
+    _said_within_kubectl(
+        err,
         "node selector cloud.google.com/reservation-name=a3-high-reservation removed: GKE's reservation; "
-        f"any {target} capacity now"
-    ) in said
-    assert all(len(line) <= 120 for line in said)
+        f"any {target} capacity now",
+    )
 
 
 def test_mig_single_pins_only_nvidia_products_for_a_whole_nvidia_gpu(capsys, tmp_path):

@@ -28,6 +28,7 @@ from webhook.adapters.files.yamledit import (
     split_documents,
 )
 from webhook.adapters.files.yamlstyle import MARKER
+from webhook.adapters.files.yamlstyle import plain as as_plain
 from webhook.core.asks.claims import DEVICE_CLASS
 from webhook.core.asks.compute_domains import channel_templates
 from webhook.core.asks.pod_claims import ClaimsBeside, claim_object_key, namespace_of
@@ -153,7 +154,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
         for d in manifest.documents
         if claim_object_key(d.edited) is not None or any(channel_templates(d.edited))
     ]
-    beside = ClaimsBeside([json.loads(json.dumps(d, default=str)) for d in claim_docs])
+    beside = ClaimsBeside([as_plain(d) for d in claim_docs])
     referred = _referred_templates(manifest)
     for number, document in enumerate(manifest.documents):
         doc = document.edited
@@ -169,7 +170,7 @@ def translate_documents(manifest: Manifest, context: Context) -> list[TemplateRe
             results.append(TemplateResult(number, kind, name, "/", allowed=True, warnings=[reason]))
         recorded: dict[int, Any] = {}  # one metadata: several templates' records of the ask
         for path, template in list(pod_templates(doc)):
-            plain = json.loads(json.dumps(template, default=str))
+            plain = as_plain(template)
             result = TemplateResult(number, kind, name, path or "/", allowed=True)
             decided = decide_template(plain, context, hints=False, templates=beside.lookup(namespace_of(doc)))
             # What the kind's controller passes on to its pods, or needs, which the webhook never sees.
@@ -235,7 +236,7 @@ def _compute_classes(manifest: Manifest, context: Context) -> list[TemplateResul
     for number, document in enumerate(manifest.documents):
         doc = document.edited
         if hasattr(doc, "get") and is_compute_class(doc):
-            plain = json.loads(json.dumps(doc, default=str))
+            plain = as_plain(doc)
             if said := class_gpus(plain, context.target, context.dialects):
                 name = str((plain.get("metadata") or {}).get("name", ""))
                 results.append(TemplateResult(number, "ComputeClass", name, "/", True, warnings=said))
@@ -376,7 +377,7 @@ def _expressions(value: Any) -> list[Any]:
 def written_device_classes(manifest: Manifest) -> tuple[dict[str, Any], ...]:
     """The DeviceClasses among the documents, as plain values (what the cluster they are for has)."""
     return tuple(
-        json.loads(json.dumps(d.edited, default=str))
+        as_plain(d.edited)
         for d in manifest.documents
         if (claim_object_key(d.edited) or ("", ""))[1].startswith(DEVICE_CLASS)
     )
@@ -414,7 +415,7 @@ def _kueue_gaps(manifest: Manifest, context: Context) -> list[TemplateResult]:
     results = []
     for number, doc in kueue:
         try:
-            plain = json.loads(json.dumps(doc, default=str))
+            plain = as_plain(doc)
         except (TypeError, ValueError):
             continue  # a document JSON cannot hold (a {{template}} key): not Kueue's to read
         kind = str(plain["kind"])
